@@ -1,0 +1,125 @@
+"""Input validation shared by every public module.
+
+Each helper raises ``ValueError`` or ``TypeError`` with a message that names
+what was expected and what was received, so a wrong call fails at the
+boundary of the module instead of deep inside a matmul.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+
+def positive_int(name: str, value) -> int:
+    """Return ``value`` if it is an int > 0, else raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+    return value
+
+
+def probability(name: str, value) -> float:
+    """Return ``value`` if it is a number in [0, 1), else raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a float in [0, 1), got {type(value).__name__}")
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {value}")
+    return float(value)
+
+
+def positive_float(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a positive float, got {type(value).__name__}")
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return float(value)
+
+
+def choice(name: str, value, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise listing them."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def divisible(d_model: int, n_heads: int) -> int:
+    """Return the head width ``d_model // n_heads``; raise if it does not divide."""
+    positive_int("d_model", d_model)
+    positive_int("n_heads", n_heads)
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model must be divisible by n_heads, got d_model={d_model}, n_heads={n_heads} "
+            f"(d_model % n_heads = {d_model % n_heads})"
+        )
+    return d_model // n_heads
+
+
+def floating_tensor(name: str, x) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    return x
+
+
+def activations(x, d_model: int, name: str = "x") -> torch.Tensor:
+    """Check that ``x`` is a float tensor of shape ``(batch, seq, d_model)``."""
+    floating_tensor(name, x)
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(
+            f"{name} must have shape (batch, seq, d_model={d_model}), got {tuple(x.shape)}"
+        )
+    return x
+
+
+def last_dim(x, d_model: int, name: str = "x") -> torch.Tensor:
+    """Check that ``x`` is a float tensor of shape ``(..., d_model)``."""
+    floating_tensor(name, x)
+    if x.dim() == 0 or x.shape[-1] != d_model:
+        raise ValueError(f"{name} must have shape (..., {d_model}), got {tuple(x.shape)}")
+    return x
+
+
+def seq_len(T: int, max_seq_len: int) -> int:
+    if T > max_seq_len:
+        raise ValueError(
+            f"sequence length {T} exceeds max_seq_len={max_seq_len}; "
+            f"crop the input or build the module with a larger max_seq_len"
+        )
+    return T
+
+
+def attention_mask(mask, batch: int, T: int, name: str = "attn_mask") -> torch.Tensor:
+    """Check a boolean mask of shape ``(T, T)`` or ``(batch, 1, T, T)``; True = may attend."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name} must be a bool tensor (True = may attend), got dtype {mask.dtype}")
+    if tuple(mask.shape) not in {(T, T), (batch, 1, T, T), (1, 1, T, T)}:
+        raise ValueError(
+            f"{name} must have shape ({T}, {T}) or ({batch}, 1, {T}, {T}), got {tuple(mask.shape)}"
+        )
+    return mask
+
+
+def token_ids(idx, vocab_size: int, max_seq_len: int | None = None, name: str = "idx"):
+    """Check integer token ids of shape ``(batch, seq)`` in ``[0, vocab_size)``."""
+    if not isinstance(idx, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
+    if idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids (torch.long), got dtype {idx.dtype}")
+    if idx.dim() != 2:
+        raise ValueError(f"{name} must have shape (batch, seq), got {tuple(idx.shape)}")
+    if idx.numel():
+        low, high = int(idx.min()), int(idx.max())
+        if low < 0 or high >= vocab_size:
+            raise ValueError(
+                f"{name} must be in [0, vocab_size={vocab_size}), got values in [{low}, {high}]"
+            )
+    if max_seq_len is not None:
+        seq_len(idx.shape[1], max_seq_len)
+    return idx

@@ -1,0 +1,194 @@
+"""Scaled dot-product attention, the causal mask, and multi-head attention."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import _validate
+from .positional import RotaryEmbedding
+
+ATTN_IMPLS = ("explicit", "sdpa")
+
+
+def causal_mask(T: int, device=None) -> torch.Tensor:
+    """Boolean ``(T, T)`` mask, True where query ``i`` may attend to key ``j`` (``j <= i``).
+
+    The convention (True = may attend) is the one ``F.scaled_dot_product_attention``
+    uses for boolean masks. The diagonal is True: a token always sees itself.
+    """
+    _validate.positive_int("T", T)
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                 mask: torch.Tensor | None = None, dropout_p: float = 0.0):
+    """``softmax(q k^T / sqrt(d_k)) v``, written out step by step.
+
+    Args:
+        q: queries ``(..., T_q, d_k)``; k: keys ``(..., T_k, d_k)``; v: values ``(..., T_k, d_v)``.
+        mask: optional bool tensor broadcastable to ``(..., T_q, T_k)``; True = may attend.
+            A query row with no allowed key gets all-zero weights (not NaN).
+        dropout_p: dropout on the attention weights (pass 0.0 in eval mode).
+
+    Returns:
+        ``(output, weights)``: output ``(..., T_q, d_v)`` and the attention weights
+        ``(..., T_q, T_k)`` after softmax and masking, before dropout (each allowed
+        row sums to 1).
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _validate.floating_tensor(name, t)
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., seq, dim), got {tuple(t.shape)}")
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            "expected q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    _validate.probability("dropout_p", dropout_p)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])           # (..., T_q, T_k)
+    if mask is not None:
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
+        try:
+            torch.broadcast_shapes(mask.shape, scores.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
+                f"{tuple(scores.shape)}"
+            ) from None
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        # A row with every key masked is softmax(-inf, ..., -inf) = NaN; such a
+        # query attends to nothing, so its weights are zero (as in PyTorch's SDPA).
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    attended = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return attended @ v, weights
+
+
+class KVCache:
+    """Keys and values of the tokens seen so far, one per attention layer.
+
+    ``k`` and ``v`` have shape ``(B, H, T_past, head_dim)``; ``append`` returns the
+    concatenation with the new step's keys and values and stores it.
+    """
+
+    def __init__(self):
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor):
+        if self.k is not None:
+            k = torch.cat([self.k, k], dim=-2)
+            v = torch.cat([self.v, v], dim=-2)
+        self.k, self.v = k, v
+        return k, v
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head (causal) self-attention with a fused QKV projection.
+
+    Args:
+        d_model: model width D; must be divisible by ``n_heads``.
+        n_heads: number of heads H; each head has ``head_dim = D // H`` channels.
+        max_seq_len: longest sequence the causal-mask buffer covers.
+        dropout: probability for attention dropout (after softmax) and residual
+            dropout (after the output projection).
+        bias: give the two projections a bias.
+        causal: apply the causal mask (False for an encoder).
+        attn_impl: ``"explicit"`` (step by step, the teaching path) or ``"sdpa"``
+            (``F.scaled_dot_product_attention``, fused kernels); same result.
+        rope_base: if given, apply rotary position embeddings with this base to q and k.
+
+    Parameter layout (what ``tfcourse.checks`` copies into a learner's module):
+        ``qkv_proj.weight (3D, D)``: rows ``[0, D)`` make q, ``[D, 2D)`` k, ``[2D, 3D)`` v;
+        within each, head ``h`` owns rows ``[h*head_dim, (h+1)*head_dim)``.
+        ``qkv_proj.bias (3D,)``, ``out_proj.weight (D, D)``, ``out_proj.bias (D,)``.
+
+    Shapes: ``forward(x (B, T, D)) -> (B, T, D)``, or with ``return_weights=True``
+    ``((B, T, D), (B, H, T, T))``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, max_seq_len: int, dropout: float = 0.0,
+                 bias: bool = True, causal: bool = True, attn_impl: str = "explicit",
+                 rope_base: float | None = None):
+        super().__init__()
+        self.head_dim = _validate.divisible(d_model, n_heads)
+        self.d_model, self.n_heads = d_model, n_heads
+        self.max_seq_len = _validate.positive_int("max_seq_len", max_seq_len)
+        self.dropout = _validate.probability("dropout", dropout)
+        self.causal = bool(causal)
+        self.attn_impl = _validate.choice("attn_impl", attn_impl, ATTN_IMPLS)
+        # One (D -> 3D) matmul instead of three (D -> D): one kernel launch, and
+        # the same layout as GPT-2's c_attn.
+        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        # Attention dropout (on the weights after softmax) is applied inside the
+        # attention call with p=self.dropout; residual dropout sits after out_proj.
+        # Neither touches the residual stream itself.
+        self.resid_dropout = nn.Dropout(dropout)
+        # Built once for the longest sequence and sliced per call. A buffer moves
+        # with .to(device) but is not a parameter; persistent=False keeps it out
+        # of state_dict because it is a function of max_seq_len, not learned.
+        self.register_buffer("mask", causal_mask(max_seq_len), persistent=False)
+        self.rotary = RotaryEmbedding(self.head_dim, max_seq_len, rope_base) if rope_base else None
+
+    def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
+        B, T, _ = t.shape
+        return t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)     # (B, H, T, hd)
+
+    def _combined_mask(self, attn_mask, B: int, T: int, past: int):
+        """Bool mask broadcastable to (B, H, T, past + T), or None for "attend everywhere"."""
+        if attn_mask is not None:
+            if past:
+                raise ValueError("attn_mask is not supported together with a KV cache")
+            _validate.attention_mask(attn_mask, B, T)
+        if not self.causal:
+            return attn_mask
+        causal = self.mask[past : past + T, : past + T]
+        return causal if attn_mask is None else causal & attn_mask
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
+                return_weights: bool = False, cache: KVCache | None = None):
+        """Attend ``x (B, T, D)``.
+
+        Args:
+            attn_mask: optional bool mask, True = may attend: ``(T, T)`` or
+                ``(B, 1, T, T)`` (e.g. padding). Combined with the causal mask.
+            return_weights: also return the attention weights ``(B, H, T, T)``
+                (computed with the explicit path whatever ``attn_impl`` is).
+            cache: a ``KVCache`` for incremental decoding; ``x`` holds the new tokens.
+        """
+        _validate.activations(x, self.d_model)
+        B, T, D = x.shape
+        past = len(cache) if cache is not None else 0
+        _validate.seq_len(past + T, self.max_seq_len)
+
+        q, k, v = self.qkv_proj(x).split(D, dim=-1)                           # 3 x (B, T, D)
+        q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
+        if self.rotary is not None:
+            q, k = self.rotary(q, k, offset=past)
+        if cache is not None:
+            k, v = cache.append(k, v)                                         # (B, H, past+T, hd)
+        mask = self._combined_mask(attn_mask, B, T, past)
+        p = self.dropout if self.training else 0.0
+
+        if self.attn_impl == "sdpa" and not return_weights:
+            weights = None
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        else:
+            y, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)
+        y = y.transpose(1, 2).reshape(B, T, D)                                # merge heads
+        y = self.resid_dropout(self.out_proj(y))
+        return (y, weights) if return_weights else y
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, n_heads={self.n_heads}, head_dim={self.head_dim}, "
+                f"causal={self.causal}, attn_impl={self.attn_impl!r}")

@@ -1,0 +1,99 @@
+"""``GPTConfig``: every size and choice of a GPT, validated once, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from . import _validate
+from .attention import ATTN_IMPLS
+from .block import MLPS
+from .mlp import ACTIVATIONS
+from .norms import NORMS
+
+POSITIONAL = ("learned", "rope")
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Sizes and choices of a decoder-only Transformer.
+
+    Defaults are GPT-2 small's. ``GPTConfig.preset(name, **overrides)`` builds a
+    named configuration (see ``PRESETS``); ``replace(**changes)`` returns a
+    validated copy with some fields changed.
+    """
+
+    vocab_size: int = 50257
+    max_seq_len: int = 1024
+    n_layers: int = 12
+    n_heads: int = 12
+    d_model: int = 768
+    d_hidden: int | None = None          # MLP width; None = 4 * d_model (gelu) / LLaMA rule (swiglu)
+    dropout: float = 0.0
+    bias: bool = True                    # biases of every Linear (norms keep theirs)
+    pre_ln: bool = True
+    norm: str = "layernorm"
+    norm_eps: float | None = None        # None = 1e-5 for LayerNorm, 1e-6 for RMSNorm
+    mlp: str = "gelu"
+    activation: str = "gelu_tanh"        # GPT-2's "gelu_new"
+    positional: str = "learned"          # "learned" table or "rope" (rotary, in attention)
+    rope_base: float = 10000.0
+    tie_weights: bool = True             # LM head shares the token-embedding matrix
+    attn_impl: str = "explicit"
+
+    def __post_init__(self):
+        for name in ("vocab_size", "max_seq_len", "n_layers", "n_heads", "d_model"):
+            _validate.positive_int(name, getattr(self, name))
+        _validate.divisible(self.d_model, self.n_heads)
+        if self.d_hidden is not None:
+            _validate.positive_int("d_hidden", self.d_hidden)
+        _validate.probability("dropout", self.dropout)
+        if self.norm_eps is not None:
+            _validate.positive_float("norm_eps", self.norm_eps)
+        _validate.positive_float("rope_base", self.rope_base)
+        _validate.choice("norm", self.norm, NORMS)
+        _validate.choice("mlp", self.mlp, MLPS)
+        _validate.choice("activation", self.activation, ACTIVATIONS)
+        _validate.choice("positional", self.positional, POSITIONAL)
+        _validate.choice("attn_impl", self.attn_impl, ATTN_IMPLS)
+        if self.positional == "rope" and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"rotary embeddings need an even head_dim, got {self.d_model // self.n_heads}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def block_kwargs(self) -> dict:
+        """Keyword arguments for ``TransformerBlock`` / ``TransformerStack``."""
+        return dict(d_model=self.d_model, n_heads=self.n_heads, max_seq_len=self.max_seq_len,
+                    pre_ln=self.pre_ln, dropout=self.dropout, bias=self.bias,
+                    activation=self.activation, norm=self.norm, mlp=self.mlp,
+                    d_hidden=self.d_hidden, norm_eps=self.norm_eps, attn_impl=self.attn_impl,
+                    rope_base=self.rope_base if self.positional == "rope" else None)
+
+    def replace(self, **changes) -> "GPTConfig":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "GPTConfig":
+        _validate.choice("preset", name, PRESETS)
+        return cls(**{**PRESETS[name], **overrides})
+
+
+PRESETS: dict[str, dict] = {
+    # OpenAI GPT-2 sizes (vocab 50257, context 1024, tanh GELU, tied head).
+    "gpt2-small": dict(n_layers=12, n_heads=12, d_model=768),
+    "gpt2-medium": dict(n_layers=24, n_heads=16, d_model=1024),
+    "gpt2-large": dict(n_layers=36, n_heads=20, d_model=1280),
+    "gpt2-xl": dict(n_layers=48, n_heads=25, d_model=1600),
+    # The lesson's block: exact GELU, 12 layers of width 768.
+    "lesson": dict(n_layers=12, n_heads=12, d_model=768, activation="gelu"),
+    # LLaMA-style: RMSNorm, SwiGLU, rotary positions, no biases, untied head.
+    "llama-tiny": dict(vocab_size=512, max_seq_len=256, n_layers=4, n_heads=4, d_model=128,
+                       norm="rmsnorm", mlp="swiglu", bias=False, positional="rope",
+                       tie_weights=False),
+    # Small enough to train in seconds on a laptop CPU.
+    "tiny": dict(vocab_size=64, max_seq_len=64, n_layers=2, n_heads=4, d_model=64),
+}

@@ -1,0 +1,163 @@
+"""The GPT assembly: embeddings, a stack of blocks, a final norm and the LM head."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import _validate
+from .attention import KVCache
+from .block import TransformerBlock
+from .config import GPTConfig
+from .norms import make_norm
+from .positional import LearnedPositionalEmbedding
+
+
+class GPT(nn.Module):
+    """A decoder-only Transformer language model.
+
+    ``logits = lm_head(final_norm(blocks(tok_emb(idx) + pos_emb(positions))))``
+
+    Submodules: ``tok_emb`` (``Embedding(V, D)``), ``pos_emb`` (learned table, absent
+    with rotary positions), ``drop`` (embedding dropout), ``blocks`` (``ModuleList`` of
+    ``TransformerBlock``), ``final_norm``, ``lm_head`` (``Linear(D, V, bias=False)``).
+    With ``tie_weights`` the head's weight *is* the embedding matrix (one tensor).
+
+    Shapes: ``forward(idx (B, T) long) -> logits (B, T, V)``.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+        self.config = config
+        D = config.d_model
+        self.tok_emb = nn.Embedding(config.vocab_size, D)
+        self.pos_emb = (LearnedPositionalEmbedding(config.max_seq_len, D)
+                        if config.positional == "learned" else None)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(TransformerBlock(**config.block_kwargs())
+                                    for _ in range(config.n_layers))
+        self.final_norm = make_norm(config.norm, D, config.norm_eps)
+        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
+        if config.tie_weights:
+            self.lm_head.weight = self.tok_emb.weight       # shared Parameter, not a copy
+        self.apply(self._init_weights)
+        # GPT-2: scale the projections that write into the residual stream by
+        # 1/sqrt(2 * n_layers), so the stream's variance does not grow with depth.
+        for name, param in self.named_parameters():
+            if name.endswith(("attn.out_proj.weight", "mlp.fc_out.weight", "mlp.down_proj.weight")):
+                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    @staticmethod
+    def _init_weights(module: nn.Module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_params(self, non_embedding: bool = False) -> int:
+        """Number of distinct parameters (a tied matrix counts once).
+
+        ``non_embedding=True`` leaves out the token and position embedding tables
+        (an untied LM head is still counted).
+        """
+        total = sum(p.numel() for p in self.parameters())   # parameters() yields shared ones once
+        if non_embedding:
+            total -= self.tok_emb.weight.numel()
+            if self.pos_emb is not None:
+                total -= self.pos_emb.weight.numel()
+        return total
+
+    def forward(self, idx: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
+                caches: list[KVCache] | None = None) -> torch.Tensor:
+        """Logits ``(B, T, V)`` for token ids ``idx (B, T)``.
+
+        ``caches``: one ``KVCache`` per block for incremental decoding; ``idx`` then
+        holds only the new tokens.
+        """
+        past = len(caches[0]) if caches else 0
+        _validate.token_ids(idx, self.config.vocab_size)
+        B, T = idx.shape
+        _validate.seq_len(past + T, self.config.max_seq_len)
+        x = self.tok_emb(idx)                                        # (B, T, D)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(T, offset=past)                     # (T, D) broadcasts
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, attn_mask, cache=caches[i] if caches else None)
+        return self.lm_head(self.final_norm(x))                      # (B, T, V)
+
+    def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy; ``targets (B, T)`` are ``idx`` shifted by one."""
+        _validate.token_ids(targets, self.config.vocab_size, name="targets")
+        if targets.shape != idx.shape:
+            raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, "
+                             f"got {tuple(targets.shape)}")
+        logits = self(idx)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, *, generator: torch.Generator | None = None,
+                 use_cache: bool = False) -> torch.Tensor:
+        """Append ``max_new_tokens`` sampled tokens to ``idx (B, T)``; returns ``(B, T + new)``.
+
+        ``temperature=0`` picks the most likely token (greedy). ``top_k`` keeps only
+        the k most likely tokens before sampling. The context is cropped to the
+        last ``max_seq_len`` tokens. ``use_cache`` reuses past keys/values (a KV
+        cache) instead of recomputing the whole prefix each step; it needs the
+        whole output to fit in ``max_seq_len``.
+        """
+        _validate.token_ids(idx, self.config.vocab_size)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if top_k is not None:
+            _validate.positive_int("top_k", top_k)
+        if use_cache and idx.shape[1] + max_new_tokens > self.config.max_seq_len:
+            raise ValueError(f"use_cache needs prompt + new tokens <= max_seq_len="
+                             f"{self.config.max_seq_len}, got {idx.shape[1] + max_new_tokens}")
+        was_training = self.training
+        self.eval()
+        caches = [KVCache() for _ in self.blocks] if use_cache else None
+        step_input = idx
+        for _ in range(max_new_tokens):
+            context = step_input if use_cache else idx[:, -self.config.max_seq_len:]
+            logits = self(context, caches=caches)[:, -1, :]                     # (B, V)
+            if temperature == 0:
+                next_id = logits.argmax(dim=-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                probs = logits.softmax(dim=-1)
+                if generator is not None and generator.device != probs.device:
+                    next_id = torch.multinomial(probs.cpu(), 1, generator=generator).to(probs.device)
+                else:
+                    next_id = torch.multinomial(probs, 1, generator=generator)
+            idx = torch.cat([idx, next_id], dim=1)
+            step_input = next_id
+        self.train(was_training)
+        return idx
+
+    @classmethod
+    def from_hf_gpt2(cls, hf_model, **overrides) -> "GPT":
+        """Build a ``GPT`` with the weights of a ``transformers`` ``GPT2LMHeadModel``.
+
+        GPT-2 stores its projections as ``Conv1D`` with weights ``(in, out)``; ours
+        are ``nn.Linear`` with ``(out, in)``, so those are transposed. GPT-2's
+        ``gelu_new`` is the tanh approximation. Works for any GPT-2 size, including
+        random-init models built from a ``GPT2Config``.
+        """
+        from .hf import gpt2_config_to_ours, gpt2_state_dict_to_ours
+
+        config = gpt2_config_to_ours(hf_model.config, **overrides)
+        model = cls(config)
+        model.load_state_dict(gpt2_state_dict_to_ours(hf_model.state_dict(), config), strict=True)
+        return model.to(next(hf_model.parameters()).dtype)

@@ -1,0 +1,87 @@
+"""Normalization layers written from primitives.
+
+Both normalize each token vector on its own (over the last dimension), so they
+never mix information between tokens or between sequences in a batch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from . import _validate
+
+
+class LayerNorm(nn.Module):
+    """Layer normalization: ``(x - mean) / sqrt(var + eps) * weight + bias``.
+
+    The variance is the *biased* one (divide by D, not D - 1) and ``eps`` sits
+    *inside* the square root, exactly as ``torch.nn.LayerNorm`` does; either
+    mistake changes the output by more than float32 round-off.
+
+    Args:
+        d_model: size D of the normalized (last) dimension.
+        eps: added to the variance before the square root.
+        bias: learn a shift (``bias``) as well as a scale (``weight``).
+
+    Shapes: ``(..., D) -> (..., D)``.
+    Parameters: ``weight (D,)`` initialized to 1, ``bias (D,)`` initialized to 0.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
+        super().__init__()
+        self.d_model = _validate.positive_int("d_model", d_model)
+        self.eps = _validate.positive_float("eps", eps)
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _validate.last_dim(x, self.d_model)
+        mean = x.mean(dim=-1, keepdim=True)                       # (..., 1)
+        var = (x - mean).pow(2).mean(dim=-1, keepdim=True)        # biased, (..., 1)
+        x_hat = (x - mean) * torch.rsqrt(var + self.eps)          # (..., D)
+        out = x_hat * self.weight
+        return out + self.bias if self.bias is not None else out
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, eps={self.eps}, bias={self.bias is not None}"
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square normalization: ``x / sqrt(mean(x**2) + eps) * weight``.
+
+    Unlike LayerNorm it does not subtract the mean and has no shift, which
+    saves a reduction and D parameters; LLaMA-family models use it.
+
+    Args:
+        d_model: size D of the normalized (last) dimension.
+        eps: added to the mean square before the square root (LLaMA uses 1e-6).
+
+    Shapes: ``(..., D) -> (..., D)``.
+    Parameters: ``weight (D,)`` initialized to 1.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        self.d_model = _validate.positive_int("d_model", d_model)
+        self.eps = _validate.positive_float("eps", eps)
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _validate.last_dim(x, self.d_model)
+        mean_square = x.pow(2).mean(dim=-1, keepdim=True)         # (..., 1)
+        return x * torch.rsqrt(mean_square + self.eps) * self.weight
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, eps={self.eps}"
+
+
+NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+
+
+def make_norm(kind: str, d_model: int, eps: float | None = None, bias: bool = True) -> nn.Module:
+    """Build ``LayerNorm`` or ``RMSNorm`` by name (``"layernorm"`` / ``"rmsnorm"``)."""
+    _validate.choice("norm", kind, NORMS)
+    if kind == "layernorm":
+        return LayerNorm(d_model, eps=1e-5 if eps is None else eps, bias=bias)
+    return RMSNorm(d_model, eps=1e-6 if eps is None else eps)

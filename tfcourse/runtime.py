@@ -1,0 +1,88 @@
+"""Device choice, seeding, and number formatting for stable notebook outputs."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+DEVICE_ENV = "TFCOURSE_DEVICE"
+
+
+def default_device() -> torch.device:
+    """``$TFCOURSE_DEVICE`` if set, else CUDA, else Apple MPS, else CPU.
+
+    Raises ``ValueError`` if ``TFCOURSE_DEVICE`` names a device that is not available,
+    rather than silently falling back.
+    """
+    requested = os.environ.get(DEVICE_ENV, "").strip()
+    if requested:
+        try:
+            device = torch.device(requested)
+        except RuntimeError as error:
+            raise ValueError(f"{DEVICE_ENV}={requested!r} is not a torch device: {error}") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"{DEVICE_ENV}={requested!r} but torch.cuda.is_available() is False")
+        if device.type == "mps" and not torch.backends.mps.is_available():
+            raise ValueError(f"{DEVICE_ENV}={requested!r} but torch.backends.mps.is_available() is False")
+        return device
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int = 0) -> torch.Generator:
+    """Seed Python, NumPy and PyTorch (all devices); return a CPU generator with that seed."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def fmt(value: float, digits: int = 3) -> str:
+    """Format a number for a stable printout: ``digits`` significant digits, no ``-0``."""
+    value = float(value)
+    text = f"{value:.{digits}g}"
+    return "0" if text in {"-0", "0"} else text
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True if two tensors are equal up to float round-off (dtype-aware tolerances)."""
+    try:
+        torch.testing.assert_close(a, b)
+        return True
+    except AssertionError:
+        return False
+
+
+def setup_notebook(written_for: str, seed: int = 0) -> torch.device:
+    """First cell of every course notebook: seed, pick the device, tame warnings.
+
+    Warns (on stderr) when the installed ``tfcourse`` is not the version the
+    notebook was written for, which is the usual cause of a notebook failing in
+    ways its text does not explain. Returns the default device.
+    """
+    import sys
+    import warnings
+
+    from . import __version__
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module="torch")
+    if written_for != __version__:
+        print(f"WARNING: this notebook was written for tfcourse {written_for}, but tfcourse "
+              f"{__version__} is installed. Run `make lab` (or `pip install -e .`) from the course "
+              f"folder so that package and notebooks match.", file=sys.stderr)
+    seed_everything(seed)
+    try:
+        import matplotlib
+
+        matplotlib.rcParams.update({"figure.dpi": 90, "figure.figsize": (6.4, 3.6)})
+    except ImportError:  # matplotlib is a dependency, but setup must not fail without it
+        pass
+    return default_device()
