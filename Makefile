@@ -1,0 +1,62 @@
+# The course's entry points. `make lab` sets everything up and opens the
+# course; `make test` sets everything up and runs every test.
+#
+# How torch is chosen: TORCH (default torch==2.13.0) is installed into .venv
+# *before* the package, so the package's range (torch>=2.4,<3) is already
+# satisfied and pip does not pull another build. On Linux without a GPU, use a
+# CPU wheel to avoid a multi-GB CUDA download:
+#   make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# To use a torch you already have, point PYTHON at an interpreter that has it:
+#   make test VENV=.venv PYTHON=python3.12
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+STAMP := $(VENV)/.tfcourse-installed
+
+.PHONY: setup lab demo test test-fast test-gpu notebooks notebooks-check execute bench doctor clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+lab: setup
+	$(BIN)/tfcourse lab
+
+demo: setup
+	$(BIN)/tfcourse demo
+
+# Everything: unit, parity and grader tests, nbval over the solution notebooks,
+# the learner notebooks failing at every exercise, the browser test.
+test: setup
+	$(PY) -m pytest
+
+# The fast set: seconds, no notebook execution.
+test-fast: setup
+	$(PY) -m pytest -m "not slow"
+
+notebooks: setup
+	$(BIN)/tfcourse build-notebooks
+
+notebooks-check: setup
+	$(BIN)/tfcourse build-notebooks --check
+
+execute: setup
+	$(BIN)/tfcourse execute
+
+bench: setup
+	$(PY) benchmarks/block_speed.py
+
+doctor: setup
+	$(BIN)/tfcourse doctor
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info
