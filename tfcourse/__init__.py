@@ -16,6 +16,18 @@ from .runtime import default_device, fmt, seed_everything
 
 __version__ = "0.1.0"
 
+# `tc.widgets.attention_explorer()` etc. work after a plain `import tfcourse as tc`,
+# without paying for ipywidgets/matplotlib on every import (PEP 562).
+_LAZY_SUBMODULES = ("checks", "experiments", "plots", "widgets")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
     "GPT", "GPTConfig", "PRESETS", "FeedForward", "KVCache", "LayerNorm",
     "LearnedPositionalEmbedding", "MultiHeadAttention", "RMSNorm", "RotaryEmbedding", "SwiGLU",

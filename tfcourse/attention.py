@@ -51,15 +51,16 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     _validate.probability("dropout_p", dropout_p)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])           # (..., T_q, T_k)
     if mask is not None:
-        if mask.dtype != torch.bool:
-            raise TypeError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
-        try:
-            torch.broadcast_shapes(mask.shape, scores.shape)
-        except RuntimeError:
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            got = f"dtype {mask.dtype}" if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise TypeError(f"mask must be a bool tensor (True = may attend), got {got}")
+        # Checked by hand: torch.broadcast_shapes imports sympy on first use (about 1 s).
+        trailing = list(zip(reversed(mask.shape), reversed(scores.shape)))
+        if mask.dim() > scores.dim() or any(m not in (1, s) for m, s in trailing):
             raise ValueError(
                 f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
                 f"{tuple(scores.shape)}"
-            ) from None
+            )
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
     if mask is not None:
@@ -86,6 +87,10 @@ class KVCache:
 
     def append(self, k: torch.Tensor, v: torch.Tensor):
         if self.k is not None:
+            if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]:
+                B, H, _, hd = self.k.shape
+                raise ValueError(f"new keys must have shape (batch={B}, heads={H}, T, head_dim={hd}) "
+                                 f"like the cached ones, got {tuple(k.shape)}")
             k = torch.cat([self.k, k], dim=-2)
             v = torch.cat([self.v, v], dim=-2)
         self.k, self.v = k, v
@@ -148,7 +153,8 @@ class MultiHeadAttention(nn.Module):
         """Bool mask broadcastable to (B, H, T, past + T), or None for "attend everywhere"."""
         if attn_mask is not None:
             if past:
-                raise ValueError("attn_mask is not supported together with a KV cache")
+                raise ValueError(f"attn_mask must be None once the KV cache holds past tokens "
+                                 f"(it holds {past}); got an attn_mask")
             _validate.attention_mask(attn_mask, B, T)
         if not self.causal:
             return attn_mask
@@ -182,7 +188,15 @@ class MultiHeadAttention(nn.Module):
 
         if self.attn_impl == "sdpa" and not return_weights:
             weights = None
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            if self.causal and attn_mask is None and (past == 0 or T == 1):
+                # Pure causal attention: say so with is_causal instead of passing
+                # the mask, which lets SDPA pick its fused causal kernels (flash
+                # attention on GPU needs this). is_causal aligns the triangle
+                # top-left, right only without a cache offset; one new token
+                # after a cache may attend to every key, so it needs no mask.
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=past == 0)
+            else:
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         else:
             y, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)
         y = y.transpose(1, 2).reshape(B, T, D)                                # merge heads

@@ -56,7 +56,7 @@ def gradient_probe(model: GPT, idx: torch.Tensor, targets: torch.Tensor | None =
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
     if loss == "lm" and targets is None:
-        raise ValueError("loss='lm' needs targets (B, T)")
+        raise ValueError("loss='lm' needs targets (B, T), got None")
     model.zero_grad(set_to_none=True)
     captured = {}
 

@@ -79,6 +79,9 @@ class GPT(nn.Module):
         ``caches``: one ``KVCache`` per block for incremental decoding; ``idx`` then
         holds only the new tokens.
         """
+        if caches is not None and len(caches) != len(self.blocks):
+            raise ValueError(f"caches must hold one KVCache per block ({len(self.blocks)}), "
+                             f"got {len(caches)}")
         past = len(caches[0]) if caches else 0
         _validate.token_ids(idx, self.config.vocab_size)
         B, T = idx.shape
@@ -160,4 +163,20 @@ class GPT(nn.Module):
         config = gpt2_config_to_ours(hf_model.config, **overrides)
         model = cls(config)
         model.load_state_dict(gpt2_state_dict_to_ours(hf_model.state_dict(), config), strict=True)
+        return model.to(next(hf_model.parameters()).dtype)
+
+    @classmethod
+    def from_hf_llama(cls, hf_model, **overrides) -> "GPT":
+        """Build a ``GPT`` with the weights of a ``transformers`` ``LlamaForCausalLM``.
+
+        The config becomes pre-LN, RMSNorm, SwiGLU, no biases, rotary positions
+        (``pos_emb`` is None). LLaMA's separate ``q_proj``/``k_proj``/``v_proj`` are
+        concatenated into our fused ``qkv_proj``; both use the rotate-half RoPE
+        convention. Grouped-query attention is not supported (see ``tfcourse.hf_llama``).
+        """
+        from .hf_llama import llama_config_to_ours, llama_state_dict_to_ours
+
+        config = llama_config_to_ours(hf_model.config, **overrides)
+        model = cls(config)
+        model.load_state_dict(llama_state_dict_to_ours(hf_model.state_dict(), config), strict=True)
         return model.to(next(hf_model.parameters()).dtype)

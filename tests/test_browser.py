@@ -1,0 +1,252 @@
+"""The course in a real JupyterLab, driven by headless Chromium (Playwright).
+
+Starts JupyterLab from this environment on a free localhost port with a token,
+opens a notebook with an explorer, runs all cells, waits for the widget, changes
+a dropdown and asserts that the picture changed in place. Screenshots go to
+``artifacts/`` (git-ignored). Select with ``-m browser``; skipped when the
+``playwright`` package or a Chromium executable is missing.
+
+Chromium: ``$TFCOURSE_CHROMIUM``, else ``chromium`` / ``chromium-browser`` on the
+PATH (Debian: ``apt-get install chromium chromium-driver``). Nothing is
+downloaded: Playwright drives the system browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.notebooks]
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts"
+REAL_NOTEBOOKS = ["02_multi_head_attention.ipynb", "06_stacks_and_gradients.ipynb"]
+# Chromium on a machine without network access: no background connections, no sandbox (root in CI).
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                  "--disable-quic", "--disable-dev-shm-usage"]
+SERVER_START_S = 90
+KERNEL_WORK_S = 240     # kernel start + imports + every cell, on a slow shared CPU
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs the `playwright` "
+                               "package (pip install -e '.[dev]')")
+
+
+def _chromium() -> str:
+    for candidate in (os.environ.get("TFCOURSE_CHROMIUM"), shutil.which("chromium"),
+                      shutil.which("chromium-browser"), "/usr/bin/chromium"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.skip("the browser test needs a Chromium executable: apt-get install chromium "
+                "chromium-driver, or set TFCOURSE_CHROMIUM=/path/to/chromium")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _fixture_notebook(path: Path):
+    """The smallest notebook with an explorer, in the course's format."""
+    nb = nbformat.v4.new_notebook(metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+        "language_info": {"name": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell("import tfcourse as tc", id="setup"),
+                nbformat.v4.new_code_cell("tc.widgets.attention_explorer()", id="explorer",
+                                          metadata={"tags": ["nbval-ignore-output"]})]
+    nbformat.write(nb, path)
+
+
+class Lab:
+    """A JupyterLab server in its own process group, isolated from the user's Jupyter config."""
+
+    def __init__(self, root: Path, home: Path):
+        self.port, self.token = _free_port(), secrets.token_hex(16)
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
+                         ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython"),
+                         ("JUPYTERLAB_SETTINGS_DIR", "settings"),
+                         ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")):
+            env[var] = str(home / sub)        # the `python3` kernel is then this environment's
+        env.pop("TFCOURSE_DEVICE", None)
+        # Settings a fresh user would click through: start the notebook's kernel without
+        # a "Select Kernel" dialog, and do not offer the news feed (a toast over the page).
+        for plugin, settings in (("notebook-extension/tracker", {"autoStartDefaultKernel": True}),
+                                 ("apputils-extension/notification", {"fetchNews": "false"})):
+            path = home / "settings" / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(settings))
+        self.log = open(home / "jupyterlab.log", "w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
+             f"--port={self.port}", "--ServerApp.port_retries=0",
+             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
+             # Nothing that reaches the internet: no news feed, update check or extension index.
+             "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+             "--LabApp.extension_manager=readonly",
+             # CI containers run as root; the server refuses that without the flag.
+             *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])],
+            cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_until_up(home / "jupyterlab.log")
+
+    def _wait_until_up(self, log: Path):
+        deadline = time.monotonic() + SERVER_START_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {self.process.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=2):
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.5)
+        raise RuntimeError(f"JupyterLab did not answer within {SERVER_START_S} s:\n{log.read_text()[-3000:]}")
+
+    def stop(self):
+        """Ask the server to shut down (kernels included), then end its process group."""
+        try:
+            request = urllib.request.Request(f"{self.url}/api/shutdown", method="POST",
+                                             headers={"Authorization": f"token {self.token}"})
+            urllib.request.urlopen(request, timeout=5).close()
+            self.process.wait(timeout=15)
+        except Exception:  # the group is ended below whatever went wrong here
+            pass
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        else:   # kernels are in the server's group; make sure none outlives it
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lab-root")
+    home = tmp_path_factory.mktemp("lab-home")
+    _fixture_notebook(root / "explorer.ipynb")
+    for name in REAL_NOTEBOOKS:
+        if (ROOT / "solutions" / name).exists():
+            shutil.copy(ROOT / "solutions" / name, root / name)
+    server = Lab(root, home)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory):
+    chromium = _chromium()
+    profile = tmp_path_factory.mktemp("chromium-profile")     # a fresh user-data-dir
+    with sync_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": 1280, "height": 1000})
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> dict:
+    """Open ``notebook``, run all cells, change the first explorer's last dropdown.
+
+    Returns timings (seconds) and the picture's ``src`` before and after.
+    """
+    started = time.monotonic()
+    page.goto(f"{lab.url}/lab/tree/{notebook}?token={lab.token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=SERVER_START_S * 1000)
+    # The kernel must be ready before "Run All": wait for the status to say Idle.
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
+                           timeout=KERNEL_WORK_S * 1000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+    # Should the kernel dialog still appear (older settings schema), accept the preferred kernel.
+    dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
+    try:
+        dialog.wait_for(state="visible", timeout=3000)
+        dialog.locator("button.jp-mod-accept").click()
+    except sync_api.TimeoutError:
+        pass
+
+    explorer = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".widget-output img")).first
+    picture = explorer.locator(".widget-output img")
+    picture.first.wait_for(state="visible", timeout=KERNEL_WORK_S * 1000)
+    rendered = time.monotonic()
+    assert picture.count() == 1, f"expected one picture in the explorer, found {picture.count()}"
+    before = picture.first.get_attribute("src")
+    page.screenshot(path=str(ARTIFACTS / f"{shot}-before.png"), full_page=True)
+
+    dropdown = explorer.locator("select").last
+    options = dropdown.locator("option").all_text_contents()
+    current = dropdown.evaluate("select => select.options[select.selectedIndex].text")
+    target = next(text for text in options if text != current)
+    dropdown.select_option(label=target)
+    page.wait_for_function(
+        "([root, before]) => { const img = root.querySelector('.widget-output img');"
+        " return img && img.getAttribute('src') !== before; }",
+        arg=[explorer.element_handle(), before], timeout=60_000)
+    changed = time.monotonic()
+    after = picture.first.get_attribute("src")
+    assert picture.count() == 1, f"pictures stacked up: {picture.count()} in the explorer after a change"
+    explorer.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / f"{shot}-after.png"), full_page=True)
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    tracebacks = [t for t in errors.all_inner_texts() if "Traceback" in t or "Error" in t]
+    return {"before": before, "after": after, "changed_to": target, "tracebacks": tracebacks,
+            "open_to_widget_s": round(rendered - started, 1), "change_to_redraw_s": round(changed - rendered, 1)}
+
+
+def _record(name: str, result: dict, started: float):
+    timing = {k: v for k, v in result.items() if k.endswith("_s")}
+    timing["total_s"] = round(time.monotonic() - started, 1)
+    (ARTIFACTS / f"{name}-timing.json").write_text(json.dumps(timing, indent=1) + "\n")
+    print(f"{name}: {timing}")
+
+
+def test_attention_explorer_in_jupyterlab(lab, browser_context):
+    started = time.monotonic()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser_context.new_page()
+    result = _run_all_and_change_a_dropdown(page, lab, "explorer.ipynb", "browser-attention-explorer")
+    assert result["before"].startswith("data:image/png;base64,")
+    assert result["after"] != result["before"], "the picture did not change after the dropdown moved"
+    assert not result["tracebacks"], result["tracebacks"]
+    page.close()
+    _record("browser-attention-explorer", result, started)
+
+
+@pytest.mark.parametrize("notebook", REAL_NOTEBOOKS)
+def test_course_notebook_explorer_in_jupyterlab(lab, browser_context, notebook):
+    if not (ROOT / "solutions" / notebook).exists():
+        pytest.skip(f"solutions/{notebook} does not exist yet")
+    started = time.monotonic()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser_context.new_page()
+    name = "browser-" + notebook.removesuffix(".ipynb")
+    result = _run_all_and_change_a_dropdown(page, lab, notebook, name)
+    assert result["after"] != result["before"], "the picture did not change after the dropdown moved"
+    assert not result["tracebacks"], result["tracebacks"]
+    page.close()
+    _record(name, result, started)

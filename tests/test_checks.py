@@ -1,0 +1,156 @@
+"""The checks accept the references, print exactly one line and change nothing around them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tfcourse as tc
+from tfcourse import checks
+from tfcourse.checks import _harness
+from tfcourse.checks.mlp import check_swiglu as check_swiglu_mlp
+from tfcourse.checks.model import _block_params, _count
+from tfcourse.experiments import gradient_probe
+
+
+def reference_probe(model, idx, targets):
+    probe = gradient_probe(model, idx, targets, "lm")
+    return probe["embedding"], probe["blocks"]
+
+
+def reference_first_head(mha, x):
+    return mha(x, return_weights=True)[1][:, 0]
+
+
+REFERENCES = [
+    pytest.param(checks.check_causal_mask, tc.causal_mask, "causal_mask: 4/4", id="causal_mask"),
+    pytest.param(checks.check_attention, tc.scaled_dot_product_attention,
+                 "scaled_dot_product_attention: 7/7", id="attention"),
+    pytest.param(checks.check_multi_head_attention, tc.MultiHeadAttention,
+                 "MultiHeadAttention: 7/7", id="multi_head_attention"),
+    pytest.param(checks.check_first_head_weights, reference_first_head,
+                 "first_head_weights: 5/5", id="first_head_weights"),
+    pytest.param(checks.check_layernorm, tc.LayerNorm, "LayerNorm: 6/6", id="layernorm"),
+    pytest.param(checks.check_rmsnorm, tc.RMSNorm, "RMSNorm: 6/6", id="rmsnorm"),
+    pytest.param(checks.check_feedforward, tc.FeedForward, "FeedForward: 8/8", id="feedforward"),
+    pytest.param(checks.check_swiglu_hidden_dim, tc.swiglu_hidden_dim, "swiglu_hidden_dim: 6/6",
+                 id="swiglu_hidden_dim"),
+    pytest.param(check_swiglu_mlp, tc.SwiGLU, "SwiGLU: 8/8", id="swiglu"),
+    pytest.param(checks.check_transformer_block, tc.TransformerBlock, "TransformerBlock: 8/8",
+                 id="transformer_block"),
+    pytest.param(checks.check_grad_norm_probe, reference_probe, "grad_norm_probe: 4/4",
+                 id="grad_norm_probe"),
+    pytest.param(checks.check_gpt, tc.GPT, "GPT: 6/6", id="gpt"),
+    pytest.param(checks.check_bias_savings, 82_944, "bias_savings: 2/2", id="bias_savings"),
+    pytest.param(checks.check_gpt2_small_params, 124_439_808, "gpt2_small_params: 2/2",
+                 id="gpt2_small_params"),
+]
+
+
+@pytest.mark.parametrize("check, reference, line", REFERENCES)
+def test_reference_passes_with_exactly_one_line(check, reference, line, capsys):
+    check(reference)
+    captured = capsys.readouterr()
+    assert captured.out == f"{line} checks passed\n"
+    assert captured.err == ""
+
+
+@pytest.mark.parametrize("check, reference, line", REFERENCES[:7])
+def test_float64_default_dtype(check, reference, line, capsys):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        check(reference)
+    finally:
+        torch.set_default_dtype(previous)
+    assert capsys.readouterr().out == f"{line} checks passed\n"
+
+
+def test_every_check_is_exported():
+    names = {"check_causal_mask", "check_attention", "check_multi_head_attention",
+             "check_first_head_weights", "check_layernorm", "check_rmsnorm",
+             "check_feedforward", "check_swiglu_hidden_dim", "check_swiglu",
+             "check_transformer_block", "check_grad_norm_probe", "check_gpt",
+             "check_bias_savings", "check_gpt2_small_params"}
+    assert names <= set(dir(checks))
+    # every check, whoever added it, is in __all__ (the __all__ line must stay last)
+    assert set(checks.__all__) == {name for name in dir(checks) if name.startswith("check_")}
+
+
+def test_a_check_does_not_disturb_the_callers_state(capsys):
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    with torch.no_grad():
+        checks.check_layernorm(tc.LayerNorm)
+        assert not torch.is_grad_enabled()
+    assert torch.equal(torch.rand(3), expected_next)     # the RNG stream continues as before
+    assert torch.get_float32_matmul_precision() == "highest"
+    capsys.readouterr()
+
+
+def test_matmul_precision_is_restored(capsys):
+    torch.set_float32_matmul_precision("high")
+    try:
+        checks.check_rmsnorm(tc.RMSNorm)
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    capsys.readouterr()
+
+
+def test_an_unfinished_exercise_raises_its_own_error():
+    class Stub(torch.nn.Module):
+        def __init__(self, d_model, eps=1e-5):
+            raise NotImplementedError("Exercise LayerNorm: write your code here")
+
+    with pytest.raises(NotImplementedError, match="Exercise LayerNorm"):
+        checks.check_layernorm(Stub)
+
+
+def test_a_constructor_that_fails_is_reported_with_the_call():
+    class WrongSignature(torch.nn.Module):
+        def __init__(self, d_model, n_heads):
+            super().__init__()
+
+    with pytest.raises(AssertionError) as info:
+        checks.check_multi_head_attention(WrongSignature)
+    first = str(info.value).splitlines()[0]
+    assert "WrongSignature(24, 4, max_seq_len=8)" in first
+    assert "TypeError" in first
+
+
+def test_an_error_inside_forward_is_reported_not_raised():
+    class Broken(tc.LayerNorm):
+        def forward(self, x):
+            return x @ torch.ones(3, 3)
+
+    with pytest.raises(AssertionError, match="calling your module raised RuntimeError"):
+        checks.check_layernorm(Broken)
+
+
+def test_tolerances_are_tight_on_cpu_and_looser_elsewhere():
+    assert _harness.tolerances(torch.float32, torch.device("cpu")) == (1e-4, 1e-5)
+    rtol, atol = _harness.tolerances(torch.float32, torch.device("cuda"))
+    assert rtol > 1e-4 and atol > 1e-5
+    assert _harness.tolerances(torch.float64, torch.device("cpu"))[0] < 1e-4
+
+
+def test_fused_qkv_is_split_for_separate_projections():
+    weight = torch.arange(12.0).reshape(6, 2)
+    out = _harness.adapt_layout({"attn.qkv_proj.weight": weight},
+                                {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"})
+    assert set(out) == {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"}
+    assert torch.equal(out["attn.k_proj.weight"], weight[2:4])
+
+
+def test_the_parameter_count_formula_matches_gpt(tiny_config):
+    # check_gpt2_small_params adds up embeddings + blocks + final norm instead of building
+    # a 124M-parameter model; this pins that sum to GPT.num_params() on a small config.
+    model = tc.GPT(tiny_config)
+    block = _count(model.blocks[0])
+    D = tiny_config.d_model
+    formula = (tiny_config.vocab_size * D + tiny_config.max_seq_len * D
+               + tiny_config.n_layers * block + _count(tc.LayerNorm(D)))
+    assert model.num_params() == formula
+    assert _block_params(True) == _count(tc.TransformerBlock(768, 12, max_seq_len=1))

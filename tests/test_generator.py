@@ -1,0 +1,351 @@
+"""The learner-notebook generator (``tfcourse build-notebooks``) and the output sanitizer.
+
+Fast: in-memory notebooks and the fixture in tests/fixtures/, no kernel.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from tfcourse import cli, nbio
+from tfcourse.notebooks import (
+    build,
+    fill_in,
+    make_learner,
+    make_stub,
+    solution_regions,
+    solve,
+    stub_message,
+    validate_solution,
+)
+from tfcourse.sanitize import SANITIZE_PATTERNS, find_machine_paths, nbval_config, sanitize
+
+TESTS = Path(__file__).parent
+FIXTURE_SOLUTIONS = TESTS / "fixtures" / "solutions"
+
+FUNCTION = '''def causal_mask(T):
+    """(T, T) bool."""
+    ### BEGIN SOLUTION
+    return torch.tril(torch.ones(T, T, dtype=torch.bool))
+    ### END SOLUTION'''
+
+METHOD = '''class Norm(torch.nn.Module):
+    def forward(self, x):
+        """x: (B, T, D)."""
+        ### BEGIN SOLUTION
+        rms = x.pow(2).mean(-1, keepdim=True).sqrt()
+        return x / rms
+        ### END SOLUTION
+        # code after the region stays'''
+
+
+def code(cell_id, source, tags=(), outputs=None, count=None, **course):
+    cell = new_code_cell(source, id=cell_id)
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    if course:
+        cell.metadata["tfcourse"] = course
+    if outputs is not None:
+        cell.outputs, cell.execution_count = outputs, count
+    return cell
+
+
+def verdict(text):
+    return [new_output("stream", name="stdout", text=text + "\n")]
+
+
+def tiny_solution():
+    """A valid two-exercise solution notebook, in memory."""
+    nb = new_notebook(cells=[
+        new_markdown_cell("# Tiny", id="title"),
+        code("setup", "import torch", outputs=[], count=1),
+        code("ex-mask", FUNCTION, ["exercise"], outputs=[], count=2, exercise="Mask",
+             hint="keep the lower triangle"),
+        code("check-mask", "check_mask(causal_mask)", ["check", "nbval-check-output"],
+             outputs=verdict("Mask: 3/3 checks passed"), count=3, exercise="Mask"),
+        code("demo", "print(1)", ["nbval-ignore-output"], outputs=verdict("1"), count=4),
+        code("ex-norm", METHOD, ["exercise"], outputs=[], count=5, exercise="Norm", hint="rms"),
+        code("check-norm", "check_norm(Norm)", ["check", "nbval-check-output"],
+             outputs=verdict("Norm: 2/2 checks passed"), count=6, exercise="Norm"),
+    ])
+    nb.metadata = {"kernelspec": dict(nbio.KERNELSPEC), "language_info": {"name": "python"},
+                   "tfcourse": {"version": "0.1.0"}}
+    return nb
+
+
+# --- stubs ------------------------------------------------------------------------------
+
+def test_stub_in_a_function_keeps_signature_and_indentation():
+    stub = make_stub(FUNCTION, "Mask", "keep the lower triangle")
+    assert stub.split("\n") == [
+        "def causal_mask(T):",
+        '    """(T, T) bool."""',
+        "    # Hint: keep the lower triangle",
+        ("    raise NotImplementedError(\"Exercise 'Mask': replace this line with your "
+         "implementation\")"),
+    ]
+    compile(stub, "<stub>", "exec")
+
+
+def test_stub_in_a_method_uses_the_marker_indentation_and_keeps_code_after():
+    stub = make_stub(METHOD, "Norm", "rms")
+    lines = stub.split("\n")
+    assert "        # Hint: rms" in lines
+    assert f"        raise NotImplementedError({stub_message('Norm')!r})" in lines
+    assert lines[-1] == "        # code after the region stays"
+    assert "rms = " not in stub and "BEGIN SOLUTION" not in stub
+    compile(stub, "<stub>", "exec")
+
+
+def test_stub_at_top_level_and_hint_only_on_the_first_of_several_regions():
+    source = ("x = 1\n### BEGIN SOLUTION\ny = 2\n### END SOLUTION\n"
+              "if True:\n\t### BEGIN SOLUTION\n\tz = 3\n\t### END SOLUTION")
+    stub = make_stub(source, "Two", "a  multi\nline hint")
+    assert stub.split("\n") == [
+        "x = 1",
+        "# Hint: a multi line hint",
+        f"raise NotImplementedError({stub_message('Two')!r})",
+        "if True:",
+        f"\traise NotImplementedError({stub_message('Two')!r})",
+    ]
+    compile(stub, "<stub>", "exec")
+
+
+def test_stub_without_hint_raises_naming_the_exercise():
+    stub = make_stub(FUNCTION, "Alice's mask")
+    assert "# Hint" not in stub
+    namespace = {}
+    exec(compile(stub, "<stub>", "exec"), namespace)  # noqa: S102 - our own generated code
+    with pytest.raises(NotImplementedError, match="Exercise 'Alice's mask': replace this line"):
+        namespace["causal_mask"](3)
+
+
+@pytest.mark.parametrize("source, message", [
+    ("### BEGIN SOLUTION\nx = 1", "has no '### END SOLUTION'"),
+    ("x = 1\n### END SOLUTION", "without a '### BEGIN SOLUTION'"),
+    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION", "inside another"),
+])
+def test_unbalanced_markers_are_errors(source, message):
+    with pytest.raises(ValueError, match=message):
+        solution_regions(source)
+
+
+@pytest.mark.parametrize("source", [FUNCTION, METHOD])
+def test_fill_in_inverts_make_stub(source):
+    stub = make_stub(source, "X", "hint")
+    assert fill_in(stub, source, keep_markers=True) == source
+    solved = fill_in(stub, source)
+    assert "BEGIN SOLUTION" not in solved and "# Hint" not in solved
+    assert solved == "\n".join(line for line in source.split("\n") if "SOLUTION" not in line)
+
+
+def test_fill_in_refuses_a_cell_whose_stubs_were_removed():
+    with pytest.raises(ValueError, match="0 exercise stubs"):
+        fill_in("def causal_mask(T):\n    return None", FUNCTION)
+
+
+# --- validation -------------------------------------------------------------------------
+
+def test_a_valid_solution_has_no_problems():
+    assert validate_solution(tiny_solution()) == []
+
+
+def _problems(mutate):
+    nb = tiny_solution()
+    mutate(nb)
+    return "\n".join(validate_solution(nb))
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda nb: nb.cells[2].metadata["tfcourse"].pop("exercise"),
+     "cell 'ex-mask' (#2): exercise cell without metadata tfcourse.exercise"),
+    (lambda nb: setattr(nb.cells[2], "source", "def causal_mask(T):\n    return 1"),
+     "cell 'ex-mask' (#2): exercise cell without a '### BEGIN SOLUTION'"),
+    (lambda nb: setattr(nb.cells[2], "source", FUNCTION.replace("    ### END SOLUTION", "")),
+     "cell 'ex-mask' (#2): line 3: '### BEGIN SOLUTION' has no '### END SOLUTION'"),
+    (lambda nb: nb.cells.pop(3), "exercise 'Mask' has no check cell"),
+    (lambda nb: nb.cells.pop(2), "cell 'check-mask' (#2): check for 'Mask', but no exercise"),
+    (lambda nb: setattr(nb.cells[4], "id", "check-mask"),
+     "cell 'check-mask' (#4): id 'check-mask' is also used by cell #3"),
+    (lambda nb: setattr(nb.cells[4], "source", 'open("/home/alice/data.txt")'),
+     "cell 'demo' (#4): machine-specific path '/home/alice' in the source"),
+    (lambda nb: setattr(nb.cells[4], "outputs", verdict("saved to /work/main/x.pt")),
+     "cell 'demo' (#4): machine-specific path '/work/' in an output"),
+    (lambda nb: setattr(nb.cells[0], "source", "see /tmp/notes"),
+     "cell 'title' (#0): machine-specific path '/tmp/' in the source"),
+    (lambda nb: setattr(nb.cells[3], "outputs", []),
+     "cell 'check-mask' (#3): check cell has no stored output"),
+    (lambda nb: nb.cells[3].metadata["tags"].remove("nbval-check-output"),
+     "cell 'check-mask' (#3): check cell without the 'nbval-check-output' tag"),
+    (lambda nb: setattr(nb.cells[3], "outputs", [new_output(
+        "error", ename="AssertionError", evalue="no", traceback=[])]),
+     "cell 'check-mask' (#3): check cell's stored output is an error"),
+    (lambda nb: setattr(nb.cells[4], "source", "### BEGIN SOLUTION\nx = 1\n### END SOLUTION"),
+     "cell 'demo' (#4): solution markers in a cell not tagged 'exercise'"),
+    (lambda nb: setattr(nb.cells[2], "source", "x = (\n### BEGIN SOLUTION\n1\n### END SOLUTION\n)"),
+     "cell 'ex-mask' (#2): the learner's stub does not compile"),
+    (lambda nb: setattr(nb.cells[4], "id", "bad id!"), "cell 'bad id!' (#4): id must be"),
+])
+def test_validation_names_the_cell_and_the_problem(mutate, expected):
+    assert expected in _problems(mutate)
+
+
+def test_urls_and_home_relative_paths_are_not_machine_paths():
+    assert find_machine_paths("https://example.com/home/x and ~/tmp/y and a/tmp/b") == []
+    assert find_machine_paths("C:\\Users\\bob\\x.py") == ["C:\\Users\\"]
+
+
+# --- learner notebook -------------------------------------------------------------------
+
+def test_learner_notebook_stubs_exercises_clears_outputs_keeps_check_verdicts():
+    solution = tiny_solution()
+    learner = make_learner(solution, "00_tiny")
+    cells = {cell.id: cell for cell in learner.cells}
+    assert [cell.id for cell in learner.cells] == [cell.id for cell in solution.cells]
+    assert "raise NotImplementedError(\"Exercise 'Mask'" in cells["ex-mask"].source
+    assert "raise NotImplementedError(\"Exercise 'Norm'" in cells["ex-norm"].source
+    for cell_id in ("setup", "ex-mask", "demo", "ex-norm"):
+        assert cells[cell_id].outputs == [] and cells[cell_id].execution_count is None
+    check = cells["check-mask"]
+    assert check.source == "check_mask(causal_mask)"
+    assert check.outputs == verdict("Mask: 3/3 checks passed")
+    # nbval compares only cells with an execution count: the verdict must keep one.
+    assert check.execution_count == 3
+    assert check.metadata["editable"] is False and check.metadata["deletable"] is False
+    assert "editable" not in cells["demo"].metadata
+    nbformat.validate(learner)
+
+
+def test_learner_metadata_is_normalized():
+    solution = tiny_solution()
+    solution.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"x": 1}}
+    solution.metadata["vscode"] = {"interpreter": {"hash": "abc"}}
+    solution.metadata["language_info"] = {"name": "python", "version": "3.11.7",
+                                          "codemirror_mode": {"name": "ipython"}}
+    solution.metadata["kernelspec"] = {"name": "myenv", "display_name": "My env",
+                                       "language": "python"}
+    solution.cells[4].metadata["execution"] = {"iopub.status.busy": "2024-01-01T00:00:00"}
+    learner = make_learner(solution, "00_tiny")
+    assert learner.metadata == {"kernelspec": nbio.KERNELSPEC, "language_info": {"name": "python"},
+                                "tfcourse": {"version": "0.1.0", "notebook": "00_tiny"}}
+    assert "execution" not in learner.cells[4].metadata
+    assert solution.metadata["kernelspec"]["name"] == "myenv"  # the input is not modified
+
+
+def test_solve_fills_every_exercise_back_in():
+    solution = tiny_solution()
+    solved = solve(make_learner(solution, "00_tiny"), solution)
+    for mine, reference in zip(solved.cells, solution.cells):
+        expected = "\n".join(line for line in reference.source.split("\n")
+                             if "SOLUTION" not in line)
+        assert mine.source == expected
+
+
+# --- build / --check --------------------------------------------------------------------
+
+@pytest.fixture
+def course(tmp_path):
+    """A course folder with the fixture solution and a second, in-memory one."""
+    solutions = tmp_path / "solutions"
+    shutil.copytree(FIXTURE_SOLUTIONS, solutions)
+    nbio.write_notebook(tiny_solution(), solutions / "00_tiny.ipynb")
+    return tmp_path
+
+
+def test_build_is_idempotent_and_deterministic(course):
+    first = build(course / "solutions", course / "notebooks")
+    assert sorted(p.name for p in first.written) == ["00_tiny.ipynb", "99_fixture.ipynb"]
+    before = {p.name: p.read_bytes() for p in (course / "notebooks").iterdir()}
+    second = build(course / "solutions", course / "notebooks")
+    assert second.written == [] and len(second.unchanged) == 2 and second.ok
+    assert {p.name: p.read_bytes() for p in (course / "notebooks").iterdir()} == before
+    text = before["00_tiny.ipynb"].decode()
+    assert text.endswith("}\n") and not text.endswith("\n\n")
+    assert text == nbio.dumps(nbformat.reads(text, as_version=4))
+
+
+def test_check_detects_drift_missing_and_orphan_notebooks(course, capsys):
+    build(course / "solutions", course / "notebooks")
+    args = ["build-notebooks", "--check", "--solutions", str(course / "solutions"),
+            "--out", str(course / "notebooks")]
+    assert cli.main(args) == 0
+    learner = course / "notebooks" / "99_fixture.ipynb"
+    nb = nbformat.read(learner, as_version=4)
+    nb.cells[3].source += "\n# edited by hand"
+    nbformat.write(nb, learner)
+    (course / "notebooks" / "00_tiny.ipynb").unlink()
+    shutil.copy(learner, course / "notebooks" / "50_gone.ipynb")
+    capsys.readouterr()
+    assert cli.main(args) == 1
+    out = capsys.readouterr().out
+    assert "out of sync:" in out and "99_fixture.ipynb" in out and "00_tiny.ipynb" in out
+    assert "orphan:" in out and "50_gone.ipynb" in out
+    assert learner.read_text().count("# edited by hand") == 1  # --check writes nothing
+    assert cli.main(args[:1] + args[2:]) == 0  # rebuild: fixes, removes the orphan
+    assert not (course / "notebooks" / "50_gone.ipynb").exists()
+    assert cli.main(args) == 0
+
+
+def test_invalid_solution_fails_the_build_naming_notebook_and_cell(course, capsys):
+    nb = tiny_solution()
+    nb.cells[3].metadata["tags"] = ["nbval-check-output"]  # the check tag is gone
+    nbio.write_notebook(nb, course / "solutions" / "00_tiny.ipynb")
+    code = cli.main(["build-notebooks", "--solutions", str(course / "solutions"),
+                     "--out", str(course / "notebooks")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "00_tiny.ipynb: cell 'ex-mask' (#2): exercise 'Mask' has no check cell" in err
+    assert not (course / "notebooks" / "00_tiny.ipynb").exists()
+
+
+def test_solutions_without_cell_ids_are_rejected(tmp_path):
+    nb = tiny_solution()
+    raw = nbformat.writes(nb)
+    for cell in nb.cells:
+        raw = raw.replace(f'"id": "{cell.id}",', "")
+    path = tmp_path / "00_noids.ipynb"
+    path.write_text(raw)
+    with pytest.raises(ValueError, match="have no 'id'"):
+        nbio.read_notebook(path)
+
+
+def test_the_fixture_solution_is_valid_and_its_learner_version_is_stubbed():
+    solution = nbio.read_notebook(FIXTURE_SOLUTIONS / "99_fixture.ipynb")
+    assert validate_solution(solution) == []
+    learner = make_learner(solution, "99_fixture")
+    stubs = [cell.source for cell in learner.cells if nbio.is_exercise(cell)]
+    assert len(stubs) == 2 and all("raise NotImplementedError" in s for s in stubs)
+    assert copy.deepcopy(learner) == learner
+
+
+# --- sanitize ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("/work/main/.venv/lib/python3.11/site-packages/torch/nn/functional.py:12: UserWarning",
+     "<path>/functional.py:12: UserWarning"),
+    ("<Foo object at 0x7f3a12bc45d0>", "<Foo object at 0x<address>>"),
+    ("C:\\Users\\bob\\course\\x.py", "<path>\\x.py"),
+    ("\x1b[0;32m/home/bob/x/y.py\x1b[0m", "\x1b[0;32m<path>/y.py\x1b[0m"),
+    ("RMSNorm: 6/6 checks passed", "RMSNorm: 6/6 checks passed"),
+    ("see https://pytorch.org/docs/stable/x.html or a/b/c", "see https://pytorch.org/docs/stable/x.html or a/b/c"),
+    ("mask 0xFF", "mask 0xFF"),
+])
+def test_sanitize_rewrites_machine_text_and_is_idempotent(text, expected):
+    assert sanitize(text) == expected
+    assert sanitize(expected) == expected
+
+
+def test_nbval_sanitize_file_matches_the_package_patterns():
+    cfg = TESTS / "nbval_sanitize.cfg"
+    assert cfg.read_text() == nbval_config(), (
+        "tests/nbval_sanitize.cfg is out of date; regenerate it with: python -c 'import "
+        "tfcourse.sanitize as s; print(s.nbval_config(), end=\"\")' > tests/nbval_sanitize.cfg")
+    from nbval.plugin import get_sanitize_patterns
+
+    assert get_sanitize_patterns(cfg.read_text()) == SANITIZE_PATTERNS

@@ -1,0 +1,23 @@
+"""Checks for the course's exercises: ``check_xxx(your_code)`` judges one exercise.
+
+Each check prints one stable line (``"LayerNorm: 6/6 checks passed"``) or raises
+``AssertionError`` naming the failing case, the size of the difference and, where
+it can tell, the likely mistake. Each check's docstring states the interface it
+expects (constructor signature, parameter names and layout).
+"""
+
+from .norms import check_layernorm, check_rmsnorm
+from .claims import check_padding_mask
+from .attention import (check_attention, check_causal_mask, check_first_head_weights,
+                        check_multi_head_attention)
+from .mlp import check_feedforward, check_swiglu, check_swiglu_hidden_dim
+from .block import check_transformer_block
+from .gradients import check_grad_norm_probe
+from .model import check_bias_savings, check_gpt, check_gpt2_small_params
+from .training import check_lr_schedule
+from .production import check_fuse_qkv, check_kv_cache_attention
+from .modern import check_rotary, check_rotary_tables
+
+# Keep this last (add import lines above it): `from tfcourse.checks import *` then gives
+# exactly the checks, not the submodule names (`model`, `block`, ...) a notebook also uses.
+__all__ = sorted(name for name in dir() if name.startswith("check_"))

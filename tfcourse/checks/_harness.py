@@ -1,0 +1,480 @@
+"""What every check shares: one runner, reference weights, seeded inputs, comparisons.
+
+A check builds the reference, gives it random (non-trivial) weights, copies them
+into the learner's module through the documented parameter names with
+``load_state_dict(strict=True)``, runs both on the same seeded inputs and
+compares outputs and gradients with ``torch.testing.assert_close``'s rule.
+
+On success a check prints exactly one line, ``"<Name>: n/n checks passed"``.
+On failure it raises ``AssertionError``; the first line names the check, the
+case (shapes, settings), what differed and by how much, and, when one of the
+check's known-wrong variants reproduces the learner's output, what the mistake
+looks like. Further lines give a hint.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+
+import torch
+from torch import nn
+
+from ..runtime import default_device, fmt
+
+# A known mistake: a short description and a thunk computing what it would output.
+Variant = tuple[str, Callable[[], object]]
+
+
+def tolerances(dtype: torch.dtype, device: torch.device) -> tuple[float, float]:
+    """``(rtol, atol)`` for comparing two correct implementations.
+
+    float32 on the CPU agrees to about 1e-6 between e.g. einsum and matmul; the
+    margin covers different summation orders in the gradients. Accelerators use
+    other kernels (fused attention, other reductions), hence looser bounds. Every
+    mistake the checks look for changes the output by far more than either.
+    """
+    if dtype == torch.float64:
+        return 1e-7, 1e-9
+    if dtype in (torch.float16, torch.bfloat16):
+        return 2e-2, 2e-2
+    if device.type == "cpu":
+        return 1e-4, 1e-5
+    return 1e-3, 1e-4
+
+
+def close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float, equal_nan=False) -> bool:
+    """``torch.testing.assert_close``'s rule, ``|a - b| <= atol + rtol * |b|`` elementwise.
+
+    Written with ``torch.isclose`` because ``assert_close`` itself imports
+    ``torch.distributed.tensor`` (and sympy) on first use: seconds in a fresh kernel.
+    """
+    a, b = a.detach(), b.detach().to(a.device)
+    if a.shape != b.shape:
+        return False
+    if not (a.is_floating_point() or b.is_floating_point()):
+        return torch.equal(a, b.to(a.dtype))
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    return bool(torch.isclose(a.to(dtype), b.to(dtype), rtol=rtol, atol=atol,
+                              equal_nan=equal_nan).all())
+
+
+def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest ``|a - b|`` (``nan`` if either holds NaN where the other does not)."""
+    diff = (a.detach().cpu().double() - b.detach().cpu().double()).abs()
+    return float("nan") if torch.isnan(diff).any() else float(diff.max()) if diff.numel() else 0.0
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def describe_call(target, args=(), kwargs=None) -> str:
+    """``"Name(16, 4, max_seq_len=8)"``: how the check called the learner's code."""
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in (kwargs or {}).items()]
+    return f"{getattr(target, '__name__', type(target).__name__)}({', '.join(parts)})"
+
+
+class Checker:
+    """Counts the sub-checks of one ``check_*`` call and formats its failures.
+
+    Use it as a context manager. Inside, gradients are enabled and TF32 matmuls
+    are off, and the caller's random-number state is saved and restored on exit,
+    so running a check does not change the notebook's next random draw. On a
+    clean exit it prints ``"<Name>: n/n checks passed"``.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self.passed = 0
+        self.device = default_device()
+        self.dtype = torch.get_default_dtype()
+        self.rtol, self.atol = tolerances(self.dtype, self.device)
+
+    # -- context ---------------------------------------------------------------------------
+    def __enter__(self) -> "Checker":
+        self._rng = _save_rng(self.device)
+        self._precision = _disable_tf32()
+        self._grad_enabled = torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        torch.set_grad_enabled(self._grad_enabled)
+        _restore_tf32(self._precision)
+        _restore_rng(self._rng)
+        if exc_type is None:
+            print(f"{self.name}: {self.passed}/{self.passed} checks passed")
+        return False
+
+    def ok(self) -> None:
+        """Record one passed sub-check."""
+        self.passed += 1
+
+    # -- failing -----------------------------------------------------------------------------
+    def fail(self, case: str, problem: str, *, looks_like: str | None = None,
+             hint: str | None = None, diff: float | None = None, cause=None):
+        """Raise the ``AssertionError`` of a failed sub-check.
+
+        The first line carries everything a report needs: check, case, problem,
+        max |diff| and the diagnosis. ``hint`` (the fix, in general terms) goes
+        on the next line.
+        """
+        line = f"{self.name} [{case}]: {problem}"
+        if diff is not None:
+            line += (f" (max |diff| = {fmt(diff)})" if math.isfinite(diff) else
+                     " (max |diff| = nan: NaN where the reference has numbers)")
+        if looks_like:
+            line += f"; looks like: {looks_like}"
+        lines = [line]
+        if hint:
+            lines.append(f"  hint: {hint}")
+        lines.append(f"  ({self.passed} earlier check(s) of {self.name} passed)")
+        raise AssertionError("\n".join(lines)) from cause
+
+    def call(self, case: str, what: str, fn: Callable, *args, **kwargs):
+        """Run learner code; turn its exceptions (except NotImplementedError) into a diagnosis."""
+        try:
+            return fn(*args, **kwargs)
+        except NotImplementedError:
+            raise                       # an unfinished exercise says so itself
+        except Exception as error:      # noqa: BLE001 - any learner error becomes a report
+            message = str(error)
+            looks = None
+            if "in-place" in message or "inplace" in message:
+                looks = ("an in-place operation (x += ..., x.sub_(...), x[...] = ...) on a "
+                         "tensor that autograd needs, e.g. the input")
+            elif "same device" in message:
+                looks = ("a tensor made inside your code is on another device: create it with "
+                         "device=x.device, or register it as a buffer so .to(device) moves it")
+            elif "same dtype" in message or "scalar type" in message:
+                looks = ("a tensor made inside your code has another dtype: create it with "
+                         "dtype=x.dtype")
+            elif "does not require grad" in message:
+                looks = ("the output is cut off from autograd (torch.no_grad(), .detach(), "
+                         ".data, or a round trip through numpy/.item())")
+            self.fail(case, f"{what} raised {type(error).__name__}: {first_line(error)}",
+                      looks_like=looks, cause=error)
+
+    # -- comparing ---------------------------------------------------------------------------
+    def compare(self, case: str, what: str, got, expected: torch.Tensor, *,
+                variants: Iterable[Variant] = (), hint: str | None = None,
+                near_misses: Iterable[Variant] = ()) -> None:
+        """Fail unless ``got`` matches ``expected`` (shape, dtype, device, values).
+
+        On a mismatch, each known-wrong variant is computed and the first one that
+        reproduces ``got`` is named in the message. ``near_misses`` are mistakes that
+        may hide inside a device's tolerance (tanh-GELU for GELU): ``got`` also fails
+        when it is ten times closer to one of them than to the reference.
+        """
+        if not isinstance(got, torch.Tensor):
+            self.fail(case, f"{what} is a {type(got).__name__}, expected a tensor of shape "
+                      f"{tuple(expected.shape)}", hint=hint)
+        if got.shape != expected.shape:
+            self.fail(case, f"{what} has shape {tuple(got.shape)}, expected "
+                      f"{tuple(expected.shape)}", looks_like=self.diagnose(got, variants),
+                      hint=hint)
+        if got.dtype != expected.dtype:
+            self.fail(case, f"{what} has dtype {got.dtype}, expected {expected.dtype}",
+                      hint="keep the input's dtype: build new tensors with dtype=x.dtype")
+        if got.device != expected.device:
+            self.fail(case, f"{what} is on {got.device}, expected {expected.device}",
+                      hint="build new tensors on the input's device (device=x.device), or "
+                           "register constant tensors as buffers so .to(device) moves them")
+        got, expected = got.detach(), expected.detach()
+        if close(got, expected, self.rtol, self.atol):
+            self._near_miss(case, what, got, expected, near_misses)
+            return
+        looks = self.diagnose(got, variants)
+        if looks is None and torch.isnan(got).any() and not torch.isnan(expected).any():
+            looks = "NaN in the output: e.g. a fully masked row, sqrt of a negative, or 0/0"
+        if looks is None and variants:
+            hint = hint or "no known mistake reproduces this output; compare your code with " \
+                           "the formula in the check's docstring, one step at a time"
+        self.fail(case, f"{what} differs from the reference", diff=max_abs_diff(got, expected),
+                  looks_like=looks, hint=hint)
+
+    def _near_miss(self, case, what, got, expected, near_misses) -> None:
+        for description, compute in near_misses:
+            with torch.no_grad():
+                candidate = compute().detach()
+            gap = max_abs_diff(expected, candidate)
+            if gap > 0 and max_abs_diff(got, candidate) < 0.1 * gap:
+                self.fail(case, f"{what} is within tolerance of the reference but ten times "
+                          f"closer to a known mistake", diff=max_abs_diff(got, expected),
+                          looks_like=description)
+
+    def diagnose(self, got: torch.Tensor, variants: Iterable[Variant]) -> str | None:
+        """Description of the first variant whose output matches ``got``, else None."""
+        got = got.detach()
+        for description, compute in variants:
+            try:
+                with torch.no_grad():
+                    candidate = compute()
+            except Exception:           # noqa: BLE001 - a variant that cannot run cannot match
+                continue
+            if (isinstance(candidate, torch.Tensor) and candidate.shape == got.shape
+                    and close(got, candidate.to(got.dtype), 10 * self.rtol, 10 * self.atol,
+                              equal_nan=True)):
+                return description
+        return None
+
+    def compare_grads(self, case: str, got: Mapping[str, torch.Tensor | None],
+                      expected: Mapping[str, torch.Tensor | None], *,
+                      variants: Mapping[str, Iterable[Variant]] | None = None) -> None:
+        """Compare named gradients (input and parameters) after both backward passes."""
+        for name, want in expected.items():
+            have = got.get(name)
+            if want is None:
+                continue
+            if have is None:
+                self.fail(case, f"{name} received no gradient",
+                          looks_like="it is not connected to the output (unused, or hidden "
+                                     "from autograd by .detach(), .data or torch.no_grad())")
+            have, want = have.detach(), want.detach()
+            if have.shape == want.shape and close(have, want, self.rtol, self.atol):
+                continue
+            looks = self.diagnose(have, (variants or {}).get(name, ())) if have.shape == \
+                want.shape else None
+            self.fail(case, f"the gradient of {name} differs from the reference "
+                      f"(the output matched)", diff=max_abs_diff(have, want)
+                      if have.shape == want.shape else None,
+                      looks_like=looks or "part of the computation is hidden from autograd "
+                      "(.detach(), .data, torch.no_grad()) or a tensor autograd saved was "
+                      "changed in place")
+
+    def unchanged(self, case: str, name: str, before: torch.Tensor, after: torch.Tensor):
+        """Fail if ``after`` (a learner's input after the call) differs from ``before``."""
+        if not torch.equal(before, after.detach()):
+            self.fail(case, f"your code modified its input {name} in place",
+                      diff=max_abs_diff(before, after),
+                      looks_like="an in-place operation on the input (x += ..., x -= mean, "
+                                 "x.mul_(...), x[...] = ...)",
+                      hint="write out = x + ... instead of x += ...; the caller still needs x")
+
+    # -- tensors -----------------------------------------------------------------------------
+    def generator(self, seed: int) -> torch.Generator:
+        return torch.Generator().manual_seed(seed)
+
+    def randn(self, gen: torch.Generator, *shape: int, scale: float = 1.0,
+              offset: float = 0.0) -> torch.Tensor:
+        """Seeded normal samples, drawn on the CPU (same numbers on every device)."""
+        sample = torch.randn(*shape, generator=gen, dtype=torch.float64)
+        # Cast on the CPU first: some devices (MPS) have no float64.
+        return (sample * scale + offset).to(self.dtype).to(self.device)
+
+
+# -- modules ---------------------------------------------------------------------------------
+
+def build(chk: Checker, case: str, cls, *args, **kwargs) -> nn.Module:
+    """``cls(*args, **kwargs)`` moved to the check's device and dtype, or a clear failure."""
+    call = describe_call(cls, args, kwargs)
+    module = chk.call(case, f"building your module as {call}", cls, *args, **kwargs)
+    if not isinstance(module, nn.Module):
+        chk.fail(case, f"{call} returned a {type(module).__name__}, expected an nn.Module",
+                 hint="subclass torch.nn.Module and call super().__init__() first")
+    return module.to(device=chk.device, dtype=chk.dtype)
+
+
+def randomize_(module: nn.Module, gen: torch.Generator) -> nn.Module:
+    """Give every parameter non-trivial values (in place) so no mistake hides behind init.
+
+    Vectors named ``*bias`` get N(0, 0.5^2); other vectors (norm scales) 1 + N(0, 0.5^2);
+    matrices N(0, 1/fan_in), which keeps activations of order one.
+    """
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            sample = torch.randn(param.shape, generator=gen, dtype=torch.float64)
+            if param.dim() == 1:
+                sample = 0.5 * sample if name.endswith("bias") else 1.0 + 0.5 * sample
+            else:
+                sample = sample / math.sqrt(param.shape[-1])
+            param.copy_(sample.to(param.dtype).to(param.device))
+    return module
+
+
+def parameter_names(module: nn.Module) -> dict[str, torch.Tensor]:
+    """``{state_dict name: parameter}``, tied parameters listed under every name."""
+    return dict(module.named_parameters(remove_duplicate=False))
+
+
+def adapt_layout(tensors: Mapping[str, torch.Tensor], learner_names) -> dict[str, torch.Tensor]:
+    """Rename reference tensors to the learner's layout where the checks allow a choice.
+
+    The one choice allowed: a fused ``P.qkv_proj`` (rows q, k, v) may be written as
+    three projections ``P.q_proj``, ``P.k_proj``, ``P.v_proj``.
+    """
+    learner_names = set(learner_names)
+    out = {}
+    for name, tensor in tensors.items():
+        prefix, _, leaf = name.rpartition("qkv_proj.")
+        split = (name not in learner_names and "qkv_proj." in name
+                 and f"{prefix}q_proj.{leaf}" in learner_names)
+        if split and tensor is not None:
+            for part, chunk in zip("qkv", tensor.chunk(3, dim=0)):
+                out[f"{prefix}{part}_proj.{leaf}"] = chunk
+        elif split:
+            for part in "qkv":
+                out[f"{prefix}{part}_proj.{leaf}"] = None
+        else:
+            out[name] = tensor
+    return out
+
+
+def load_reference(chk: Checker, case: str, learner: nn.Module, reference: nn.Module, *,
+                   bias: bool | None = None,
+                   shape_diagnosis: Callable[[str, tuple, tuple], str | None] | None = None,
+                   ) -> None:
+    """Copy the reference's parameters into ``learner`` with ``load_state_dict(strict=True)``.
+
+    Parameters are matched by name (see ``adapt_layout``). Buffers the learner keeps
+    and the reference does not (e.g. a persistent causal-mask buffer) keep the
+    learner's values. Fails naming missing, unexpected or wrongly shaped parameters.
+    """
+    ref_params = {name: p.detach() for name, p in parameter_names(reference).items()}
+    mine = parameter_names(learner)
+    wanted = adapt_layout(ref_params, mine)
+    missing = sorted(set(wanted) - set(mine))
+    extra = sorted(set(mine) - set(wanted))
+    if missing or extra:
+        looks = _diagnose_names(missing, extra, wanted, mine, bias)
+        found = "; ".join(part for part in (
+            f"missing from your module: {missing}" if missing else "",
+            f"not expected: {extra}" if extra else "") if part)
+        chk.fail(case, f"parameter names do not match the expected layout ({found})",
+                 looks_like=looks,
+                 hint="name the submodules and parameters as the check's docstring lists them")
+    for name, tensor in wanted.items():
+        if mine[name].shape != tensor.shape:
+            got, want = tuple(mine[name].shape), tuple(tensor.shape)
+            looks = shape_diagnosis(name, got, want) if shape_diagnosis else None
+            chk.fail(case, f"parameter {name} has shape {got}, expected {want}", looks_like=looks)
+    state = learner.state_dict()
+    state.update(wanted)
+    try:
+        learner.load_state_dict(state, strict=True)
+    except RuntimeError as error:
+        chk.fail(case, f"load_state_dict(strict=True) failed: {first_line(error)}", cause=error)
+
+
+def _diagnose_names(missing, extra, wanted, mine, bias) -> str | None:
+    if bias is False and extra and all(n.endswith("bias") for n in extra):
+        return (f"bias=False was ignored: your module has bias parameters {extra}; pass "
+                "bias=bias to nn.Linear")
+    if not mine:
+        return ("your module registers no parameters (no learnable weights, e.g. no learnable "
+                "affine): create them as nn.Parameter or nn.Linear attributes in __init__")
+    if missing and not extra and all(n.endswith("bias") for n in missing):
+        return f"the bias parameter(s) {missing} are missing" + (
+            " although bias=True was asked" if bias else "")
+    if missing and len(missing) == len(extra):
+        pairs = []
+        for want in missing:
+            same_shape = [n for n in extra if tuple(mine[n].shape) == tuple(wanted[want].shape)]
+            leaf = want.rpartition(".")[2]
+            for same_leaf in (lambda n: n.rpartition(".")[2] == leaf,
+                              lambda n: _SYNONYMS.get(n.rpartition(".")[2]) == leaf):
+                if len(same_shape) > 1:  # several fit: prefer the same leaf name, then a synonym
+                    same_shape = [n for n in same_shape if same_leaf(n)] or same_shape
+            if len(same_shape) != 1:
+                if sorted(tuple(mine[n].shape) for n in extra) == \
+                        sorted(tuple(wanted[n].shape) for n in missing):
+                    return f"misnamed parameter(s): expected {missing}, found {extra}"
+                return None
+            pairs.append(f"your {same_shape[0]!r} should be called {want!r}")
+        return "misnamed parameter(s): " + "; ".join(pairs)
+    return None
+
+
+# Names a learner might use for a norm's affine parameters (for the misnamed diagnosis).
+_SYNONYMS = {"gamma": "weight", "g": "weight", "scale": "weight", "beta": "bias", "b": "bias",
+             "shift": "bias"}
+
+
+def input_grads_and_params(module: nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict:
+    """``{name: grad}`` for the inputs and every parameter of ``module``."""
+    grads = {f"input {name}": t.grad for name, t in inputs.items()}
+    grads.update({f"parameter {name}": p.grad for name, p in parameter_names(module).items()})
+    return grads
+
+
+def reference_grads(reference: nn.Module, learner: nn.Module,
+                    inputs: Mapping[str, torch.Tensor]) -> dict:
+    """Like ``input_grads_and_params`` for the reference, renamed to the learner's layout."""
+    grads = {f"input {name}": t.grad for name, t in inputs.items()}
+    params = adapt_layout({n: p.grad for n, p in parameter_names(reference).items()},
+                          parameter_names(learner))
+    grads.update({f"parameter {name}": g for name, g in params.items()})
+    return grads
+
+
+def module_case(chk: Checker, case: str, learner: nn.Module, reference: nn.Module,
+                x: torch.Tensor, *, variants: Callable[[], Iterable[Variant]] = lambda: (),
+                call: Callable = lambda module, t: module(t), hint: str | None = None,
+                seed: int = 0, near_misses: Callable[[], Iterable[Variant]] = lambda: ()
+                ) -> None:
+    """Compare output, input gradient and parameter gradients of ``call(module, x)``.
+
+    The backward pass uses a seeded random upstream gradient (not ``sum()``, whose
+    gradient through a normalization is zero and would hide mistakes).
+    """
+    x_ref = x.detach().clone().requires_grad_(True)
+    x_mine = x.detach().clone().requires_grad_(True)
+    expected = call(reference, x_ref)
+    got = chk.call(case, "calling your module", call, learner, x_mine)
+    chk.compare(case, "output", got, expected, variants=variants(), hint=hint,
+                near_misses=near_misses())
+    upstream = chk.randn(chk.generator(seed + 1000), *expected.shape)
+    reference.zero_grad(set_to_none=True)
+    learner.zero_grad(set_to_none=True)
+    (expected * upstream).sum().backward()
+    chk.call(case, "backward through your output", lambda: (got * upstream).sum().backward())
+    chk.compare_grads(case, input_grads_and_params(learner, {"x": x_mine}),
+                      reference_grads(reference, learner, {"x": x_ref}))
+
+
+def inplace_case(chk: Checker, case: str, modules: Iterable[nn.Module], x: torch.Tensor) -> None:
+    """Fail if any of ``modules`` modifies its input during a forward pass."""
+    for module in modules:
+        x_seen = x.clone()
+        with torch.no_grad():
+            chk.call(case, "calling your module", module, x_seen)
+        chk.unchanged(case, "x", x, x_seen)
+
+
+# -- environment -----------------------------------------------------------------------------
+
+def _save_rng(device: torch.device):
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda" and torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    if device.type == "mps" and torch.backends.mps.is_available():
+        state["mps"] = torch.mps.get_rng_state()
+    return state
+
+
+def _restore_rng(state) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "mps" in state:
+        torch.mps.set_rng_state(state["mps"])
+
+
+def _disable_tf32():
+    """Full float32 matmuls during a check (TF32 needs 1e-3 tolerances); return the old setting."""
+    try:
+        previous = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")
+        return previous
+    except (RuntimeError, AttributeError):   # a mixed legacy/new TF32 setting: leave it alone
+        return None
+
+
+def _restore_tf32(previous) -> None:
+    if previous is not None:
+        try:
+            torch.set_float32_matmul_precision(previous)
+        except (RuntimeError, AttributeError):
+            pass

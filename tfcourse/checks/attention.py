@@ -1,0 +1,498 @@
+"""Checks for notebooks 01 and 02: the causal mask, attention, multi-head attention."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import attention as reference_attention
+from ._harness import (Checker, build, describe_call, input_grads_and_params, load_reference,
+                       randomize_, reference_grads)
+
+# ---------------------------------------------------------------------------------------------
+# The causal mask
+
+
+def check_causal_mask(fn) -> None:
+    """Check a causal-mask function against ``tfcourse.causal_mask``.
+
+    Interface: ``fn(T) -> torch.Tensor`` of dtype ``torch.bool`` and shape ``(T, T)``,
+    True where query ``i`` may attend to key ``j``, i.e. ``j <= i`` (the lower
+    triangle *including* the diagonal). Any device.
+
+    Sub-checks (4): T = 5, 1, 2, 16.
+    """
+    with Checker("causal_mask") as chk:
+        for T in (5, 1, 2, 16):
+            case = f"causal_mask({T})"
+            got = chk.call(case, f"calling your {describe_call(fn, (T,))}", fn, T)
+            expected = reference_attention.causal_mask(T)
+            if not isinstance(got, torch.Tensor):
+                chk.fail(case, f"returned a {type(got).__name__}, expected a bool tensor "
+                         f"({T}, {T})")
+            got = got.detach().cpu()
+            if got.shape != expected.shape:
+                chk.fail(case, f"mask has shape {tuple(got.shape)}, expected {(T, T)}")
+            if got.dtype != torch.bool:
+                chk.fail(case, f"mask has dtype {got.dtype}, expected torch.bool",
+                         looks_like=_mask_dtype_diagnosis(got))
+            chk.compare(case, "mask", got, expected, variants=_mask_variants(expected))
+            chk.ok()
+
+
+def _mask_dtype_diagnosis(got: torch.Tensor) -> str | None:
+    if got.is_floating_point() and torch.isinf(got).any():
+        return ("an additive float mask (0 = allowed, -inf = blocked); this exercise asks "
+                "for a bool mask, True = may attend")
+    if bool(((got == 0) | (got == 1)).all()):
+        return f"a 0/1 mask stored as {got.dtype}; return dtype torch.bool (e.g. .bool())"
+    return None
+
+
+def _mask_variants(expected: torch.Tensor):
+    T = expected.shape[0]
+    ones = torch.ones(T, T, dtype=torch.bool)
+    return [
+        ("the convention is inverted: True marks blocked positions; here True = may attend",
+         lambda: ~expected),
+        ("the upper triangle (triu) instead of the lower (tril): True where the key comes "
+         "after the query", lambda: ones.triu()),
+        ("the diagonal is excluded (tril(diagonal=-1)): a token must be able to attend to "
+         "itself", lambda: ones.tril(diagonal=-1)),
+        ("nothing is masked (all True)", lambda: ones),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Scaled dot-product attention
+
+
+def _sdpa(q, k, v, mask=None, *, mask_mode="given", scale="sqrt_dk", dim=-1,
+          weights_mode="softmax"):
+    """Attention with one deliberate deviation at a time (for diagnosis)."""
+    scores = q @ k.transpose(-2, -1)
+    divisor = {"sqrt_dk": math.sqrt(q.shape[-1]), "none": 1.0, "dk": q.shape[-1],
+               "sqrt_dv": math.sqrt(v.shape[-1])}[scale]
+    scores = scores / divisor
+    if mask_mode == "own_causal":
+        mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
+    masked = scores
+    if mask is not None:
+        if mask_mode in ("given", "own_causal"):
+            masked = scores.masked_fill(~mask, float("-inf"))
+        elif mask_mode == "inverted":
+            masked = scores.masked_fill(mask, float("-inf"))
+        elif mask_mode == "zero_fill":
+            masked = scores.masked_fill(~mask, 0.0)
+    weights = masked.softmax(dim=dim)
+    if mask is not None and mask_mode == "after_softmax":
+        weights = weights * mask
+    returned = {"softmax": weights, "scores": masked, "unmasked": scores.softmax(dim=dim)}
+    return weights @ v, returned[weights_mode]
+
+
+_SDPA_MISTAKES = [
+    ("the mask is ignored (every query sees every key)", dict(mask_mode="ignored")),
+    ("the mask is inverted: True is treated as blocked; here True = may attend "
+     "(masked_fill(~mask, -inf))", dict(mask_mode="inverted")),
+    ("the mask is applied after the softmax (weights * mask), so rows no longer sum to 1",
+     dict(mask_mode="after_softmax")),
+    ("masked scores are set to 0 instead of -inf, so masked keys still get weight",
+     dict(mask_mode="zero_fill")),
+    ("a causal mask is built inside instead of using the mask argument",
+     dict(mask_mode="own_causal")),
+    ("the scores are not scaled by 1/sqrt(d_k)", dict(scale="none")),
+    ("the scores are divided by d_k instead of sqrt(d_k)", dict(scale="dk")),
+    ("the scores are scaled by the value width v.size(-1) instead of the key width "
+     "q.size(-1)", dict(scale="sqrt_dv")),
+    ("the softmax is taken over the queries axis (dim=-2) instead of the keys (dim=-1)",
+     dict(dim=-2)),
+    ("the returned weights are the scores before the softmax", dict(weights_mode="scores")),
+    ("the returned weights are not masked (softmax of the unmasked scores)",
+     dict(weights_mode="unmasked")),
+]
+
+
+def check_attention(fn) -> None:
+    """Check scaled dot-product attention against ``tfcourse.scaled_dot_product_attention``.
+
+    Interface: ``fn(q, k, v, mask=None) -> (output, weights)`` with q ``(..., T_q, d_k)``,
+    k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)``, and ``mask`` a bool tensor broadcastable
+    to ``(..., T_q, T_k)``, True = may attend (no row is fully masked here)::
+
+        weights = softmax(q @ k^T / sqrt(d_k), masked to -inf where mask is False)   # over keys
+        output = weights @ v                     # (..., T_q, d_v); weights (..., T_q, T_k)
+
+    Sub-checks (7): inputs not modified in place; (2, 5, 8) without a mask; with a causal
+    mask; 4-D inputs (2, 3, 6, 4) (batch, heads) with a (6, 6) mask; batch 1, T=1;
+    T_q != T_k and d_v != d_k; a random (2, 5, 5) mask. Outputs, weights and the
+    gradients of q, k, v are compared.
+    """
+    with Checker("scaled_dot_product_attention") as chk:
+        gen = chk.generator(1)
+        causal = reference_attention.causal_mask
+
+        q, k, v = (chk.randn(gen, 2, 5, 8) for _ in range(3))
+        mask = causal(5, device=chk.device)
+        case = "q, k, v (2, 5, 8), causal mask: inputs not modified in place"
+        seen = [t.clone() for t in (q, k, v, mask)]
+        with torch.no_grad():
+            chk.call(case, "calling your fn(q, k, v, mask=mask)", fn, *seen[:3], mask=seen[3])
+        for name, before, after in zip(("q", "k", "v", "mask"), (q, k, v, mask), seen):
+            chk.unchanged(case, name, before, after)
+        chk.ok()
+
+        random_mask = torch.rand(2, 5, 5, generator=gen) < 0.5
+        random_mask |= torch.eye(5, dtype=torch.bool)         # no fully masked row
+        cases = [
+            ("q, k, v (2, 5, 8), no mask", (2, 5, 8), (2, 5, 8), (2, 5, 8), None),
+            ("q, k, v (2, 5, 8), causal mask (5, 5)", (2, 5, 8), (2, 5, 8), (2, 5, 8),
+             causal(5)),
+            ("q, k, v (2, 3, 6, 4) (batch, heads), causal mask (6, 6)", (2, 3, 6, 4),
+             (2, 3, 6, 4), (2, 3, 6, 4), causal(6)),
+            ("q, k, v (1, 1, 8): batch 1, T=1, causal mask (1, 1)", (1, 1, 8), (1, 1, 8),
+             (1, 1, 8), causal(1)),
+            ("q (2, 3, 8), k (2, 6, 8), v (2, 6, 5): T_q != T_k, d_v != d_k, no mask",
+             (2, 3, 8), (2, 6, 8), (2, 6, 5), None),
+            ("q, k, v (2, 5, 8), random mask (2, 5, 5)", (2, 5, 8), (2, 5, 8), (2, 5, 8),
+             random_mask),
+        ]
+        for seed, (case, q_shape, k_shape, v_shape, mask) in enumerate(cases):
+            tensors = [chk.randn(gen, *shape) for shape in (q_shape, k_shape, v_shape)]
+            mask = None if mask is None else mask.to(chk.device)
+            _attention_case(chk, case, fn, tensors, mask, seed)
+            chk.ok()
+
+
+def _attention_case(chk: Checker, case: str, fn, tensors, mask, seed: int) -> None:
+    ref_inputs = [t.clone().requires_grad_(True) for t in tensors]
+    my_inputs = [t.clone().requires_grad_(True) for t in tensors]
+    out_ref, w_ref = reference_attention.scaled_dot_product_attention(*ref_inputs, mask=mask)
+    kwargs = {} if mask is None else {"mask": mask}
+    call = "fn(q, k, v)" if mask is None else "fn(q, k, v, mask=mask)"
+    result = chk.call(case, f"calling your {call}", fn, *my_inputs, **kwargs)
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        chk.fail(case, f"{call} returned a {type(result).__name__}, expected a tuple "
+                 "(output, weights)")
+    out, weights = result
+    q, k, v = tensors
+
+    def variants(index):
+        # The weights are compared after the output matched, so mistakes that touch only
+        # the returned weights are the likelier explanation: try those first.
+        table = _SDPA_MISTAKES if index == 0 else sorted(
+            _SDPA_MISTAKES, key=lambda row: "weights_mode" not in row[1])
+        return [(label, lambda o=options: _sdpa(q, k, v, mask, **o)[index])
+                for label, options in table]
+
+    chk.compare(case, "output", out, out_ref, variants=variants(0))
+    chk.compare(case, "weights tensor", weights, w_ref, variants=variants(1),
+                hint="return the weights after softmax and masking, shape (..., T_q, T_k)")
+    upstream = chk.randn(chk.generator(seed + 100), *out_ref.shape)
+    (out_ref * upstream).sum().backward()
+    chk.call(case, "backward through your output", lambda: (out * upstream).sum().backward())
+    names = ("q", "k", "v")
+    chk.compare_grads(case, {f"input {n}": t.grad for n, t in zip(names, my_inputs)},
+                      {f"input {n}": t.grad for n, t in zip(names, ref_inputs)})
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-head attention
+
+
+def _split(t, H, mode):
+    B, T, D = t.shape
+    if mode == "view":
+        return t.view(B, T, H, D // H).transpose(1, 2)
+    if mode == "no_transpose":
+        return t.reshape(B, H, T, D // H)
+    if mode == "transpose_first":
+        return t.transpose(1, 2).reshape(B, H, T, D // H)
+    return t.reshape(B, T, D // H, H).permute(0, 3, 1, 2)               # interleaved
+
+
+def _merge(y, mode):
+    B, H, T, hd = y.shape
+    if mode == "transpose":
+        return y.transpose(1, 2).reshape(B, T, H * hd)
+    if mode == "no_transpose":
+        return y.reshape(B, T, H * hd)
+    return y.permute(0, 2, 3, 1).reshape(B, T, H * hd)                  # head-minor
+
+
+def _mha(ref, x, *, order="qkv", split="view", scale="head_dim", mask="causal", dim=-1,
+         merge="transpose", weights="masked"):
+    """Multi-head attention from ``ref``'s weights, with one deliberate deviation at a time."""
+    B, T, D = x.shape
+    H = ref.n_heads
+    chunks = dict(zip(order, ref.qkv_proj(x).split(D, dim=-1)))
+    q, k, v = (_split(chunks[c], H, split) for c in "qkv")
+    divisor = {"head_dim": math.sqrt(D // H), "none": 1.0, "head_dim_full": D // H,
+               "d_model": math.sqrt(D)}[scale]
+    scores = q @ k.transpose(-2, -1) / divisor
+    causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+    allowed = {"causal": causal, "none": None, "diagonal": causal.tril(-1),
+               "inverted": ~causal}[mask]
+    masked = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
+    w = masked.softmax(dim=dim)
+    out = ref.out_proj(_merge(w @ v, merge))
+    return out, (w if weights == "masked" else scores.softmax(dim=dim))
+
+
+_MHA_MISTAKES = [
+    ("the causal mask is not applied (tokens attend to later tokens)", dict(mask="none")),
+    ("the mask is off by one: the diagonal is masked too (tril(diagonal=-1)), so a token "
+     "cannot attend to itself", dict(mask="diagonal")),
+    ("the mask is inverted (later tokens allowed, earlier ones blocked)", dict(mask="inverted")),
+    ("the scores are not scaled by 1/sqrt(head_dim)", dict(scale="none")),
+    ("the scores are divided by head_dim instead of sqrt(head_dim)",
+     dict(scale="head_dim_full")),
+    ("the scores are scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)",
+     dict(scale="d_model")),
+    ("the softmax is taken over the queries axis (dim=-2) instead of the keys (dim=-1)",
+     dict(dim=-2)),
+    ("heads are split with view(B, H, T, head_dim) instead of view(B, T, H, head_dim)"
+     ".transpose(1, 2), which mixes tokens across heads", dict(split="no_transpose")),
+    ("heads are split by transposing before reshaping (x.transpose(1, 2).reshape(B, H, T, "
+     "head_dim)) instead of view(B, T, H, head_dim).transpose(1, 2)",
+     dict(split="transpose_first")),
+    ("head h takes the interleaved channels h, h+H, ... instead of the block "
+     "[h*head_dim, (h+1)*head_dim)", dict(split="interleaved")),
+    ("heads are merged with reshape(B, T, D) straight from (B, H, T, head_dim), without "
+     "transpose(1, 2) first", dict(merge="no_transpose")),
+    ("heads are merged in the wrong order: channels come out as (head_dim, H) instead of "
+     "(H, head_dim)", dict(merge="head_minor")),
+    ("the returned weights are not masked (softmax of the unmasked scores)",
+     dict(weights="unmasked")),
+] + [(f"the output of qkv_proj is split as ({', '.join(order)}) instead of (q, k, v)",
+      dict(order=order)) for order in ("kqv", "qvk", "vkq", "kvq", "vqk")]
+
+MHA_LAYOUT = ("qkv_proj.weight (3D, D) [rows: q, k, v; head h = rows h*head_dim:(h+1)*head_dim "
+              "of each], qkv_proj.bias (3D,), out_proj.weight (D, D), out_proj.bias (D,)")
+
+
+def check_multi_head_attention(cls) -> None:
+    """Check a causal multi-head self-attention class against ``tfcourse.MultiHeadAttention``.
+
+    Interface: ``cls(d_model, n_heads, *, max_seq_len, dropout=0.0, bias=True)``, an
+    ``nn.Module`` with parameters either fused::
+
+        qkv_proj.weight (3D, D), qkv_proj.bias (3D,)   # rows [0, D) make q, [D, 2D) k, [2D, 3D) v
+        out_proj.weight (D, D),  out_proj.bias (D,)
+
+    or separate ``q_proj``, ``k_proj``, ``v_proj`` (each ``Linear(D, D)``) and ``out_proj``.
+    Head ``h`` owns channels ``[h * head_dim, (h + 1) * head_dim)`` of q, k and v.
+    No biases when ``bias=False``. ``forward(x (B, T, D), return_weights=False)``
+    returns ``out (B, T, D)``, or ``(out, weights (B, H, T, T))`` with
+    ``return_weights=True``: the causal, masked softmax weights *before* dropout.
+    Dropout (p=dropout) acts only in train mode, on the weights and/or the output.
+
+    Sub-checks (7): parameter layout; input not modified in place; (2, 5, 24) with 4
+    heads (output, weights, gradients); batch 1, T=1; d_model 12 with 3 heads and
+    bias=False; dropout=0.5 in eval mode (no effect); dropout=0.5 in train mode
+    (returned weights are taken before dropout, and dropout does act).
+    """
+    with Checker("MultiHeadAttention") as chk:
+        gen = chk.generator(2)
+        M = 8
+
+        def pair(case, D, H, **kwargs):
+            learner = build(chk, case, cls, D, H, max_seq_len=M, **kwargs).eval()
+            reference = randomize_(reference_attention.MultiHeadAttention(
+                D, H, max_seq_len=M, **kwargs), gen).to(chk.device, chk.dtype).eval()
+            load_reference(chk, case, learner, reference, bias=kwargs.get("bias", True))
+            return learner, reference
+
+        # d_model 24, 4 heads: sqrt(d_model), head_dim and sqrt(head_dim) all differ, so
+        # each wrong scaling is told apart.
+        D, H = 24, 4
+        case = f"parameter layout of {describe_call(cls, (D, H), {'max_seq_len': M})}"
+        learner, reference = pair(case, D, H)
+        chk.ok()
+
+        case = f"x (2, 5, {D}): input not modified in place"
+        x = chk.randn(gen, 2, 5, D)
+        x_seen = x.clone()
+        with torch.no_grad():
+            chk.call(case, "calling your forward(x)", learner, x_seen)
+        chk.unchanged(case, "x", x, x_seen)
+        chk.ok()
+
+        _mha_case(chk, f"x (2, 5, {D}), {H} heads", learner, reference,
+                  chk.randn(gen, 2, 5, D), 0)
+        chk.ok()
+        _mha_case(chk, f"x (1, 1, {D}): batch 1, T=1", learner, reference,
+                  chk.randn(gen, 1, 1, D), 1)
+        chk.ok()
+
+        case = "x (3, 7, 12), 3 heads, bias=False"
+        learner, reference = pair(case, 12, 3, bias=False)
+        _mha_case(chk, case, learner, reference, chk.randn(gen, 3, 7, 12), 2)
+        chk.ok()
+
+        case = f"x (2, 6, {D}), dropout=0.5, eval mode: dropout must do nothing"
+        learner, reference = pair(case, D, H, dropout=0.5)
+        x = chk.randn(gen, 2, 6, D)
+        first = chk.call(case, "calling your forward(x)", learner, x)
+        second = chk.call(case, "calling your forward(x)", learner, x)
+        if not torch.equal(first, second):
+            chk.fail(case, "two eval-mode calls gave different outputs",
+                     looks_like=_DROPOUT_IN_EVAL)
+        chk.compare(case, "output", first, reference(x),
+                    variants=[(label, lambda o=o: _mha(reference, x, **o)[0])
+                              for label, o in _MHA_MISTAKES])
+        chk.ok()
+
+        case = f"x (2, 6, {D}), dropout=0.5, train mode"
+        with torch.no_grad():
+            out_eval, w_ref = reference(x, return_weights=True)
+            learner.train()
+            result = chk.call(case, "calling your forward(x, return_weights=True)", learner, x,
+                              return_weights=True)
+            learner.eval()
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            chk.fail(case, "forward(x, return_weights=True) must return (out, weights)")
+        out_train, w_train = result
+        chk.compare(case, "attention-weights tensor in train mode", w_train, w_ref, variants=[
+            ("the weights are returned after dropout; return them before dropout (dropout "
+             "only changes what is multiplied with v)",
+             lambda: torch.where(w_train == 0, torch.zeros_like(w_ref), w_ref / 0.5))])
+        if out_train.shape == out_eval.shape and torch.allclose(out_train, out_eval):
+            chk.fail(case, "with dropout=0.5 the train-mode output equals the eval-mode output",
+                     looks_like="dropout is never applied (the dropout argument is ignored, or "
+                                "F.dropout gets training=False)")
+        chk.ok()
+
+
+_DROPOUT_IN_EVAL = ("dropout is active in eval mode: F.dropout(x, p) defaults to "
+                    "training=True; use nn.Dropout, or F.dropout(x, p, training=self.training)")
+
+
+def _mha_case(chk: Checker, case: str, learner, reference, x, seed: int) -> None:
+    x_ref = x.clone().requires_grad_(True)
+    x_mine = x.clone().requires_grad_(True)
+    out_ref, w_ref = reference(x_ref, return_weights=True)
+    out = chk.call(case, "calling your forward(x)", learner, x_mine)
+    if isinstance(out, (tuple, list)):
+        chk.fail(case, f"forward(x) returned a {type(out).__name__}; with return_weights=False "
+                 "(the default) return only the output (B, T, D)")
+    variants = [(label, lambda o=o: _mha(reference, x, **o)) for label, o in _MHA_MISTAKES]
+    chk.compare(case, "output", out, out_ref,
+                variants=[(label, lambda f=f: f()[0]) for label, f in variants])
+    # The output matched: mistakes that touch only the returned weights come first.
+    variants.sort(key=lambda row: "returned weights" not in row[0])
+    result = chk.call(case, "calling your forward(x, return_weights=True)", learner,
+                      x.clone(), return_weights=True)
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        chk.fail(case, f"forward(x, return_weights=True) returned a {type(result).__name__}, "
+                 "expected a tuple (out, weights)")
+    chk.compare(case, "attention-weights tensor", result[1], w_ref,
+                variants=[(label, lambda f=f: f()[1]) for label, f in variants],
+                hint="return one (T, T) map per head, shape (B, H, T, T): the masked softmax, "
+                     "before dropout")
+    upstream = chk.randn(chk.generator(seed + 200), *out_ref.shape)
+    reference.zero_grad(set_to_none=True)
+    learner.zero_grad(set_to_none=True)
+    (out_ref * upstream).sum().backward()
+    chk.call(case, "backward through your output", lambda: (out * upstream).sum().backward())
+    chk.compare_grads(case, input_grads_and_params(learner, {"x": x_mine}),
+                      reference_grads(reference, learner, {"x": x_ref}))
+
+
+# ---------------------------------------------------------------------------------------------
+# The weights of one head (lesson exercise 3)
+
+
+def _head_weights(mha, x, *, head=0, split="block", keys="k", scale="head_dim", mask=True,
+                  swap=False, dim=-1, mean=False):
+    B, T, D = x.shape
+    H = mha.n_heads
+    hd = D // H
+    q_all, k_all, _ = mha.qkv_proj(x).split(D, dim=-1)
+    if keys == "q_next":            # keys read from the q rows that follow head 0's
+        k_all = torch.cat([q_all[..., hd:], q_all[..., :hd]], dim=-1)
+
+    def pick(t, h):
+        if split == "interleaved":
+            return t[..., h::H]
+        return t[..., h * hd:(h + 1) * hd]
+
+    heads = range(H) if mean else [head % H]
+    maps = []
+    for h in heads:
+        q, k = pick(q_all, h), pick(k_all, h)
+        if swap:
+            q, k = k, q
+        divisor = {"head_dim": math.sqrt(hd), "none": 1.0, "d_model": math.sqrt(D)}[scale]
+        scores = q @ k.transpose(-2, -1) / divisor
+        if mask:
+            scores = scores.masked_fill(~mha.mask[:T, :T], float("-inf"))
+        maps.append(scores.softmax(dim=dim))
+    return torch.stack(maps).mean(0)
+
+
+_HEAD_MISTAKES = [
+    ("the weights of the last head (index -1) instead of the first (index 0)", dict(head=-1)),
+    ("the weights of head 1 instead of head 0 (Python counts from 0)", dict(head=1)),
+    ("the average over all heads instead of head 0", dict(mean=True)),
+    ("head 0 taken as the interleaved channels 0, H, 2H, ... instead of the first head_dim "
+     "channels", dict(split="interleaved")),
+    ("the keys are read from the q rows [head_dim, 2*head_dim) instead of the k rows "
+     "[D, D + head_dim)", dict(keys="q_next")),
+    ("queries and keys are swapped (k @ q^T)", dict(swap=True)),
+    ("the scores are not scaled by 1/sqrt(head_dim)", dict(scale="none")),
+    ("the scores are scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)",
+     dict(scale="d_model")),
+    ("the causal mask is not applied", dict(mask=False)),
+    ("the softmax is taken over the queries axis (dim=-2) instead of the keys (dim=-1)",
+     dict(dim=-2)),
+]
+
+
+def check_first_head_weights(fn) -> None:
+    """Check a function that extracts the attention weights of head 0.
+
+    Interface: ``fn(mha, x) -> weights (B, T, T)`` where ``mha`` is a causal
+    ``tfcourse.MultiHeadAttention`` and ``x`` is ``(B, T, D)``: the softmax weights of
+    head 0, computed from ``mha``'s parameters (``mha.qkv_proj``: rows ``[0, head_dim)``
+    are head 0's queries, ``[D, D + head_dim)`` its keys; scale ``1/sqrt(head_dim)``;
+    causal mask). It must equal ``mha(x, return_weights=True)[1][:, 0]``.
+
+    Sub-checks (5): (2, 5, 24) with 4 heads; batch 1, T=1; (3, 6, 12) with 3 heads and
+    no biases; mha's parameters unchanged; x not modified in place.
+    """
+    with Checker("first_head_weights") as chk:
+        gen = chk.generator(3)
+        runs = []
+        for shape, H, bias in (((2, 5, 24), 4, True), ((1, 1, 24), 4, True),
+                               ((3, 6, 12), 3, False)):
+            B, T, D = shape
+            case = f"x {shape}, {H} heads" + ("" if bias else ", bias=False") + \
+                (": batch 1, T=1" if B == 1 else "")
+            mha = randomize_(reference_attention.MultiHeadAttention(
+                D, H, max_seq_len=8, bias=bias), gen).to(chk.device, chk.dtype).eval()
+            x = chk.randn(gen, *shape)
+            state = {name: t.clone() for name, t in mha.state_dict().items()}
+            x_seen = x.clone()
+            with torch.no_grad():
+                expected = mha(x, return_weights=True)[1][:, 0]
+            got = chk.call(case, "calling your fn(mha, x)", fn, mha, x_seen)
+            if isinstance(got, torch.Tensor):
+                got = got.detach()
+            chk.compare(case, "head-0 weights tensor", got, expected,
+                        variants=[(label, lambda o=o: _head_weights(mha, x, **o))
+                                  for label, o in _HEAD_MISTAKES],
+                        hint="return a (B, T, T) tensor: index the head axis, e.g. [:, 0]")
+            runs.append((case, mha, state, x, x_seen))
+            chk.ok()
+        for case, mha, state, _, _ in runs:
+            for name, tensor in mha.state_dict().items():
+                if not torch.equal(tensor, state[name]):
+                    chk.fail(f"{case}: mha unchanged", f"your function changed mha.{name}",
+                             hint="only read the module's parameters; compute under "
+                                  "torch.no_grad() if you like")
+        chk.ok()
+        for case, _, _, x, x_seen in runs:
+            chk.unchanged(f"{case}: x unchanged", "x", x, x_seen)
+        chk.ok()

@@ -1,0 +1,131 @@
+"""Check for notebook 06: a gradient-norm probe of a GPT (pre-LN vs post-LN)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..config import GPTConfig
+from ..experiments import gradient_probe, twin_models
+from ._harness import Checker
+
+PROBE_CONFIG = GPTConfig(vocab_size=40, max_seq_len=12, n_layers=3, n_heads=2, d_model=16)
+
+
+def check_grad_norm_probe(fn) -> None:
+    """Check a gradient probe against ``tfcourse.experiments.gradient_probe(..., loss="lm")``.
+
+    Interface: ``fn(model, idx, targets) -> (embedding_grad_norm, block_grad_norms)`` for
+    a ``tfcourse.GPT`` ``model``, token ids ``idx (B, T)`` and ``targets (B, T)``: one
+    forward and backward pass of the mean next-token cross-entropy of
+    ``model(idx)``, with the model's old gradients cleared first. Returns
+
+    - ``embedding_grad_norm`` (float): the L2 norm of d loss / d (the embedding output,
+      i.e. the first block's input, shape (B, T, D)),
+    - ``block_grad_norms`` (list of floats, first block first): for each block, the
+      L2 norm of the gradients of all its parameters taken together.
+
+    The model arrives with stale gradients in ``.grad``. Leave no hooks behind.
+
+    Sub-checks (4): a pre-LN model with (2, 12) tokens; its post-LN twin; batch 1, T=1;
+    no hooks left on the model and idx/targets not modified.
+    """
+    with Checker("grad_norm_probe") as chk:
+        gen = chk.generator(9)
+        pre, post = (m.to(chk.device, chk.dtype) for m in twin_models(PROBE_CONFIG, seed=9))
+        inputs = []
+        for model, kind, shape in ((pre, "pre-LN", (2, 12)), (post, "post-LN", (2, 12)),
+                                   (pre, "pre-LN", (1, 1))):
+            case = f"{kind} GPT ({PROBE_CONFIG.n_layers} blocks), idx {shape}" + \
+                (": batch 1, T=1" if shape == (1, 1) else "")
+            idx, targets = (torch.randint(PROBE_CONFIG.vocab_size, shape, generator=gen)
+                            .to(chk.device) for _ in range(2))
+            want = gradient_probe(model, idx, targets, "lm")   # leaves its gradients behind
+            want.update(_wrong_quantities(model, idx))
+            seen = (idx.clone(), targets.clone())
+            name = getattr(fn, "__name__", "fn")
+            result = chk.call(case, f"calling your {name}(model, idx, targets)", fn, model, *seen)
+            emb, blocks = _unpack(chk, case, result)
+            _compare(chk, case, model, idx, targets, want, emb, blocks)
+            inputs.append((case, idx, targets, seen))
+            chk.ok()
+
+        for name, module in pre.named_modules():
+            for kind in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                         "_backward_pre_hooks"):
+                if getattr(module, kind, None):
+                    chk.fail("after the calls", f"a hook is still registered on "
+                             f"model.{name or '(root)'} ({kind.strip('_')})",
+                             hint="keep the handle and call handle.remove() in a finally: block")
+        for case, idx, targets, (idx_seen, targets_seen) in inputs:
+            chk.unchanged(case, "idx", idx, idx_seen)
+            chk.unchanged(case, "targets", targets, targets_seen)
+        chk.ok()
+
+
+def _unpack(chk: Checker, case: str, result):
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        chk.fail(case, f"returned a {type(result).__name__}, expected a tuple "
+                 "(embedding_grad_norm, block_grad_norms)")
+    emb, blocks = result
+    try:
+        emb = float(emb)
+    except (TypeError, ValueError, RuntimeError):
+        chk.fail(case, f"embedding_grad_norm is a {type(emb).__name__}, expected a float")
+    n = PROBE_CONFIG.n_layers
+    if isinstance(blocks, torch.Tensor):
+        blocks = blocks.tolist()
+    if not isinstance(blocks, (list, tuple)) or len(blocks) != n:
+        chk.fail(case, f"block_grad_norms must be a list with one float per block ({n}), got "
+                 f"{type(blocks).__name__}" + (f" of length {len(blocks)}"
+                                              if hasattr(blocks, "__len__") else ""))
+    try:
+        blocks = [float(b) for b in blocks]
+    except (TypeError, ValueError, RuntimeError):
+        chk.fail(case, "block_grad_norms must hold floats (or 0-d tensors)")
+    return emb, blocks
+
+
+def _wrong_quantities(model, idx) -> dict:
+    """What common wrong probes measure, taken from the reference pass's gradients."""
+    with torch.no_grad():
+        x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+        return {
+            "embedding_weight": float(model.tok_emb.weight.grad.norm()),
+            "embedding_activation": float(x.norm()),
+            "summed_parameter_norms": [sum(float(p.grad.norm()) for p in block.parameters()
+                                           if p.grad is not None) for block in model.blocks],
+        }
+
+
+def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None:
+    def as_tensor(values):
+        return torch.tensor(values, dtype=torch.float64)
+
+    tokens = idx.numel()
+    chk.compare(case, "embedding_grad_norm", as_tensor([emb]), as_tensor([want["embedding"]]),
+                variants=[
+        ("the norm of the token-embedding *weight* gradient (tok_emb.weight.grad) instead of "
+         "the gradient at the embedding output (the first block's input)",
+         lambda: as_tensor([want["embedding_weight"]])),
+        ("the norm of the embedding output itself (an activation), not of its gradient",
+         lambda: as_tensor([want["embedding_activation"]])),
+        ("the cross-entropy is summed over tokens instead of averaged",
+         lambda: as_tensor([want["embedding"] * tokens])),
+    ])
+    chk.compare(case, "block_grad_norms list", as_tensor(blocks), as_tensor(want["blocks"]),
+                variants=[
+        ("the blocks are listed last first; list them first block first",
+         lambda: as_tensor(want["blocks"][::-1])),
+        ("the old gradients were not cleared (call model.zero_grad() first): they add up",
+         lambda: as_tensor([2 * b for b in want["blocks"]])),
+        ("each parameter's norm is summed instead of taking one norm over all of a block's "
+         "parameters together", lambda: as_tensor(want["summed_parameter_norms"])),
+        ("the squared norms (sum of squares) without the square root",
+         lambda: as_tensor([b * b for b in want["blocks"]])),
+        ("the cross-entropy is summed over tokens instead of averaged",
+         lambda: as_tensor([b * tokens for b in want["blocks"]])),
+        # Last: it runs another backward pass (only ever on the way to a failure).
+        ("the loss is the sum of the final hidden states (loss='sum') instead of the "
+         "next-token cross-entropy",
+         lambda: as_tensor(gradient_probe(model, idx, targets, "sum")["blocks"])),
+    ])

@@ -1,0 +1,268 @@
+"""Checks for notebooks 04 and 10: the GELU FeedForward, SwiGLU and its hidden width."""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+import torch.nn.functional as F
+
+from .. import mlp as reference_mlp
+from ._harness import (Checker, build, describe_call, inplace_case, load_reference, module_case,
+                       randomize_)
+
+D = 16
+P_DROP = 0.5
+
+_DROPOUT_IN_EVAL = ("dropout is active in eval mode: F.dropout(x, p) defaults to "
+                    "training=True; use nn.Dropout, or F.dropout(x, p, training=self.training)")
+
+
+# ---------------------------------------------------------------------------------------------
+# FeedForward
+
+
+def _feedforward_variants(ref, x):
+    fc_in, fc_out = ref.fc_in, ref.fc_out
+    return [
+        ("ReLU instead of the exact GELU", lambda: fc_out(F.relu(fc_in(x)))),
+        ("the tanh approximation of GELU instead of the exact (erf) GELU; use F.gelu(x) or "
+         "nn.GELU() without approximate='tanh'",
+         lambda: fc_out(F.gelu(fc_in(x), approximate="tanh"))),
+        ("SiLU instead of GELU", lambda: fc_out(F.silu(fc_in(x)))),
+        ("no activation between the two linear layers", lambda: fc_out(fc_in(x))),
+        ("GELU after the second linear layer instead of between the two",
+         lambda: F.gelu(fc_out(fc_in(x)))),
+    ]
+
+
+def _feedforward_width(default_width):
+    def diagnose(name, got, want):
+        if name.startswith("fc_in.weight") or name.startswith("fc_out.weight"):
+            width = got[0] if name.startswith("fc_in") else got[1]
+            if default_width:
+                return (f"the default hidden width is {width}; it should be 4 * d_model = "
+                        f"{4 * D} when d_hidden is None")
+            return f"the d_hidden argument is ignored (hidden width {width})"
+        return None
+    return diagnose
+
+
+def check_feedforward(cls) -> None:
+    """Check a position-wise MLP class against ``tfcourse.FeedForward`` (exact GELU).
+
+    Interface: ``cls(d_model, d_hidden=None, *, dropout=0.0, bias=True)``, an
+    ``nn.Module`` with ``fc_in = Linear(d_model, d_hidden)`` and
+    ``fc_out = Linear(d_hidden, d_model)`` (``d_hidden`` defaults to ``4 * d_model``;
+    no biases when ``bias=False``)::
+
+        y = dropout(fc_out(gelu(fc_in(x))))      # exact (erf) GELU; (B, T, D) -> (B, T, D)
+
+    Dropout sits on the output only and acts only in train mode.
+
+    Sub-checks (8): parameter layout with the default width; input not modified in
+    place; (2, 5, 16) output and gradients; batch 1, T=1; d_hidden=24; bias=False;
+    dropout=0.5 in eval mode (no effect); dropout=0.5 in train mode (on the output).
+    """
+    with Checker("FeedForward") as chk:
+        gen = chk.generator(4)
+
+        def pair(case, **kwargs):
+            learner = build(chk, case, cls, D, **kwargs).eval()
+            reference = randomize_(reference_mlp.FeedForward(D, activation="gelu", **kwargs),
+                                   gen)
+            reference = reference.to(chk.device, chk.dtype).eval()
+            load_reference(chk, case, learner, reference, bias=kwargs.get("bias", True),
+                           shape_diagnosis=_feedforward_width("d_hidden" not in kwargs))
+            return learner, reference
+
+        _check_mlp(chk, pair, gen, _feedforward_variants, "fc_in", _feedforward_near_misses)
+
+
+def _feedforward_near_misses(ref, x):
+    # tanh-GELU differs from GELU by < 1e-3: inside accelerator tolerances.
+    return _feedforward_variants(ref, x)[1:2]
+
+
+def _check_mlp(chk: Checker, pair, gen, variants, first_layer: str,
+               near_misses=lambda ref, x: ()) -> None:
+    """The sub-checks FeedForward and SwiGLU share (8)."""
+    name = chk.name
+    case = f"parameter layout of {name}({D})"
+    learner, reference = pair(case)
+    chk.ok()
+
+    inplace_case(chk, f"x (2, 5, {D}): input not modified in place", [learner],
+                 chk.randn(gen, 2, 5, D))
+    chk.ok()
+
+    for seed, (case, shape) in enumerate([(f"x (2, 5, {D})", (2, 5, D)),
+                                          (f"x (1, 1, {D}): batch 1, T=1", (1, 1, D))]):
+        x = chk.randn(gen, *shape)
+        module_case(chk, case, learner, reference, x, seed=seed,
+                    variants=lambda: variants(reference, x),
+                    near_misses=lambda: near_misses(reference, x))
+        chk.ok()
+
+    other_bias = not _default_bias(name)
+    for seed, kwargs in enumerate([{"d_hidden": 24}, {"d_hidden": 24, "bias": other_bias}],
+                                  start=2):
+        case = f"x (2, 5, {D}), {describe_call(type(reference), (D,), kwargs)}"
+        learner2, reference2 = pair(case, **kwargs)
+        x = chk.randn(gen, 2, 5, D)
+        module_case(chk, case, learner2, reference2, x, seed=seed,
+                    variants=lambda: variants(reference2, x))
+        chk.ok()
+
+    case = f"x (2, 5, {D}), dropout={P_DROP}, eval mode: dropout must do nothing"
+    learner, reference = pair(case, dropout=P_DROP)
+    x = chk.randn(gen, 2, 5, D)
+    _eval_dropout_case(chk, case, learner, reference, x, variants(reference, x))
+    chk.ok()
+
+    case = f"x (2, 5, {D}), dropout={P_DROP}, train mode: dropout acts on the output"
+    _dropout_on_output_case(chk, case, learner, x, first_layer)
+    chk.ok()
+
+
+def _default_bias(name: str) -> bool:
+    return name != "SwiGLU"
+
+
+def _eval_dropout_case(chk: Checker, case: str, learner, reference, x, variants) -> None:
+    with torch.no_grad():
+        first = chk.call(case, "calling your module", learner, x)
+        second = chk.call(case, "calling your module", learner, x)
+        if isinstance(first, torch.Tensor) and not torch.equal(first, second):
+            chk.fail(case, "two eval-mode calls gave different outputs",
+                     looks_like=_DROPOUT_IN_EVAL)
+        chk.compare(case, "output", first, reference(x), variants=variants)
+
+
+def _dropout_on_output_case(chk: Checker, case: str, learner, x, first_layer: str) -> None:
+    """In train mode each output element must be 0 or eval_output / (1 - p).
+
+    That holds for dropout on the output whatever random mask was drawn, so the
+    check needs no shared random stream with the learner's code.
+    """
+    with torch.no_grad():
+        out_eval = learner.eval()(x)
+        out_train = chk.call(case, "calling your module in train mode", learner.train(), x)
+        learner.eval()
+    if not isinstance(out_train, torch.Tensor) or out_train.shape != out_eval.shape:
+        chk.fail(case, "the train-mode output has a different shape from the eval-mode output")
+    if torch.allclose(out_train, out_eval):
+        chk.fail(case, f"with dropout={P_DROP} the train-mode output equals the eval-mode "
+                 "output", looks_like="dropout is never applied (the dropout argument is "
+                 "ignored, or F.dropout gets training=False)")
+    dropped = out_train == 0
+    scaled = torch.where(dropped, torch.zeros_like(out_eval), out_eval / (1 - P_DROP))
+    chk.compare(case, "train-mode output", out_train, scaled,
+                variants=[(f"dropout acts somewhere other than the output, e.g. on the hidden "
+                           f"activations (after {first_layer})", lambda: out_train)],
+                hint="apply dropout once, to the output of the last linear layer")
+
+
+# ---------------------------------------------------------------------------------------------
+# SwiGLU
+
+
+def check_swiglu_hidden_dim(fn) -> None:
+    """Check LLaMA's SwiGLU width rule against ``tfcourse.swiglu_hidden_dim``.
+
+    Interface: ``fn(d_model) -> int``: ``2/3 * 4 * d_model`` (truncated to an int),
+    rounded *up* to a multiple of 256. ``fn(4096) == 11008`` (LLaMA-7B).
+
+    Sub-checks (6): d_model = 64, 128, 512, 768, 4096, 5120.
+    """
+    with Checker("swiglu_hidden_dim") as chk:
+        for d_model in (64, 128, 512, 768, 4096, 5120):
+            case = f"d_model={d_model}"
+            got = chk.call(case, f"calling your {describe_call(fn, (d_model,))}", fn, d_model)
+            want = reference_mlp.swiglu_hidden_dim(d_model)
+            if isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_floating_point():
+                got = got.item()
+            if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+                chk.fail(case, f"returned {got!r} ({type(got).__name__}), expected the int "
+                         f"{want}", hint="use integer arithmetic (//) or int(...)")
+            if got != want:
+                chk.fail(case, f"returned {got}, expected {want}",
+                         looks_like=_width_diagnosis(d_model, got))
+            chk.ok()
+
+
+def _round_up(n: int, multiple: int = 256) -> int:
+    return multiple * ((n + multiple - 1) // multiple)
+
+
+def _width_diagnosis(d_model: int, got: int) -> str | None:
+    eight_thirds = int(8 * d_model / 3)
+    table = [
+        ("2/3 * d_model: the width is 2/3 of the GELU MLP's 4 * d_model, i.e. 8 * d_model / 3",
+         (int(2 * d_model / 3), _round_up(int(2 * d_model / 3)))),
+        ("8 * d_model / 3 without rounding up to a multiple of 256", (eight_thirds,)),
+        ("rounded down instead of up to a multiple of 256", (256 * (eight_thirds // 256),)),
+        ("rounded to the nearest multiple of 256 instead of up",
+         (256 * round(eight_thirds / 256),)),
+        ("4 * d_model (the GELU MLP's width)", (4 * d_model,)),
+    ]
+    for description, values in table:
+        if got in values:
+            return description
+    return None
+
+
+def _swiglu_variants(ref, x):
+    gate, up, down = ref.gate_proj, ref.up_proj, ref.down_proj
+    return [
+        ("SiLU is applied to up_proj instead of gate_proj (gate and up swapped)",
+         lambda: down(gate(x) * F.silu(up(x)))),
+        ("GELU instead of SiLU", lambda: down(F.gelu(gate(x)) * up(x))),
+        ("a sigmoid gate (GLU) instead of SiLU", lambda: down(torch.sigmoid(gate(x)) * up(x))),
+        ("ReLU instead of SiLU", lambda: down(F.relu(gate(x)) * up(x))),
+        ("no gate: down_proj(silu(gate_proj(x))) without the up_proj product",
+         lambda: down(F.silu(gate(x)))),
+        ("SiLU is applied to the product: silu(gate_proj(x) * up_proj(x))",
+         lambda: down(F.silu(gate(x) * up(x)))),
+        ("the branches are added instead of multiplied",
+         lambda: down(F.silu(gate(x)) + up(x))),
+    ]
+
+
+def _swiglu_width(default_width):
+    def diagnose(name, got, want):
+        width = got[1] if name.startswith("down_proj") else got[0]
+        if not default_width:
+            return f"the d_hidden argument is ignored (hidden width {width})"
+        return _width_diagnosis(D, width) or (
+            f"the default hidden width is {width}; it should be swiglu_hidden_dim(d_model) = "
+            f"{reference_mlp.swiglu_hidden_dim(D)}")
+    return diagnose
+
+
+def check_swiglu(cls) -> None:
+    """Check a SwiGLU MLP class against ``tfcourse.SwiGLU``.
+
+    Interface: ``cls(d_model, d_hidden=None, *, bias=False, dropout=0.0)``, an
+    ``nn.Module`` with ``gate_proj``, ``up_proj`` (``Linear(d_model, d_hidden)``) and
+    ``down_proj`` (``Linear(d_hidden, d_model)``), Hugging Face LLaMA names; no biases
+    unless ``bias=True``; ``d_hidden`` defaults to ``swiglu_hidden_dim(d_model)``::
+
+        y = dropout(down_proj(silu(gate_proj(x)) * up_proj(x)))     # (B, T, D) -> (B, T, D)
+
+    Sub-checks (8): parameter layout with the default width; input not modified in
+    place; (2, 5, 16) output and gradients; batch 1, T=1; d_hidden=24; bias=True;
+    dropout=0.5 in eval mode (no effect); dropout=0.5 in train mode (on the output).
+    """
+    with Checker("SwiGLU") as chk:
+        gen = chk.generator(5)
+
+        def pair(case, **kwargs):
+            learner = build(chk, case, cls, D, **kwargs).eval()
+            reference = randomize_(reference_mlp.SwiGLU(D, **kwargs), gen)
+            reference = reference.to(chk.device, chk.dtype).eval()
+            load_reference(chk, case, learner, reference, bias=kwargs.get("bias", False),
+                           shape_diagnosis=_swiglu_width("d_hidden" not in kwargs))
+            return learner, reference
+
+        _check_mlp(chk, pair, gen, _swiglu_variants, "gate_proj/up_proj")

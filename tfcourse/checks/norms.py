@@ -1,0 +1,151 @@
+"""Checks for notebook 03: LayerNorm and RMSNorm."""
+
+from __future__ import annotations
+
+from .. import norms as reference_norms
+from ._harness import Checker, build, inplace_case, load_reference, module_case, randomize_
+
+D = 16
+
+
+def check_layernorm(cls) -> None:
+    """Check a LayerNorm class against ``tfcourse.LayerNorm``.
+
+    Interface: ``cls(d_model, eps=1e-5)`` is an ``nn.Module`` with parameters
+    ``weight (D,)`` and ``bias (D,)`` (``nn.LayerNorm``'s names); ``forward(x)`` maps
+    ``(..., D) -> (..., D)``, normalizing each token over its last dimension::
+
+        y = (x - mean) / sqrt(var + eps) * weight + bias      # var: biased (divide by D)
+
+    Sub-checks (6): parameter layout; input not modified in place; output and
+    gradients for x (2, 5, 16); eps=0.1 (a misplaced eps shows); batch 1, T=1;
+    small inputs (0.03 * randn), where the default eps matters.
+    Weights and biases are random, not 1 and 0.
+    """
+    with Checker("LayerNorm") as chk:
+        _check_norm(chk, cls, reference_norms.LayerNorm, 1e-5, _layernorm_variants)
+
+
+def check_rmsnorm(cls) -> None:
+    """Check an RMSNorm class against ``tfcourse.RMSNorm``.
+
+    Interface: ``cls(d_model, eps=1e-6)`` is an ``nn.Module`` with one parameter
+    ``weight (D,)`` (no bias); ``forward(x)`` maps ``(..., D) -> (..., D)``::
+
+        y = x / sqrt(mean(x ** 2) + eps) * weight              # over the last dimension
+
+    Sub-checks (6): parameter layout; input not modified in place; output and
+    gradients for x (2, 5, 16); eps=0.1; batch 1, T=1; small inputs (0.03 * randn),
+    where the default eps matters. The weight is random, not 1.
+    """
+    with Checker("RMSNorm") as chk:
+        _check_norm(chk, cls, reference_norms.RMSNorm, 1e-6, _rmsnorm_variants)
+
+
+def _check_norm(chk: Checker, cls, reference_cls, default_eps: float, variants) -> None:
+    name = reference_cls.__name__
+    gen = chk.generator(0)
+
+    def pair(case, eps=None):
+        kwargs = {} if eps is None else {"eps": eps}
+        learner = build(chk, case, cls, D, **kwargs).eval()
+        reference = randomize_(reference_cls(D, **kwargs), gen).to(chk.device, chk.dtype)
+        load_reference(chk, case, learner, reference, bias=None)
+        return learner, reference
+
+    case = f"parameter layout of {name}({D})"
+    learner, reference = pair(case)
+    chk.ok()
+
+    case = f"x (2, 5, {D}): input not modified in place"
+    inplace_case(chk, case, [learner], chk.randn(gen, 2, 5, D))
+    chk.ok()
+
+    cases = [(f"x (2, 5, {D}), default eps", (2, 5, D), 1.0, None),
+             (f"x (2, 5, {D}), eps=0.1", (2, 5, D), 1.0, 0.1),
+             (f"x (1, 1, {D}): batch 1, T=1", (1, 1, D), 1.0, None),
+             (f"x (2, 4, {D}) = 0.03 * randn: default eps {default_eps:g} matters", (2, 4, D),
+              0.03, None)]
+    for seed, (case, shape, scale, eps) in enumerate(cases):
+        if eps is not None:
+            learner, reference = pair(case, eps)
+        elif reference.eps != default_eps:
+            learner, reference = pair(case)
+        x = chk.randn(gen, *shape, scale=scale)
+        module_case(chk, case, learner, reference, x, seed=seed,
+                    variants=lambda: variants(reference, x, default_eps if eps is None else None))
+        chk.ok()
+
+
+def _over_last_dim(stat):
+    return lambda t: stat(t, dim=-1, keepdim=True)
+
+
+def _layernorm_variants(ref, x, default_eps):
+    w, b, eps = ref.weight, ref.bias, ref.eps
+
+    def ln(x, eps=eps, unbiased=False, outside=False, sqrt=True, center=True, dim=-1,
+           weight=True, bias=True):
+        mean = x.mean(dim=dim, keepdim=True)
+        var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
+        centered = x - mean if center else x
+        if not sqrt:
+            y = centered / (var + eps)
+        elif outside:
+            y = centered / (var.sqrt() + eps)
+        else:
+            y = centered / (var + eps).sqrt()
+        return y * (w if weight else 1) + (b if bias else 0)
+
+    table = [
+        ("the variance is unbiased (divides by D - 1); LayerNorm divides by D "
+         "(unbiased=False)", lambda: ln(x, unbiased=True)),
+        ("eps is added outside the square root: (x - mean) / (sqrt(var) + eps) instead of "
+         "(x - mean) / sqrt(var + eps)", lambda: ln(x, outside=True)),
+        ("eps is left out: (x - mean) / sqrt(var)", lambda: ln(x, eps=0.0)),
+        ("no learnable affine: weight and bias are not applied",
+         lambda: ln(x, weight=False, bias=False)),
+        ("the bias is not added", lambda: ln(x, bias=False)),
+        ("the weight (scale) is not applied", lambda: ln(x, weight=False)),
+        ("the mean is not subtracted", lambda: ln(x, center=False)),
+        ("divides by the variance instead of its square root", lambda: ln(x, sqrt=False)),
+        ("mean and variance are taken over the sequence axis (dim=1) instead of the "
+         "features (dim=-1)", lambda: ln(x, dim=1)),
+    ]
+    if default_eps is not None:
+        table += [(f"the default eps is {e:g}, expected {default_eps:g}", lambda e=e: ln(x, eps=e))
+                  for e in (1e-6, 1e-8, 1e-12, 1e-3, 1e-4)]
+    return table
+
+
+def _rmsnorm_variants(ref, x, default_eps):
+    w, eps = ref.weight, ref.eps
+    mean_square = x.pow(2).mean(dim=-1, keepdim=True)
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    table = [
+        ("the mean is subtracted (that is LayerNorm); RMSNorm divides x itself by its root "
+         "mean square", lambda: (x - mean) / (var + eps).sqrt() * w),
+        ("the mean is subtracted (that is LayerNorm); RMSNorm divides x itself by its root "
+         "mean square", lambda: (x - mean) / (mean_square + eps).sqrt() * w),
+        ("eps is added outside the square root: x / (sqrt(mean(x**2)) + eps) instead of "
+         "x / sqrt(mean(x**2) + eps)", lambda: x / (mean_square.sqrt() + eps) * w),
+        ("eps is left out: x / sqrt(mean(x**2))", lambda: x / mean_square.sqrt() * w),
+        ("divides by the mean square instead of its square root",
+         lambda: x / (mean_square + eps) * w),
+        ("divides by the mean of |x| instead of the root mean square",
+         lambda: x / (x.abs().mean(dim=-1, keepdim=True) + eps) * w),
+        ("divides by the mean of x instead of the root mean square",
+         lambda: x / (mean + eps) * w),
+        ("uses the sum of squares instead of their mean",
+         lambda: x / (x.pow(2).sum(dim=-1, keepdim=True) + eps).sqrt() * w),
+        ("divides by the standard deviation (x.std()) instead of the root mean square",
+         lambda: x / (x.std(dim=-1, keepdim=True) + eps) * w),
+        ("the weight (scale) is not applied", lambda: x / (mean_square + eps).sqrt()),
+        ("the mean square is taken over the sequence axis (dim=1) instead of the features "
+         "(dim=-1)", lambda: x / (x.pow(2).mean(dim=1, keepdim=True) + eps).sqrt() * w),
+    ]
+    if default_eps is not None:
+        table += [(f"the default eps is {e:g}, expected {default_eps:g}",
+                   lambda e=e: x / (mean_square + e).sqrt() * w) for e in (1e-5, 1e-8, 1e-12, 0.0)]
+    return table

@@ -1,0 +1,371 @@
+"""Training data that needs no download.
+
+Three datasets, one protocol. Each has ``vocab_size``, ``loss_floor`` (the
+best achievable mean cross-entropy in nats, or None when unknown) and
+``batch(batch_size, seq_len, *, generator, split="train") -> (x, y)`` with token
+ids ``x (B, T)`` and next-token targets ``y (B, T)``; a target of
+``IGNORE_INDEX`` (-100) marks a position the loss skips.
+
+- ``MarkovChain``: a fixed random first-order Markov chain. Its entropy rate is
+  the exact loss floor: no model can predict the next token better than the
+  true transition probabilities do.
+- ``CopyTask``: random symbols, a separator, then the same symbols again. The
+  copy is fully determined by the first half, so its floor is 0 nats.
+- ``TextDataset``: characters of real English (Python's standard library
+  docstrings, gathered from the installed interpreter at run time), with a
+  character-level ``CharTokenizer`` and a train/val split.
+
+``make_dataset(name, ...)`` builds any of them by name (the ``tfcourse train`` CLI).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+
+import torch
+
+from . import _validate
+
+IGNORE_INDEX = -100          # F.cross_entropy's default ignore_index
+SPLITS = ("train", "val")
+DATASETS = ("markov", "copy", "text")
+
+
+def _check_batch_args(batch_size, seq_len, generator, split):
+    _validate.positive_int("batch_size", batch_size)
+    _validate.positive_int("seq_len", seq_len)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    _validate.choice("split", split, SPLITS)
+
+
+# --------------------------------------------------------------------------- Markov chain
+
+
+class MarkovChain:
+    """A fixed random Markov chain over ``vocab_size`` tokens: a task with a known optimum.
+
+    Each token has ``n_successors`` possible next tokens (chosen at random) with
+    random probabilities; every other transition has probability exactly 0, so a
+    generated sequence that takes an impossible transition is visibly wrong.
+
+    Sequences start from the stationary distribution, so every position of every
+    sequence has the same conditional entropy ``H(X_{t+1} | X_t)``: the entropy
+    rate, ``entropy_rate = -sum_i pi_i sum_j P_ij log P_ij`` (nats). That is the
+    loss floor of a model that sees the past only.
+
+    Args:
+        vocab_size: number of states (tokens) V >= 2.
+        n_successors: allowed next tokens per state, 1 <= n_successors <= V.
+        seed: builds the chain (the same seed gives the same chain everywhere).
+
+    Attributes:
+        transition: ``(V, V)`` float64, row ``i`` = P(next | current = i), rows sum to 1.
+        stationary: ``(V,)`` float64, ``stationary @ transition == stationary``.
+        entropy_rate: the loss floor in nats (float).
+    """
+
+    def __init__(self, vocab_size: int = 32, n_successors: int = 4, *, seed: int = 0):
+        _validate.positive_int("vocab_size", vocab_size)
+        _validate.positive_int("n_successors", n_successors)
+        if vocab_size < 2:
+            raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
+        if n_successors > vocab_size:
+            raise ValueError(f"n_successors must be <= vocab_size={vocab_size}, got {n_successors}")
+        self.vocab_size = vocab_size
+        self.n_successors = n_successors
+        self.seed = seed
+        g = torch.Generator().manual_seed(seed)
+        # A random cycle through all states guarantees every state reaches every
+        # other (one stationary distribution); the other successors are random.
+        order = torch.randperm(vocab_size, generator=g)
+        cycle_next = torch.empty(vocab_size, dtype=torch.long)
+        cycle_next[order] = order.roll(-1)
+        transition = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)
+        for i in range(vocab_size):
+            others = torch.randperm(vocab_size, generator=g)
+            others = others[others != cycle_next[i]][: n_successors - 1]
+            successors = torch.cat([cycle_next[i:i + 1], others])
+            # Exponential weights = a flat Dirichlet: some successors likely, some rare.
+            weights = -torch.rand(n_successors, generator=g, dtype=torch.float64).clamp_min(1e-12).log()
+            transition[i, successors] = weights / weights.sum()
+        self.transition = transition
+        self.stationary = self._stationary(transition)
+        p = transition
+        plogp = torch.where(p > 0, p * p.clamp_min(1e-300).log(), torch.zeros_like(p))
+        self.entropy_rate = float(-(self.stationary * plogp.sum(dim=1)).sum())
+        self._cum = transition.cumsum(dim=1)                  # for inverse-CDF sampling
+        self._cum[:, -1] = 1.0
+        self._stationary_cum = self.stationary.cumsum(0)
+        self._stationary_cum[-1] = 1.0
+
+    @staticmethod
+    def _stationary(transition: torch.Tensor) -> torch.Tensor:
+        # Solve pi (P - I) = 0 with sum(pi) = 1 (least squares on the stacked system).
+        V = transition.shape[0]
+        system = torch.cat([transition.T - torch.eye(V, dtype=transition.dtype),
+                            torch.ones(1, V, dtype=transition.dtype)])
+        rhs = torch.zeros(V + 1, 1, dtype=transition.dtype)
+        rhs[-1] = 1.0
+        pi = torch.linalg.lstsq(system, rhs).solution.squeeze(1).clamp_min(0)
+        return pi / pi.sum()
+
+    @property
+    def loss_floor(self) -> float:
+        return self.entropy_rate
+
+    @property
+    def unigram_entropy(self) -> float:
+        """Entropy of ``stationary`` (nats): the best loss of a model that ignores the context."""
+        pi = self.stationary
+        return float(-(pi * pi.clamp_min(1e-300).log()).sum())
+
+    def sample(self, batch_size: int, length: int, *,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+        """``(batch_size, length)`` long tensor of sequences, each starting from ``stationary``."""
+        _validate.positive_int("batch_size", batch_size)
+        _validate.positive_int("length", length)
+        # Inverse-CDF sampling, one uniform number per token; (length, B, 1) so
+        # that each step's slice is contiguous.
+        u = torch.rand(length, batch_size, 1, generator=generator, dtype=torch.float64)
+        out = torch.empty(batch_size, length, dtype=torch.long)
+        state = torch.searchsorted(self._stationary_cum, u[0, :, 0]).clamp_max(self.vocab_size - 1)
+        out[:, 0] = state
+        for t in range(1, length):
+            state = torch.searchsorted(self._cum[state], u[t]).squeeze(1).clamp_max(self.vocab_size - 1)
+            out[:, t] = state
+        return out
+
+    def batch(self, batch_size: int, seq_len: int, *, generator: torch.Generator | None = None,
+              split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x, y)``, both ``(B, T)``: a sampled sequence and the same shifted by one.
+
+        The chain is an endless source, so ``split`` only exists for the common
+        protocol: use a different generator for validation batches.
+        """
+        _check_batch_args(batch_size, seq_len, generator, split)
+        seq = self.sample(batch_size, seq_len + 1, generator=generator)
+        return seq[:, :-1], seq[:, 1:]
+
+    def transition_nll(self, seq: torch.Tensor) -> float:
+        """Mean ``-log P(x_{t+1} | x_t)`` under the true chain (inf if a transition is impossible).
+
+        ``seq`` is ``(B, L)`` with L >= 2. For sequences the chain itself produced,
+        this averages to ``entropy_rate``.
+        """
+        seq = _validate.token_ids(seq, self.vocab_size, name="seq")
+        if seq.shape[1] < 2:
+            raise ValueError(f"seq must have at least 2 tokens per row, got shape {tuple(seq.shape)}")
+        p = self.transition[seq[:, :-1].cpu(), seq[:, 1:].cpu()]
+        return float(-p.log().mean())
+
+    def impossible_fraction(self, seq: torch.Tensor) -> float:
+        """Fraction of the transitions in ``seq (B, L)`` that the chain can never take."""
+        seq = _validate.token_ids(seq, self.vocab_size, name="seq")
+        if seq.shape[1] < 2:
+            raise ValueError(f"seq must have at least 2 tokens per row, got shape {tuple(seq.shape)}")
+        p = self.transition[seq[:, :-1].cpu(), seq[:, 1:].cpu()]
+        return float((p == 0).double().mean())
+
+    def __repr__(self) -> str:
+        return (f"MarkovChain(vocab_size={self.vocab_size}, n_successors={self.n_successors}, "
+                f"seed={self.seed}, entropy_rate={self.entropy_rate:.4f} nats)")
+
+
+# --------------------------------------------------------------------------- copy task
+
+
+class CopyTask:
+    """Copy a random string: ``a b c d | a b c d``, the task attention exists for.
+
+    Token ``n_symbols`` is the separator, so ``vocab_size = n_symbols + 1``. A row
+    of ``x`` is ``n`` random symbols, the separator, then the symbols again
+    (cropped to ``seq_len + 1`` tokens before the shift), with ``n = (seq_len + 1) // 2``. Only the copied half is
+    scored: its targets are fully determined by the first half (floor 0 nats),
+    while the random half is unpredictable and gets ``IGNORE_INDEX``.
+
+    ``batch(B, T)`` returns ``x (B, T)``, ``y (B, T)``.
+    """
+
+    def __init__(self, n_symbols: int = 16):
+        _validate.positive_int("n_symbols", n_symbols)
+        if n_symbols < 2:
+            raise ValueError(f"n_symbols must be >= 2, got {n_symbols}")
+        self.n_symbols = n_symbols
+        self.separator = n_symbols
+        self.vocab_size = n_symbols + 1
+        self.loss_floor = 0.0
+
+    def batch(self, batch_size: int, seq_len: int, *, generator: torch.Generator | None = None,
+              split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+        _check_batch_args(batch_size, seq_len, generator, split)
+        if seq_len < 3:
+            raise ValueError(f"the copy task needs seq_len >= 3, got {seq_len}")
+        n = (seq_len + 1) // 2            # 2n + 1 >= seq_len + 1 tokens: enough for x and y
+        symbols = torch.randint(0, self.n_symbols, (batch_size, n), generator=generator)
+        sep = torch.full((batch_size, 1), self.separator, dtype=torch.long)
+        seq = torch.cat([symbols, sep, symbols], dim=1)[:, :seq_len + 1]      # (B, T + 1)
+        x, y = seq[:, :-1], seq[:, 1:].clone()
+        y[:, :n] = IGNORE_INDEX            # predicting a random symbol is hopeless: not scored
+        return x, y
+
+    def __repr__(self) -> str:
+        return f"CopyTask(n_symbols={self.n_symbols})"
+
+
+# --------------------------------------------------------------------------- real text
+
+# Fixed, sorted list: the text changes only with the Python version, never with
+# what else happens to be installed or imported.
+STDLIB_MODULES = tuple(sorted([
+    "abc", "argparse", "array", "base64", "bisect", "calendar", "collections", "colorsys",
+    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "enum",
+    "fnmatch", "fractions", "functools", "glob", "hashlib", "heapq", "html", "inspect", "io",
+    "itertools", "json", "logging", "math", "operator", "os", "pathlib", "pickle", "pprint",
+    "queue", "random", "re", "sched", "secrets", "shlex", "shutil", "statistics", "string",
+    "struct", "subprocess", "tempfile", "textwrap", "threading", "time", "timeit", "typing",
+    "unittest", "urllib", "uuid", "warnings", "weakref", "zipfile",
+]))
+
+
+def stdlib_docstrings(max_chars: int = 200_000, modules: tuple[str, ...] = STDLIB_MODULES) -> str:
+    """English text from the installed Python: docstrings of standard-library modules.
+
+    For each module (in sorted order): the module docstring, then the docstrings
+    of its public functions and classes defined in that module, in name order.
+    Non-ASCII characters are dropped (keeps the vocabulary small) and the result
+    is cut at ``max_chars``. Deterministic for a given Python version; a module
+    that fails to import is skipped.
+    """
+    _validate.positive_int("max_chars", max_chars)
+    pieces: list[str] = []
+    total = 0
+    for name in sorted(modules):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        docs = [inspect.getdoc(module) or ""]
+        for attr in sorted(vars(module)):
+            obj = vars(module)[attr]
+            if attr.startswith("_") or getattr(obj, "__module__", None) != name:
+                continue
+            if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj):
+                docs.append(inspect.getdoc(obj) or "")
+        for doc in docs:
+            doc = doc.encode("ascii", "ignore").decode().strip()
+            if doc:
+                pieces.append(doc)
+                total += len(doc) + 2
+        if total >= max_chars:
+            break
+    return "\n\n".join(pieces)[:max_chars]
+
+
+class CharTokenizer:
+    """Character-level tokenizer: one token per distinct character, in sorted order.
+
+    ``CharTokenizer.from_text(text)`` builds the vocabulary; ``encode(str) -> list[int]``
+    and ``decode(ids) -> str`` are inverses on text made of known characters.
+    """
+
+    def __init__(self, chars):
+        chars = list(chars)
+        if not chars or not all(isinstance(c, str) and len(c) == 1 for c in chars):
+            raise ValueError("chars must be a non-empty sequence of single characters")
+        if len(set(chars)) != len(chars):
+            raise ValueError("chars must not repeat")
+        self.chars = chars
+        self.stoi = {c: i for i, c in enumerate(chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharTokenizer":
+        if not isinstance(text, str) or not text:
+            raise ValueError("text must be a non-empty str")
+        return cls(sorted(set(text)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> list[int]:
+        if not isinstance(text, str):
+            raise TypeError(f"encode expects a str, got {type(text).__name__}")
+        unknown = sorted(set(text) - self.stoi.keys())
+        if unknown:
+            raise ValueError(f"characters not in the vocabulary: {''.join(unknown)!r}")
+        return [self.stoi[c] for c in text]
+
+    def decode(self, ids) -> str:
+        if isinstance(ids, torch.Tensor):
+            if ids.dim() != 1:
+                raise ValueError(f"decode expects a 1-D sequence of ids, got shape {tuple(ids.shape)}")
+            ids = ids.tolist()
+        bad = [i for i in ids if not 0 <= int(i) < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids must be in [0, {self.vocab_size}), got {bad[:5]}")
+        return "".join(self.chars[int(i)] for i in ids)
+
+    def __repr__(self) -> str:
+        return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1):
+    """Split a 1-D token tensor into a leading train part and a trailing val part.
+
+    A contiguous split (not random positions): validation text is text the model
+    never trained on, not interleaved copies of its neighbours.
+    """
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
+        raise ValueError(f"tokens must be a 1-D tensor, got {getattr(tokens, 'shape', type(tokens))}")
+    _validate.probability("val_fraction", val_fraction)
+    n_val = int(round(len(tokens) * val_fraction))
+    return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val:]
+
+
+class TextDataset:
+    """Random crops of a character-tokenized text; ``loss_floor`` is unknown (None).
+
+    Args:
+        text: the corpus (default: ``stdlib_docstrings(max_chars)``).
+        val_fraction: the trailing part held out for ``split="val"``.
+    """
+
+    def __init__(self, text: str | None = None, *, val_fraction: float = 0.1,
+                 max_chars: int = 200_000):
+        self.text = stdlib_docstrings(max_chars) if text is None else text
+        self.tokenizer = CharTokenizer.from_text(self.text)
+        self.vocab_size = self.tokenizer.vocab_size
+        self.loss_floor = None
+        tokens = torch.tensor(self.tokenizer.encode(self.text), dtype=torch.long)
+        self.train, self.val = train_val_split(tokens, val_fraction)
+
+    def batch(self, batch_size: int, seq_len: int, *, generator: torch.Generator | None = None,
+              split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+        _check_batch_args(batch_size, seq_len, generator, split)
+        data = self.train if split == "train" else self.val
+        if len(data) < seq_len + 1:
+            raise ValueError(f"the {split} split has {len(data)} tokens, fewer than seq_len + 1 = "
+                             f"{seq_len + 1}; use a shorter seq_len or more text")
+        starts = torch.randint(0, len(data) - seq_len, (batch_size,), generator=generator)
+        offsets = torch.arange(seq_len + 1)
+        seq = data[starts[:, None] + offsets]                              # (B, T + 1)
+        return seq[:, :-1], seq[:, 1:]
+
+    def __repr__(self) -> str:
+        return (f"TextDataset(chars={len(self.text)}, vocab_size={self.vocab_size}, "
+                f"train={len(self.train)}, val={len(self.val)})")
+
+
+def make_dataset(name: str, **kwargs):
+    """Build a dataset by name: ``"markov"``, ``"copy"`` or ``"text"`` (kwargs go to its class)."""
+    _validate.choice("dataset", name, DATASETS)
+    return {"markov": MarkovChain, "copy": CopyTask, "text": TextDataset}[name](**kwargs)
+
+
+def uniform_loss(vocab_size: int) -> float:
+    """``log(V)``: the loss of a model that knows nothing (uniform over the vocabulary)."""
+    _validate.positive_int("vocab_size", vocab_size)
+    return math.log(vocab_size)

@@ -1,0 +1,114 @@
+"""``tfcourse execute``: re-run solution notebooks in place to refresh their stored outputs.
+
+Each notebook runs top to bottom in a fresh kernel of the current environment, with the
+notebook's folder as working directory and a per-cell timeout. Then, before writing:
+
+- machine-specific text in outputs is rewritten (``tfcourse.sanitize``: paths keep only
+  their file name, memory addresses are masked), so no committed output names a machine;
+- widget views are dropped from outputs (their model ids are random; the text fallback
+  stays) and notebook metadata is normalized (no widget state, standard kernel);
+- cell ids, sources and cell metadata are kept; execution counts come from the run.
+
+A notebook in which a cell raises (unless tagged ``raises-exception``) or times out is
+not written: its old outputs stay, and the failing cell is named. Afterwards run
+``tfcourse build-notebooks`` to regenerate the learner notebooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import nbio
+from .nbrun import kernel_env, run_notebook
+from .sanitize import sanitize
+
+
+def clean_outputs(nb) -> None:
+    """Sanitize every text output and drop widget views (in place)."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for output in cell.outputs:
+            kind = output.get("output_type")
+            if kind == "stream":
+                output.text = sanitize(output.text)
+            elif kind in ("display_data", "execute_result"):
+                data = output.get("data", {})
+                data.pop(nbio.WIDGET_MIME, None)
+                if not data:
+                    continue
+                for mime, value in data.items():
+                    if isinstance(value, str) and (mime.startswith("text/") or "json" in mime):
+                        data[mime] = sanitize(value)
+            elif kind == "error":
+                output.evalue = sanitize(output.get("evalue", ""))
+                output.traceback = [sanitize(line) for line in output.get("traceback", [])]
+            kept.append(output)
+        cell.outputs = kept
+
+
+def execute_notebook(path: str | Path, *, timeout: float = 600, threads: int | None = None,
+                     write: bool = True) -> tuple[list[str], float]:
+    """Execute ``path`` in place. Returns (problems, seconds); writes only if no problems.
+
+    ``problems`` name each cell that raised (untagged ``raises-exception``) or timed out.
+    """
+    path = Path(path)
+    nb = nbio.read_notebook(path)
+    run = run_notebook(nb, cwd=path.parent, timeout=timeout, env=kernel_env(threads),
+                       kernel_log=True)
+    problems = []
+    for cell_run in run.failures():
+        cell = nb.cells[cell_run.index]
+        if cell_run.status == "error" and "raises-exception" in nbio.tags(cell):
+            continue
+        problems.append(f"{nbio.cell_label(cell, cell_run.index)}: {cell_run.status}: "
+                        f"{cell_run.error_text}")
+    clean_outputs(nb)
+    nbio.normalize_metadata(nb)
+    if not problems and write:
+        nbio.write_notebook(nb, path)
+    return problems, run.seconds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
+                        help="solution notebooks to execute (default: all of solutions/)")
+    parser.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
+                        help="per-cell time limit (default: 600)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="pin OMP/MKL threads in the kernel (default: torch's choice)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.notebooks:
+        paths = [Path(name) for name in args.notebooks]
+    else:
+        paths = sorted((nbio.course_root() / "solutions").glob("*.ipynb"))
+    missing = [path for path in paths if not path.is_file()]
+    if missing or not paths:
+        print(f"error: no such notebook: {', '.join(map(str, missing)) or 'solutions/*.ipynb'}",
+              file=sys.stderr)
+        return 2
+    failed, started = 0, time.monotonic()
+    for path in paths:
+        try:
+            problems, seconds = execute_notebook(path, timeout=args.timeout,
+                                                 threads=args.threads)
+        except ValueError as error:
+            problems, seconds = [str(error)], 0.0
+        if problems:
+            failed += 1
+            print(f"FAILED {nbio.shown(path)} ({seconds:.1f} s), not written:")
+            for problem in problems:
+                print(f"  {problem}")
+        else:
+            print(f"executed {nbio.shown(path)} in {seconds:.1f} s")
+    print(f"{len(paths) - failed}/{len(paths)} notebooks executed in "
+          f"{time.monotonic() - started:.1f} s"
+          + ("; now run `tfcourse build-notebooks`" if not failed else ""))
+    return 1 if failed else 0

@@ -1,0 +1,167 @@
+"""Course notebook files: the tag/metadata conventions, strict reading, deterministic writing.
+
+Conventions (see README, "Notebook conventions"):
+
+- exercise cell: tag ``exercise``, metadata ``tfcourse.exercise`` (name) and ``tfcourse.hint``;
+  the reference code sits between ``### BEGIN SOLUTION`` and ``### END SOLUTION``;
+- check cell: tags ``check`` and ``nbval-check-output``, metadata ``tfcourse.exercise``;
+  only check calls; its stored output is the expected verdict;
+- every cell has a stable, unique ``id``; notebooks are nbformat 4.5.
+
+Writing is deterministic (sorted keys, one-space indent, trailing newline), so regenerating
+an unchanged notebook gives the same bytes and ``git diff`` shows only real changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import nbformat
+
+EXERCISE_TAG = "exercise"
+CHECK_TAG = "check"
+CHECK_OUTPUT_TAG = "nbval-check-output"
+IGNORE_OUTPUT_TAG = "nbval-ignore-output"
+BEGIN_MARKER = "### BEGIN SOLUTION"
+END_MARKER = "### END SOLUTION"
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+LANGUAGE_INFO = {"name": "python"}
+
+# Output MIME types that carry widget model ids (random per run) or pictures; neither is
+# compared, and widget views are dropped from stored outputs.
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def tags(cell) -> list[str]:
+    """The cell's tags (empty list if none)."""
+    found = cell.get("metadata", {}).get("tags", [])
+    return list(found) if isinstance(found, list) else []
+
+
+def is_check(cell) -> bool:
+    return cell.get("cell_type") == "code" and CHECK_TAG in tags(cell)
+
+
+def is_exercise(cell) -> bool:
+    return cell.get("cell_type") == "code" and EXERCISE_TAG in tags(cell)
+
+
+def exercise_name(cell) -> str | None:
+    """``metadata.tfcourse.exercise`` of an exercise or check cell, or None."""
+    name = cell.get("metadata", {}).get("tfcourse", {}).get("exercise")
+    return name if isinstance(name, str) and name.strip() else None
+
+
+def cell_label(cell, index: int) -> str:
+    """How reports name a cell: its id and its position, e.g. "cell 'ex-rmsnorm' (#5)"."""
+    return f"cell {cell.get('id', '?')!r} (#{index})"
+
+
+def read_notebook(path: str | Path, *, require_ids: bool = True) -> nbformat.NotebookNode:
+    """Read a notebook, checking that it is nbformat 4.5+ with an ``id`` on every cell.
+
+    nbformat silently invents random ids for cells that lack them; we read the raw JSON
+    first so that a missing id is an error instead of a new id on every run. Learner
+    notebooks are read with ``require_ids=False`` (the grader copes with what it gets).
+    Raises ``ValueError`` naming the file and the problem.
+    """
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: cannot read notebook: {error}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
+        # A file's content, not an argument's type: ValueError like every other bad file.
+        raise ValueError(f"{path}: not a notebook (expected a JSON object with a 'cells' "  # noqa: TRY004
+                         f"list)")
+    if require_ids:
+        version = (raw.get("nbformat"), raw.get("nbformat_minor"))
+        if version[0] != 4 or not isinstance(version[1], int) or version[1] < 5:
+            raise ValueError(f"{path}: expected nbformat 4.5 or later (cell ids), got "
+                             f"{version[0]}.{version[1]}")
+        missing = [index for index, cell in enumerate(raw["cells"]) if not cell.get("id")]
+        if missing:
+            raise ValueError(f"{path}: cells at positions {missing} have no 'id'")
+    import warnings
+
+    with warnings.catch_warnings():
+        # Learner notebooks without ids get some here; we told the caller already.
+        warnings.simplefilter("ignore")
+        return nbformat.reads(json.dumps(raw), as_version=4)
+
+
+def dumps(nb) -> str:
+    """Serialize deterministically: nbformat's v4 writer (sorted keys, indent 1) + newline."""
+    text = nbformat.writes(nb, version=4)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def write_notebook(nb, path: str | Path) -> bool:
+    """Write ``nb`` to ``path``; return True if the file changed (untouched if identical)."""
+    path = Path(path)
+    text = dumps(nb)
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def normalize_metadata(nb) -> None:
+    """Keep only the notebook metadata the course needs (in place).
+
+    Drops widget state (random model ids), editor settings and anything naming an
+    interpreter path; keeps ``tfcourse`` and sets the standard kernel.
+    """
+    course = nb.metadata.get("tfcourse")
+    nb.metadata = nbformat.from_dict({"kernelspec": dict(KERNELSPEC),
+                                      "language_info": dict(LANGUAGE_INFO)})
+    if course is not None:
+        nb.metadata["tfcourse"] = copy.deepcopy(course)
+    nb.nbformat, nb.nbformat_minor = 4, max(5, int(nb.get("nbformat_minor", 5)))
+    for cell in nb.cells:
+        # Per-run execution timestamps would make every re-execution a diff.
+        cell.get("metadata", {}).pop("execution", None)
+
+
+def text_of_outputs(outputs) -> list[str]:
+    """Every text carried by ``outputs`` (streams, text MIME types, errors); not images."""
+    texts = []
+    for output in outputs:
+        kind = output.get("output_type")
+        if kind == "stream":
+            texts.append(output.get("text", ""))
+        elif kind in ("display_data", "execute_result"):
+            for mime, value in output.get("data", {}).items():
+                if isinstance(value, str) and (mime.startswith("text/") or "json" in mime):
+                    texts.append(value)
+        elif kind == "error":
+            texts.append(f"{output.get('ename', '')}: {output.get('evalue', '')}")
+            texts.extend(output.get("traceback", []))
+    return texts
+
+
+def course_root(start: str | Path | None = None) -> Path:
+    """The course folder: the first of ``start`` (default: the current folder) and its
+    parents that holds ``solutions/``, else the checkout this package was installed from
+    (editable install), else ``start``."""
+    start = Path(start or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "solutions").is_dir():
+            return folder
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "solutions").is_dir():
+        return checkout
+    return start
+
+
+def shown(path: str | Path) -> str:
+    """``path`` relative to the current folder when it is inside it (shorter reports)."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,361 @@
+"""``tfcourse build-notebooks``: generate learner notebooks from the solution notebooks.
+
+``solutions/NN_topic.ipynb`` (complete, executed, the source of truth) becomes
+``notebooks/NN_topic.ipynb``:
+
+- in exercise cells, each ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` region becomes,
+  at the marker's indentation, ``# Hint: ...`` (first region) and
+  ``raise NotImplementedError("Exercise '<Name>': ...")``; the code around it stays;
+- check cells keep their source and stored output (the expected verdict, which the
+  learner sees and nbval compares against) and become read-only;
+- every other code cell loses its outputs and execution count, so learners start clean;
+- cell ids are kept (the grader restamps check cells by id); notebook metadata is
+  normalized (standard kernel, ``tfcourse`` kept, widget state and paths dropped).
+
+Solutions are validated first; any problem is reported with the notebook and the cell.
+``--check`` writes nothing and exits 1 if a learner notebook differs from what would be
+generated, or if ``notebooks/`` holds a notebook with no solution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import nbio
+from .sanitize import find_machine_paths
+
+HINT_PREFIX = "# Hint: "
+_CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_STUB = re.compile(r"^(?P<indent>[ \t]*)raise NotImplementedError\(\s*[\"']Exercise ")
+
+
+def stub_message(name: str) -> str:
+    """The text of the ``NotImplementedError`` a stub raises (names the exercise)."""
+    return f"Exercise '{name}': replace this line with your implementation"
+
+
+@dataclass(frozen=True)
+class Region:
+    """Lines ``begin`` (the BEGIN marker) to ``end`` (the END marker) of a cell's source."""
+
+    begin: int
+    end: int
+    indent: str
+
+
+def solution_regions(source: str) -> list[Region]:
+    """Find the ``### BEGIN SOLUTION`` / ``### END SOLUTION`` regions of a cell source.
+
+    Raises ``ValueError`` for an unbalanced or nested marker, naming the line.
+    """
+    regions, begin = [], None
+    for number, line in enumerate(source.split("\n")):
+        marker = line.strip()
+        if marker == nbio.BEGIN_MARKER:
+            if begin is not None:
+                raise ValueError(f"line {number + 1}: '{nbio.BEGIN_MARKER}' inside another "
+                                 f"solution region (opened on line {begin + 1})")
+            begin = number
+        elif marker == nbio.END_MARKER:
+            if begin is None:
+                raise ValueError(f"line {number + 1}: '{nbio.END_MARKER}' without a "
+                                 f"'{nbio.BEGIN_MARKER}' before it")
+            opening = source.split("\n")[begin]
+            regions.append(Region(begin, number, opening[: len(opening) - len(opening.lstrip())]))
+            begin = None
+    if begin is not None:
+        raise ValueError(f"line {begin + 1}: '{nbio.BEGIN_MARKER}' has no '{nbio.END_MARKER}'")
+    return regions
+
+
+def make_stub(source: str, name: str, hint: str | None = None) -> str:
+    """Replace every solution region of ``source`` by the learner's stub.
+
+    >>> print(make_stub("def f(x):\\n    ### BEGIN SOLUTION\\n    return x\\n"
+    ...                 "    ### END SOLUTION", "F", "return it"))
+    def f(x):
+        # Hint: return it
+        raise NotImplementedError("Exercise 'F': replace this line with your implementation")
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"exercise name must be a non-empty string, got {name!r}")
+    lines = source.split("\n")
+    regions = solution_regions(source)
+    if not regions:
+        raise ValueError(f"no '{nbio.BEGIN_MARKER}' / '{nbio.END_MARKER}' region")
+    out, position = [], 0
+    for number, region in enumerate(regions):
+        out += lines[position:region.begin]
+        if hint and number == 0:
+            out.append(f"{region.indent}{HINT_PREFIX}{' '.join(hint.split())}")
+        out.append(f"{region.indent}raise NotImplementedError({stub_message(name)!r})")
+        position = region.end + 1
+    return "\n".join(out + lines[position:])
+
+
+def fill_in(learner_source: str, solution_source: str, *, keep_markers: bool = False) -> str:
+    """Put the solution's regions back in place of the stubs of a learner cell.
+
+    The inverse of ``make_stub`` (exactly, with ``keep_markers=True``). Used by the tests
+    that grade "a learner notebook with every exercise solved". Raises ``ValueError`` if
+    the learner cell no longer has one stub per solution region.
+    """
+    solution_lines = solution_source.split("\n")
+    bodies = [solution_lines[r.begin:r.end + 1] if keep_markers
+              else solution_lines[r.begin + 1:r.end] for r in solution_regions(solution_source)]
+    out, used = [], 0
+    for line in learner_source.split("\n"):
+        match = _STUB.match(line)
+        if not match:
+            out.append(line)
+            continue
+        if used == len(bodies):
+            raise ValueError("the learner cell has more exercise stubs than the solution has "
+                             "regions")
+        if out and out[-1].startswith(match.group("indent") + HINT_PREFIX):
+            out.pop()
+        out += bodies[used]
+        used += 1
+    if used != len(bodies):
+        raise ValueError(f"the learner cell has {used} exercise stubs, the solution "
+                         f"{len(bodies)} regions")
+    return "\n".join(out)
+
+
+def _compiles(source: str) -> str | None:
+    """None if the cell source is valid IPython, else the SyntaxError message."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        compile(TransformerManager().transform_cell(source), "<cell>", "exec")
+    except SyntaxError as error:
+        return f"{error.msg} (line {error.lineno})"
+    return None
+
+
+def validate_solution(nb) -> list[str]:
+    """Every problem that stops ``nb`` from being a course solution notebook.
+
+    Each message names the cell ("cell 'ex-rmsnorm' (#5): ..."). Checks: unique valid ids;
+    exercise cells have a name and balanced markers, and their stub still compiles;
+    markers appear only in exercise cells; check cells have a name, the
+    ``nbval-check-output`` tag and a stored, error-free output; every exercise has a check
+    and every check an exercise; no machine paths in sources or outputs.
+    """
+    problems, seen_ids = [], {}
+    exercises, checks = {}, {}
+    for index, cell in enumerate(nb.cells):
+        label = nbio.cell_label(cell, index)
+        cell_id = cell.get("id")
+        if not cell_id or not _CELL_ID.match(str(cell_id)):
+            problems.append(f"{label}: id must be 1-64 letters, digits, '-' or '_'")
+        elif cell_id in seen_ids:
+            problems.append(f"{label}: id {cell_id!r} is also used by cell #{seen_ids[cell_id]}")
+        else:
+            seen_ids[cell_id] = index
+        source = cell.get("source", "")
+        for path in find_machine_paths(source):
+            problems.append(f"{label}: machine-specific path {path!r} in the source")
+        for text in nbio.text_of_outputs(cell.get("outputs", [])):
+            for path in find_machine_paths(text):
+                problems.append(f"{label}: machine-specific path {path!r} in an output "
+                                f"(run `tfcourse execute` to re-run and strip it)")
+        if cell.cell_type != "code":
+            continue
+        has_markers = nbio.BEGIN_MARKER in source or nbio.END_MARKER in source
+        name = nbio.exercise_name(cell)
+        if nbio.is_exercise(cell):
+            if name is None:
+                problems.append(f"{label}: exercise cell without metadata tfcourse.exercise "
+                                f"(the exercise's name)")
+            try:
+                if not solution_regions(source):
+                    problems.append(f"{label}: exercise cell without a '{nbio.BEGIN_MARKER}' "
+                                    f"/ '{nbio.END_MARKER}' region")
+                else:
+                    error = _compiles(make_stub(source, name or "?"))
+                    if error:
+                        problems.append(f"{label}: the learner's stub does not compile: {error}")
+            except ValueError as error:
+                problems.append(f"{label}: {error}")
+            if name:
+                exercises.setdefault(name, index)
+        elif has_markers:
+            problems.append(f"{label}: solution markers in a cell not tagged "
+                            f"'{nbio.EXERCISE_TAG}'")
+        if nbio.is_check(cell):
+            if name is None:
+                problems.append(f"{label}: check cell without metadata tfcourse.exercise")
+            else:
+                checks.setdefault(name, index)
+            if nbio.CHECK_OUTPUT_TAG not in nbio.tags(cell):
+                problems.append(f"{label}: check cell without the '{nbio.CHECK_OUTPUT_TAG}' tag "
+                                f"(nbval would not compare it)")
+            if not cell.get("outputs") or cell.get("execution_count") is None:
+                problems.append(f"{label}: check cell has no stored output; run "
+                                f"`tfcourse execute` on the solution first")
+            elif any(out.get("output_type") == "error" for out in cell.outputs):
+                problems.append(f"{label}: check cell's stored output is an error, not a "
+                                f"verdict")
+            if nbio.is_exercise(cell):
+                problems.append(f"{label}: a cell cannot be both an exercise and a check")
+    for name, index in exercises.items():
+        if name not in checks:
+            problems.append(f"{nbio.cell_label(nb.cells[index], index)}: exercise {name!r} has "
+                            f"no check cell (tag '{nbio.CHECK_TAG}', tfcourse.exercise={name!r})")
+    for name, index in checks.items():
+        if name not in exercises:
+            problems.append(f"{nbio.cell_label(nb.cells[index], index)}: check for {name!r}, "
+                            f"but no exercise cell has that name")
+    return problems
+
+
+def learner_check_cell(cell):
+    """A copy of a solution check cell as learners get it: same source, id and stored
+    output, read-only in JupyterLab."""
+    cell = copy.deepcopy(cell)
+    cell.metadata["editable"] = False
+    cell.metadata["deletable"] = False
+    return cell
+
+
+def make_learner(solution, name: str):
+    """The learner notebook for a (validated) solution notebook; ``name`` is its stem."""
+    nb = copy.deepcopy(solution)
+    nbio.normalize_metadata(nb)
+    nb.metadata.setdefault("tfcourse", {})["notebook"] = name
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if nbio.is_check(cell):
+            nb.cells[index] = learner_check_cell(cell)
+            continue
+        if nbio.is_exercise(cell):
+            hint = cell.metadata.get("tfcourse", {}).get("hint")
+            cell.source = make_stub(cell.source, nbio.exercise_name(cell), hint)
+        cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def solve(learner, solution):
+    """A copy of ``learner`` with every exercise stub replaced by the solution's code, as
+    if a learner had solved everything (markers not included). For tests and demos."""
+    nb = copy.deepcopy(learner)
+    reference = {cell.get("id"): cell for cell in solution.cells}
+    for cell in nb.cells:
+        if nbio.is_exercise(cell) and cell.get("id") in reference:
+            cell.source = fill_in(cell.source, reference[cell.id].source)
+    return nb
+
+
+@dataclass
+class BuildReport:
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+    out_of_sync: list[Path] = field(default_factory=list)
+    orphans: list[Path] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.out_of_sync or self.orphans or self.problems)
+
+
+def build(solutions_dir: str | Path, out_dir: str | Path, *, only: list[Path] | None = None,
+          check: bool = False) -> BuildReport:
+    """Generate ``out_dir/NAME.ipynb`` for each ``solutions_dir/NAME.ipynb``.
+
+    ``only`` restricts to some solution files (orphans are then not looked for). With
+    ``check=True`` nothing is written: differences go to ``out_of_sync`` and learner
+    notebooks without a solution to ``orphans``. Otherwise orphans are deleted (the
+    folder is generated).
+    """
+    solutions_dir, out_dir = Path(solutions_dir), Path(out_dir)
+    report = BuildReport()
+    sources = sorted(only) if only else sorted(solutions_dir.glob("*.ipynb"))
+    for source in sources:
+        try:
+            solution = nbio.read_notebook(source)
+        except ValueError as error:
+            report.problems.append(str(error))
+            continue
+        problems = validate_solution(solution)
+        if problems:
+            report.problems += [f"{nbio.shown(source)}: {problem}" for problem in problems]
+            continue
+        target = out_dir / source.name
+        text = nbio.dumps(make_learner(solution, source.stem))
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        if current == text:
+            report.unchanged.append(target)
+        elif check:
+            report.out_of_sync.append(target)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            report.written.append(target)
+    if not only and out_dir.is_dir():
+        names = {source.name for source in sources}
+        for learner in sorted(out_dir.glob("*.ipynb")):
+            if learner.name not in names:
+                report.orphans.append(learner)
+                if not check:
+                    learner.unlink()
+    return report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
+                        help="solution notebooks to build (default: all of solutions/)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if notebooks/ is out of sync with solutions/")
+    parser.add_argument("--solutions", metavar="DIR",
+                        help="folder of solution notebooks (default: <course>/solutions)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="folder for learner notebooks (default: <course>/notebooks)")
+
+
+def run(args: argparse.Namespace) -> int:
+    root = nbio.course_root()
+    solutions_dir = Path(args.solutions) if args.solutions else root / "solutions"
+    out_dir = Path(args.out) if args.out else root / "notebooks"
+    only = []
+    for name in args.notebooks:
+        path = Path(name)
+        if not path.exists():
+            path = solutions_dir / (path.name if path.suffix else f"{path.name}.ipynb")
+        if not path.exists():
+            print(f"error: no solution notebook {name!r} (looked in {nbio.shown(solutions_dir)})",
+                  file=sys.stderr)
+            return 2
+        only.append(path)
+    if not only and not sorted(solutions_dir.glob("*.ipynb")):
+        print(f"error: no solution notebooks in {nbio.shown(solutions_dir)}", file=sys.stderr)
+        return 2
+    report = build(solutions_dir, out_dir, only=only or None, check=args.check)
+    for problem in report.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    for path in report.written:
+        print(f"wrote {nbio.shown(path)}")
+    for path in report.out_of_sync:
+        print(f"out of sync: {nbio.shown(path)} differs from what its solution generates")
+    for path in report.orphans:
+        if args.check:
+            print(f"orphan: {nbio.shown(path)} has no solution in {nbio.shown(solutions_dir)}")
+        else:
+            print(f"removed {nbio.shown(path)} (no solution notebook)")
+    if args.check:
+        if report.ok:
+            print(f"{len(report.unchanged)} learner notebooks in sync with their solutions")
+        else:
+            print("run `tfcourse build-notebooks` (or `make notebooks`) to regenerate",
+                  file=sys.stderr)
+        return 0 if report.ok else 1
+    if not report.problems:
+        print(f"{len(report.written)} written, {len(report.unchanged)} unchanged")
+    return 1 if report.problems else 0

@@ -1,0 +1,297 @@
+"""The lesson's "in production" notes as code that can be timed (notebook 09, ``benchmarks/``).
+
+Each ``measure_*`` function runs one comparison on one device and returns a
+dict of medians (seconds), ratios computed from that same run, and the
+numerical agreement of the candidates, so a speedup is never reported for two
+things that compute different results. Ratios are ``baseline / candidate``:
+above 1 means the candidate is faster.
+
+The two reference functions (``fuse_qkv``, ``attend_with_cache``) are what the
+notebook's exercises are checked against.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import _validate
+from .attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from .timing import compare_times, peak_cuda_bytes, synchronize, tensor_bytes
+
+# ----------------------------------------------------------------------------- references
+
+def fuse_qkv(q_proj: nn.Linear, k_proj: nn.Linear, v_proj: nn.Linear) -> nn.Linear:
+    """One ``Linear(D, 3D)`` computing ``cat([q_proj(x), k_proj(x), v_proj(x)], -1)``.
+
+    ``nn.Linear`` stores ``weight (out, in)``, so stacking the three weights along
+    dim 0 stacks their outputs: rows ``[0, D)`` make q, ``[D, 2D)`` k, ``[2D, 3D)`` v
+    (the layout of ``MultiHeadAttention.qkv_proj`` and GPT-2's ``c_attn``).
+    The result owns copies of the weights.
+    """
+    projections = (q_proj, k_proj, v_proj)
+    for name, p in zip("qkv", projections):
+        if not isinstance(p, nn.Linear):
+            raise TypeError(f"{name}_proj must be an nn.Linear, got {type(p).__name__}")
+    shapes = {tuple(p.weight.shape) for p in projections}
+    if len(shapes) != 1:
+        raise ValueError(f"q/k/v projections must have the same shape, got {sorted(shapes)}")
+    has_bias = {p.bias is not None for p in projections}
+    if len(has_bias) != 1:
+        raise ValueError("either all or none of the q/k/v projections must have a bias")
+    out_features, in_features = q_proj.weight.shape
+    w = q_proj.weight
+    fused = nn.Linear(in_features, 3 * out_features, bias=has_bias.pop(), device=w.device, dtype=w.dtype)
+    with torch.no_grad():
+        fused.weight.copy_(torch.cat([p.weight for p in projections], dim=0))      # (3D, D)
+        if fused.bias is not None:
+            fused.bias.copy_(torch.cat([p.bias for p in projections], dim=0))      # (3D,)
+    return fused
+
+
+def attend_with_cache(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
+                      past_k: torch.Tensor | None = None, past_v: torch.Tensor | None = None):
+    """Causal attention for the newest tokens, reusing the keys/values of earlier ones.
+
+    Args:
+        q, k_new, v_new: ``(B, H, T_new, head_dim)`` for the ``T_new`` newest tokens,
+            which sit at positions ``T_past .. T_past + T_new - 1``.
+        past_k, past_v: ``(B, H, T_past, head_dim)`` cached from earlier calls, or None.
+
+    Returns:
+        ``(out, k, v)``: ``out (B, H, T_new, head_dim)``; ``k``, ``v``
+        ``(B, H, T_past + T_new, head_dim)``, the cache to pass to the next call.
+
+    New query ``i`` is at absolute position ``T_past + i``, so it may attend to keys
+    ``0 .. T_past + i``: the causal mask is the lower triangle shifted right by
+    ``T_past`` (``tril(diagonal=T_past)``). With one new token it allows everything.
+    """
+    if (past_k is None) != (past_v is None):
+        raise ValueError("pass both past_k and past_v, or neither")
+    if past_k is not None:
+        k_new = torch.cat([past_k, k_new], dim=-2)                    # (B, H, T_past + T_new, hd)
+        v_new = torch.cat([past_v, v_new], dim=-2)
+    T_new, T_all = q.shape[-2], k_new.shape[-2]
+    mask = torch.ones(T_new, T_all, dtype=torch.bool, device=q.device).tril(diagonal=T_all - T_new)
+    out, _ = scaled_dot_product_attention(q, k_new, v_new, mask)
+    return out, k_new, v_new
+
+
+# ----------------------------------------------------------------------------- measurements
+
+def _ratio(baseline: float, candidate: float) -> float:
+    return baseline / candidate if candidate > 0 else math.inf
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).abs().max())
+
+
+@torch.no_grad()
+def measure_qkv_fusion(n_tokens: int, d_model: int, *, device="cpu", dtype=torch.float32,
+                       repeats: int = 20, seed: int = 0) -> dict:
+    """One ``Linear(D, 3D)`` (then split) vs three ``Linear(D, D)`` on ``n_tokens`` token vectors.
+
+    Returns ``{"fused_s", "separate_s", "speedup" (separate / fused), "max_diff",
+    "n_tokens", "d_model"}``.
+    """
+    _validate.positive_int("n_tokens", n_tokens)
+    _validate.positive_int("d_model", d_model)
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (nn.Linear(d_model, d_model) for _ in range(3))
+    for p in (q, k, v):
+        for t in p.parameters():
+            t.copy_(torch.randn(t.shape, generator=gen) / math.sqrt(d_model))
+    fused = fuse_qkv(q, k, v).to(device, dtype)
+    q, k, v = (p.to(device, dtype) for p in (q, k, v))
+    x = torch.randn(n_tokens, d_model, generator=gen).to(device, dtype)
+    diff = _max_diff(fused(x), torch.cat([q(x), k(x), v(x)], dim=-1))
+    times = compare_times({"fused": lambda: fused(x).split(d_model, dim=-1),
+                           "separate": lambda: (q(x), k(x), v(x))},
+                          repeats=repeats, device=device)
+    return {"n_tokens": n_tokens, "d_model": d_model, "fused_s": times["fused"],
+            "separate_s": times["separate"], "speedup": _ratio(times["separate"], times["fused"]),
+            "max_diff": diff}
+
+
+class PerCallMaskAttention(MultiHeadAttention):
+    """``MultiHeadAttention`` that builds its causal mask on every call instead of slicing a buffer.
+
+    The counterfactual of the lesson's note 2; same parameters, same results.
+    """
+
+    def _combined_mask(self, attn_mask, B: int, T: int, past: int):
+        if attn_mask is not None or not self.causal:
+            return super()._combined_mask(attn_mask, B, T, past)
+        return causal_mask(past + T, device=self.qkv_proj.weight.device)[past:]
+
+
+@torch.no_grad()
+def measure_mask_buffer(T: int, *, d_model: int = 64, n_heads: int = 2, batch: int = 1,
+                        device="cpu", repeats: int = 10, seed: int = 0) -> dict:
+    """The causal mask sliced from a registered buffer vs built per call, at sequence length ``T``.
+
+    Times the mask alone and a whole attention forward with each, and sizes the
+    memory: ``mask_bytes`` allocated per call (bool ``(T, T)``), ``scores_bytes`` of
+    the ``(B, H, T, T)`` float scores the explicit path materializes anyway, and
+    on CUDA the measured peak of one forward with each (``peak_*_bytes``; None elsewhere).
+    """
+    _validate.positive_int("T", T)
+    torch.manual_seed(seed)
+    buffered = MultiHeadAttention(d_model, n_heads, max_seq_len=T).to(device).eval()
+    per_call = PerCallMaskAttention(d_model, n_heads, max_seq_len=T).to(device).eval()
+    per_call.load_state_dict(buffered.state_dict())
+    x = torch.randn(batch, T, d_model, device=device)
+    diff = _max_diff(buffered(x), per_call(x))
+    mask_times = compare_times({"buffer": lambda: buffered.mask[:T, :T],
+                                "per_call": lambda: causal_mask(T, device=device)},
+                               repeats=max(repeats, 20), device=device)
+    forward_times = compare_times({"buffer": lambda: buffered(x), "per_call": lambda: per_call(x)},
+                                  repeats=repeats, device=device)
+    mask = causal_mask(T, device=device)
+    return {
+        "T": T, "max_diff": diff,
+        "mask_buffer_s": mask_times["buffer"], "mask_per_call_s": mask_times["per_call"],
+        "mask_speedup": _ratio(mask_times["per_call"], mask_times["buffer"]),
+        "forward_buffer_s": forward_times["buffer"], "forward_per_call_s": forward_times["per_call"],
+        "forward_speedup": _ratio(forward_times["per_call"], forward_times["buffer"]),
+        "mask_bytes": tensor_bytes(mask),
+        "scores_bytes": batch * n_heads * T * T * torch.finfo(torch.float32).bits // 8,
+        "peak_buffer_bytes": peak_cuda_bytes(lambda: buffered(x), device),
+        "peak_per_call_bytes": peak_cuda_bytes(lambda: per_call(x), device),
+    }
+
+
+@torch.no_grad()
+def measure_attention_impls(T: int, *, batch: int = 1, n_heads: int = 4, head_dim: int = 32,
+                            device="cpu", dtype=torch.float32, repeats: int = 10,
+                            seed: int = 0) -> dict:
+    """Explicit attention (``tc.scaled_dot_product_attention``) vs ``F.scaled_dot_product_attention``.
+
+    Three candidates on the same causal problem: ``explicit`` (scores, mask,
+    softmax, weights @ v, as in the lesson), ``sdpa_mask`` (PyTorch's fused
+    function given the bool mask) and ``sdpa_causal`` (``is_causal=True``: no mask
+    tensor at all, which lets PyTorch use its flash/memory-efficient kernels).
+    """
+    _validate.positive_int("T", T)
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(batch, n_heads, T, head_dim, generator=gen).to(device, dtype)
+               for _ in range(3))
+    mask = causal_mask(T, device=device)
+    reference, _ = scaled_dot_product_attention(q, k, v, mask)
+    candidates = {
+        "explicit": lambda: scaled_dot_product_attention(q, k, v, mask)[0],
+        "sdpa_mask": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+        "sdpa_causal": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    }
+    diffs = {name: _max_diff(fn(), reference) for name, fn in candidates.items()}
+    times = compare_times(candidates, repeats=repeats, device=device)
+    return {"T": T, **{f"{n}_s": t for n, t in times.items()},
+            "speedup_sdpa_mask": _ratio(times["explicit"], times["sdpa_mask"]),
+            "speedup_sdpa_causal": _ratio(times["explicit"], times["sdpa_causal"]),
+            "max_diff_sdpa_mask": diffs["sdpa_mask"], "max_diff_sdpa_causal": diffs["sdpa_causal"],
+            "scores_bytes": batch * n_heads * T * T * q.element_size()}
+
+
+def autocast_dtype(device) -> torch.dtype:
+    """The low-precision dtype to autocast to: bfloat16 where supported, else float16.
+
+    bfloat16 keeps float32's exponent range (no loss scaling needed); CPUs and
+    Ampere-or-newer GPUs support it. Older GPUs get float16.
+    """
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return torch.float16
+    return torch.bfloat16
+
+
+@torch.no_grad()
+def measure_autocast(module: nn.Module, x: torch.Tensor, *, dtype: torch.dtype | None = None,
+                     repeats: int = 10) -> dict:
+    """``module(x)`` in float32 vs under ``torch.autocast`` to ``dtype`` (default ``autocast_dtype``).
+
+    Returns times, the speedup (float32 / autocast), the output dtype under
+    autocast, and the error relative to the float32 output's largest magnitude.
+    """
+    device = x.device
+    dtype = autocast_dtype(device) if dtype is None else dtype
+
+    def low():
+        with torch.autocast(device_type=device.type, dtype=dtype):
+            return module(x)
+
+    full = module(x)
+    out = low()
+    rel_err = _max_diff(out, full) / float(full.abs().max())
+    times = compare_times({"float32": lambda: module(x), "autocast": low}, repeats=repeats,
+                          device=device)
+    return {"dtype": str(dtype).removeprefix("torch."), "output_dtype": str(out.dtype).removeprefix("torch."),
+            "float32_s": times["float32"], "autocast_s": times["autocast"],
+            "speedup": _ratio(times["float32"], times["autocast"]), "rel_err": rel_err,
+            "finite": bool(torch.isfinite(out).all())}
+
+
+@torch.no_grad()
+def decode_step_times(model, prompt: torch.Tensor, new_tokens: int, *, use_cache: bool):
+    """Greedy decoding, timing every step: ``(tokens (B, T + new), [seconds per step])``.
+
+    The same loop as ``GPT.generate(temperature=0)``, unrolled so each step's cost
+    can be seen: without a cache, step ``t`` re-runs the model on all ``T + t``
+    tokens; with one, it runs on the single newest token.
+    """
+    from .attention import KVCache
+
+    _validate.positive_int("new_tokens", new_tokens)
+    model.eval()
+    device = prompt.device
+    caches = [KVCache() for _ in model.blocks] if use_cache else None
+    idx, step_input, times = prompt, prompt, []
+    for _ in range(new_tokens):
+        synchronize(device)
+        start = time.perf_counter()
+        logits = model(step_input if use_cache else idx, caches=caches)[:, -1, :]
+        next_id = logits.argmax(dim=-1, keepdim=True)
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+        idx = torch.cat([idx, next_id], dim=1)
+        step_input = next_id
+    return idx, times
+
+
+class CompileResult:
+    """What ``try_compile`` produced: ``module`` (compiled, or the original on fallback),
+    ``compiled`` (bool), ``reason`` (why not, or the backend used), ``first_call_s``."""
+
+    def __init__(self, module, compiled: bool, reason: str, first_call_s: float | None):
+        self.module, self.compiled, self.reason, self.first_call_s = module, compiled, reason, first_call_s
+
+    def __repr__(self) -> str:
+        return f"CompileResult(compiled={self.compiled}, reason={self.reason!r})"
+
+
+def try_compile(module: nn.Module, example: torch.Tensor, *, backend: str = "inductor") -> CompileResult:
+    """``torch.compile(module, backend=backend)`` and one call on ``example``, or a graceful fallback.
+
+    Compilation happens lazily on the first call, so that call is made (and
+    timed) here; any failure there (no C++ compiler, unsupported platform or
+    Python, missing Triton) returns the original module with the reason, so
+    code after it runs either way.
+    """
+    if not hasattr(torch, "compile"):
+        return CompileResult(module, False, f"torch {torch.__version__} has no torch.compile", None)
+    try:
+        compiled = torch.compile(module, backend=backend)
+        synchronize(example.device)
+        start = time.perf_counter()
+        with torch.no_grad():
+            compiled(example)
+        synchronize(example.device)
+        return CompileResult(compiled, True, f"compiled with backend={backend!r}",
+                             time.perf_counter() - start)
+    except Exception as error:  # noqa: BLE001 - any compiler failure means: run eagerly instead
+        message = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        return CompileResult(module, False, f"{type(error).__name__}: {message}", None)

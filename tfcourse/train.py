@@ -1,0 +1,281 @@
+"""``tfcourse train``: the notebook's training loop from the shell.
+
+    tfcourse train --dataset markov --steps 300 --out runs/markov
+    tfcourse train --dataset text --preset tiny --n-layers 4 --steps 2000 --out runs/text
+    tfcourse train --out runs/text --resume                 # continue where it stopped
+    torchrun --standalone --nproc_per_node 2 -m tfcourse train --dataset markov --out runs/ddp
+
+The model comes from a ``GPTConfig`` preset plus flags; the vocabulary size and
+context length always follow the dataset and ``--seq-len``. A checkpoint
+(``OUT/checkpoint.pt``) holds ``{model, optimizer, step, config, rng, history}`` as
+tensors and plain containers, saved with ``torch.save`` and read back with
+``torch.load(weights_only=True)``. ``--resume`` restores all of it, so the
+resumed run computes exactly the losses an uninterrupted run would (on CPU).
+
+Under ``torchrun`` every process trains a replica wrapped in
+``DistributedDataParallel`` (gloo on CPU, nccl on GPU) on its own batches;
+gradients are averaged across processes. Only rank 0 prints and checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+from .config import PRESETS, GPTConfig
+from .data import DATASETS, CopyTask, MarkovChain, TextDataset, make_dataset
+from .model import GPT
+from .runtime import default_device
+from .training import Trainer, TrainConfig, load_checkpoint, save_checkpoint
+
+CHECKPOINT_NAME = "checkpoint.pt"
+
+# Model flags: (flag, GPTConfig field, type).
+_MODEL_FLAGS = (("--n-layers", "n_layers", int), ("--n-heads", "n_heads", int),
+                ("--d-model", "d_model", int), ("--dropout", "dropout", float))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description = __doc__
+    data = parser.add_argument_group("data")
+    data.add_argument("--dataset", choices=DATASETS, default="markov",
+                      help="markov: random Markov chain with a known loss floor; copy: copy a "
+                           "random string; text: Python standard-library docstrings (default: markov)")
+    data.add_argument("--vocab-size", type=int, default=32,
+                      help="markov: number of states; copy: number of symbols (default: 32)")
+    data.add_argument("--max-chars", type=int, default=200_000,
+                      help="text: characters of docstrings to gather (default: 200000)")
+    model = parser.add_argument_group("model")
+    model.add_argument("--preset", choices=sorted(PRESETS), default="tiny",
+                       help="GPTConfig preset the flags below override (default: tiny)")
+    for flag, field, kind in _MODEL_FLAGS:
+        model.add_argument(flag, type=kind, default=None, help=f"override {field}")
+    model.add_argument("--post-ln", action="store_true", help="post-LN blocks (default: pre-LN)")
+    loop = parser.add_argument_group("training")
+    loop.add_argument("--steps", type=int, default=None,
+                      help="total optimizer steps (default: 300, or the checkpoint's with --resume)")
+    loop.add_argument("--batch-size", type=int, default=16,
+                      help="sequences per step and process (default: 16)")
+    loop.add_argument("--seq-len", type=int, default=64, help="tokens per sequence (default: 64)")
+    loop.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default: 3e-3)")
+    loop.add_argument("--min-lr", type=float, default=None, help="final learning rate (default: lr/10)")
+    loop.add_argument("--warmup", type=int, default=None,
+                      help="linear warmup steps (default: 10%% of --steps)")
+    loop.add_argument("--weight-decay", type=float, default=0.1, help="AdamW decay of 2-D weights")
+    loop.add_argument("--grad-clip", type=float, default=1.0,
+                      help="clip the gradient norm to this (0 = off; default: 1.0)")
+    loop.add_argument("--eval-every", type=int, default=100, help="validate every N steps (0 = at the end)")
+    loop.add_argument("--eval-batches", type=int, default=4)
+    loop.add_argument("--seed", type=int, default=0)
+    loop.add_argument("--device", default=None,
+                      help="cpu, cuda, mps (default: $TFCOURSE_DEVICE, else the best available)")
+    run = parser.add_argument_group("checkpoints and runs")
+    run.add_argument("--out", default=None,
+                     help=f"directory for {CHECKPOINT_NAME} (default: no checkpoints)")
+    run.add_argument("--save-every", type=int, default=0,
+                     help="also checkpoint every N steps (default: only at the end)")
+    run.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
+                     help=f"continue from CHECKPOINT (default: OUT/{CHECKPOINT_NAME}); the run's "
+                          "config comes from the checkpoint, --steps may extend it")
+    run.add_argument("--stop-after", type=int, default=None, metavar="N",
+                     help="stop after N steps of this invocation (checkpoint, then --resume later)")
+    run.add_argument("--sample", type=int, default=200, metavar="N",
+                     help="generate N tokens at the end (0 = none; default: 200)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _dataset_spec(args) -> dict:
+    if args.dataset == "markov":
+        return {"name": "markov", "kwargs": {"vocab_size": args.vocab_size, "seed": 0}}
+    if args.dataset == "copy":
+        return {"name": "copy", "kwargs": {"n_symbols": args.vocab_size}}
+    return {"name": "text", "kwargs": {"max_chars": args.max_chars}}
+
+
+def _model_config(args, vocab_size: int) -> GPTConfig:
+    overrides = {field: getattr(args, field) for _, field, _ in _MODEL_FLAGS
+                 if getattr(args, field) is not None}
+    if args.post_ln:
+        overrides["pre_ln"] = False
+    return GPTConfig.preset(args.preset, vocab_size=vocab_size, max_seq_len=args.seq_len,
+                            **overrides)
+
+
+def _train_config(args) -> TrainConfig:
+    steps = 300 if args.steps is None else args.steps
+    warmup = steps // 10 if args.warmup is None else args.warmup
+    return TrainConfig(steps=steps, batch_size=args.batch_size, seq_len=args.seq_len,
+                       max_lr=args.lr, min_lr=args.min_lr, warmup_steps=warmup,
+                       weight_decay=args.weight_decay,
+                       grad_clip=args.grad_clip if args.grad_clip > 0 else None,
+                       eval_every=args.eval_every, eval_batches=args.eval_batches, seed=args.seed)
+
+
+class _Distributed:
+    """``torch.distributed`` set up from torchrun's environment, or a single process."""
+
+    def __init__(self, device_flag: str | None):
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        device = torch.device(device_flag) if device_flag else default_device()
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            if device.type == "cuda":
+                device = torch.device("cuda", local_rank)
+                torch.cuda.set_device(device)
+            backend = "nccl" if device.type == "cuda" else "gloo"
+            dist.init_process_group(backend=backend)
+            self.backend = backend
+        self.device = device
+        self.enabled = self.world_size > 1
+
+    def close(self):
+        if self.enabled:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def _params_in_sync(module) -> float:
+    """Largest difference between this rank's parameters and rank 0's (collective)."""
+    import torch.distributed as dist
+
+    flat = torch.cat([p.detach().flatten() for p in module.parameters()])
+    reference = flat.clone()
+    dist.broadcast(reference, src=0)
+    diff = (flat - reference).abs().max()
+    dist.all_reduce(diff, op=dist.ReduceOp.MAX)
+    return float(diff)
+
+
+def _report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    if isinstance(dataset, TextDataset):
+        prompt = torch.tensor([dataset.tokenizer.encode("\n")], device=device)
+        out = model.generate(prompt, n_tokens, temperature=0.8, top_k=20, generator=generator)
+        print("--- sample (temperature 0.8, top-k 20) ---")
+        print(dataset.tokenizer.decode(out[0].cpu()))
+        print("---")
+        return
+    if isinstance(dataset, CopyTask):
+        x, _ = dataset.batch(64, model.config.max_seq_len, generator=generator)
+        n = (x.shape[1] + 1) // 2                       # symbols, then the separator at index n
+        copied = model.generate(x[:, :n + 1].to(device), n - 1, temperature=0).cpu()[:, n + 1:]
+        accuracy = (copied == x[:, :n - 1]).double().mean()
+        print(f"copy task, greedy decoding: {accuracy:.1%} of {copied.numel()} symbols copied right")
+        return
+    x, _ = dataset.batch(4, 1, generator=generator)
+    n_tokens = min(n_tokens, model.config.max_seq_len - 1)
+    out = model.generate(x.to(device), n_tokens, generator=generator).cpu()
+    print(f"sample (first row): {out[0, :24].tolist()}")
+    if isinstance(dataset, MarkovChain):
+        print(f"generated {n_tokens} tokens x 4: -log P under the true chain "
+              f"{dataset.transition_nll(out):.4f} nats/token (entropy rate "
+              f"{dataset.entropy_rate:.4f}); impossible transitions "
+              f"{dataset.impossible_fraction(out):.1%}")
+
+
+def run(args) -> int:
+    try:
+        env = _Distributed(args.device)
+    except (ValueError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
+        return _run(args, env)
+    except (ValueError, TypeError) as error:        # a bad flag value: say which, no traceback
+        if env.rank == 0:
+            print(f"error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        env.close()
+
+
+def _run(args, env: _Distributed) -> int:
+    main = env.rank == 0
+    log = print if main else (lambda *a, **k: None)
+    checkpoint_path = None
+    if args.out:
+        checkpoint_path = os.path.join(args.out, CHECKPOINT_NAME)
+    state = None
+    if args.resume:
+        path = checkpoint_path if args.resume == "auto" else args.resume
+        if path is None:
+            log("error: --resume needs a checkpoint path or --out DIR", file=sys.stderr)
+            return 2
+        if not os.path.exists(path):
+            log(f"error: no checkpoint at {path}", file=sys.stderr)
+            return 2
+        state = load_checkpoint(path, map_location="cpu")
+        config = state["config"]
+        dataset_spec = config["data"]
+        model_config = GPTConfig(**config["model"])
+        train_config = TrainConfig.from_dict(config["train"])
+        if args.steps is not None and args.steps != train_config.steps:
+            # Extending (or shortening) a run changes the schedule's length from here on.
+            train_config = TrainConfig.from_dict({**train_config.to_dict(), "steps": args.steps})
+        checkpoint_path = checkpoint_path or path
+        log(f"resuming from {path} at step {state['step']}")
+    else:
+        dataset_spec = _dataset_spec(args)
+        train_config = _train_config(args)
+    dataset = make_dataset(dataset_spec["name"], **dataset_spec["kwargs"])
+    if state is None:
+        model_config = _model_config(args, dataset.vocab_size)
+    torch.manual_seed(train_config.seed)          # same initial weights on every rank
+    model = GPT(model_config)
+    trainer = Trainer(model, dataset, train_config, device=env.device, distributed=env.enabled,
+                      progress=not args.no_progress)
+    torch.manual_seed(train_config.seed + 1 + env.rank)   # dropout: each rank its own stream
+    if state is not None:
+        trainer.load_state_dict(state)
+    config = {"model": model_config.to_dict(), "data": dataset_spec}
+
+    def save():
+        snapshot = trainer.state_dict()              # collective: every rank takes part
+        snapshot["config"].update(config)
+        if main and checkpoint_path:
+            save_checkpoint(checkpoint_path, snapshot)
+
+    def every_step(t):
+        if args.save_every and t.step % args.save_every == 0 and t.step < train_config.steps:
+            save()
+
+    floor = getattr(dataset, "loss_floor", None)
+    log(f"tfcourse train: {dataset_spec['name']} data (vocab {dataset.vocab_size}"
+        + (f", loss floor {floor:.4f} nats" if floor is not None else "") + "), "
+        f"{model.num_params():,} parameters, {model_config.n_layers} "
+        f"layer{'s' if model_config.n_layers != 1 else ''}, "
+        f"{'pre' if model_config.pre_ln else 'post'}-LN, device {env.device}"
+        + (f", {env.world_size} processes ({env.backend})" if env.enabled else ""))
+    until = train_config.steps
+    if args.stop_after is not None:
+        until = min(until, trainer.step + args.stop_after)
+    history = trainer.fit(until=until, callback=every_step)
+    if checkpoint_path:
+        save()
+        log(f"saved {checkpoint_path} at step {trainer.step}")
+    if history.diverged:
+        log(f"diverged at step {trainer.step}: loss {history.loss[-1]}")
+        return 1
+    if history.loss:
+        tail = history.loss[-10:]
+        line = f"step {trainer.step}: train loss {sum(tail) / len(tail):.4f} (mean of last {len(tail)})"
+        if history.val_loss and history.val_step[-1] == trainer.step:
+            line += f", val loss {history.val_loss[-1]:.4f}"
+        if floor is not None:
+            line += f", floor {floor:.4f}"
+        log(line)
+    if env.enabled:
+        diff = _params_in_sync(trainer.module)
+        log(f"ranks in sync: max |parameter difference| across {env.world_size} processes = {diff:.3g}")
+    if main and args.sample and trainer.step == train_config.steps:
+        _report_sample(trainer.module, dataset, dataset_spec, args.sample, env.device,
+                       train_config.seed)
+    return 0

@@ -1,0 +1,448 @@
+"""The training loop: AdamW, warmup + cosine learning rate, gradient clipping, evaluation.
+
+``train(model, dataset, ...)`` is the one-call version the notebooks use;
+``Trainer`` is the same loop as an object whose state (model, optimizer, step,
+history, RNG) can be saved with ``save_checkpoint`` and restored with
+``load_checkpoint`` / ``Trainer.load_state_dict``, which is what ``tfcourse train``
+uses for checkpoints, resume and data-parallel training.
+
+Determinism: the batch of step ``s`` on rank ``r`` comes from a generator seeded
+with ``(seed, r, s)`` alone, so a run resumed at step ``s`` sees exactly the
+batches an uninterrupted run would have seen, and on CPU produces the same
+losses bit for bit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass, field, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import _validate
+from .data import IGNORE_INDEX
+
+CHECKPOINT_FORMAT = 1
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+def lr_at(step: int, *, max_lr: float, warmup_steps: int, total_steps: int,
+          min_lr: float = 0.0) -> float:
+    """Learning rate of optimizer step ``step`` (0-based): linear warmup, then cosine decay.
+
+    - ``step < warmup_steps``: ``max_lr * (step + 1) / (warmup_steps + 1)``, a straight
+      line that starts above 0 (a step at lr 0 would be wasted) and reaches
+      ``max_lr`` at ``step == warmup_steps``.
+    - ``warmup_steps <= step <= total_steps``: half a cosine from ``max_lr`` (at
+      ``warmup_steps``) down to ``min_lr`` (at ``total_steps``).
+    - ``step > total_steps``: ``min_lr``.
+
+    ``warmup_steps=0`` means no warmup: the first step already uses ``max_lr``.
+    """
+    for name, value in (("step", step), ("warmup_steps", warmup_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    _validate.positive_int("total_steps", total_steps)
+    if warmup_steps > total_steps:
+        raise ValueError(f"warmup_steps must be <= total_steps, got warmup_steps={warmup_steps}, "
+                         f"total_steps={total_steps}")
+    if not (0.0 <= min_lr <= max_lr):
+        raise ValueError(f"need 0 <= min_lr <= max_lr, got min_lr={min_lr}, max_lr={max_lr}")
+    if step < warmup_steps:
+        return max_lr * (step + 1) / (warmup_steps + 1)
+    if step >= total_steps:
+        return min_lr
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)       # 0 -> 1
+    return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def configure_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.1,
+                        betas: tuple[float, float] = (0.9, 0.95), eps: float = 1e-8):
+    """AdamW with weight decay on the 2-D weights only (matrices and embeddings).
+
+    Biases and norm gains are 1-D: decaying them pulls a LayerNorm's scale
+    towards 0 and a bias towards 0 for no benefit, so they get ``weight_decay=0``.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    _validate.positive_float("lr", lr)
+    if weight_decay < 0:
+        raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+    params = [p for p in model.parameters() if p.requires_grad]    # tied weights appear once
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+
+
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits (B, T, V)`` against ``targets (B, T)``.
+
+    Targets equal to ``IGNORE_INDEX`` (-100) are skipped (the copy task's random half).
+    """
+    if logits.dim() != 3 or targets.shape != logits.shape[:2]:
+        raise ValueError(f"expected logits (B, T, V) and targets (B, T), got "
+                         f"{tuple(logits.shape)} and {tuple(targets.shape)}")
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
+
+
+def step_generator(seed: int, rank: int, step: int | str) -> torch.Generator:
+    """A CPU generator that depends on ``(seed, rank, step)`` only (the batch of one step)."""
+    digest = hashlib.blake2b(f"{seed}:{rank}:{step}".encode(), digest_size=8).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest, "little") & (2**63 - 1))
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, dataset, *, batch_size: int, seq_len: int, n_batches: int = 4,
+             seed: int = 0, split: str = "val", device=None) -> float:
+    """Mean loss over ``n_batches`` fixed batches (the same batches at every call)."""
+    _validate.positive_int("n_batches", n_batches)
+    device = next(model.parameters()).device if device is None else torch.device(device)
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    for i in range(n_batches):
+        x, y = dataset.batch(batch_size, seq_len, generator=step_generator(seed, -1, f"{split}{i}"),
+                             split=split)
+        total += float(lm_loss(model(x.to(device)), y.to(device)))
+    model.train(was_training)
+    return total / n_batches
+
+
+# --------------------------------------------------------------------------- config and history
+
+
+@dataclass
+class TrainConfig:
+    """Everything the loop needs besides the model and the data.
+
+    ``batch_size`` is per process: under ``torchrun`` with N processes one step
+    sees ``N * batch_size`` sequences. ``min_lr=None`` means ``max_lr / 10``.
+    ``eval_every=0`` evaluates only after the last step.
+    """
+
+    steps: int = 200
+    batch_size: int = 16
+    seq_len: int = 32
+    max_lr: float = 3e-3
+    min_lr: float | None = None
+    warmup_steps: int = 20
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float | None = 1.0
+    eval_every: int = 0
+    eval_batches: int = 4
+    seed: int = 0
+    stop_on_divergence: bool = True
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "seq_len", "eval_batches"):
+            _validate.positive_int(name, getattr(self, name))
+        for name in ("warmup_steps", "eval_every", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        if self.warmup_steps > self.steps:
+            raise ValueError(f"warmup_steps ({self.warmup_steps}) must be <= steps ({self.steps})")
+        _validate.positive_float("max_lr", self.max_lr)
+        if self.min_lr is not None and not 0 <= self.min_lr <= self.max_lr:
+            raise ValueError(f"min_lr must be in [0, max_lr={self.max_lr}], got {self.min_lr}")
+        if self.grad_clip is not None:
+            _validate.positive_float("grad_clip", self.grad_clip)
+        for name in ("beta1", "beta2"):
+            _validate.probability(name, getattr(self, name))
+
+    @property
+    def final_lr(self) -> float:
+        return self.max_lr / 10 if self.min_lr is None else self.min_lr
+
+    def lr(self, step: int) -> float:
+        return lr_at(step, max_lr=self.max_lr, warmup_steps=self.warmup_steps,
+                     total_steps=self.steps, min_lr=self.final_lr)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class History:
+    """What one run measured. ``loss[i]``, ``lr[i]``, ``grad_norm[i]`` belong to ``step[i]``
+    (the loss is the training loss of that step's batch, before its update);
+    ``val_loss[j]`` was measured after ``val_step[j]`` updates."""
+
+    step: list = field(default_factory=list)
+    loss: list = field(default_factory=list)
+    lr: list = field(default_factory=list)
+    grad_norm: list = field(default_factory=list)
+    val_step: list = field(default_factory=list)
+    val_loss: list = field(default_factory=list)
+    diverged: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "History":
+        return cls(**d)
+
+    def final_loss(self, last: int = 10) -> float:
+        """Mean training loss of the last ``last`` steps (inf if the run diverged)."""
+        if self.diverged or not self.loss:
+            return float("inf")
+        tail = self.loss[-last:]
+        return sum(tail) / len(tail)
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+class _Progress:
+    """tqdm when it is installed (text bar, not a widget), else a line every ``every`` steps."""
+
+    def __init__(self, total: int, initial: int, enabled: bool):
+        self.bar, self.enabled, self.total = None, enabled, total
+        self.every = max(1, total // 10)
+        if enabled:
+            try:
+                from tqdm.std import tqdm
+            except ImportError:
+                return
+            self.bar = tqdm(total=total, initial=initial, desc="train", dynamic_ncols=True,
+                            file=sys.stderr)
+
+    def update(self, step: int, loss: float, lr: float, val_loss: float | None):
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            info = {"loss": f"{loss:.4f}", "lr": f"{lr:.2e}"}
+            if val_loss is not None:
+                info["val"] = f"{val_loss:.4f}"
+            self.bar.set_postfix(info, refresh=False)
+            self.bar.update(1)
+        elif (step + 1) % self.every == 0 or step + 1 == self.total:
+            val = f"  val {val_loss:.4f}" if val_loss is not None else ""
+            print(f"step {step + 1:>6}/{self.total}  loss {loss:.4f}  lr {lr:.2e}{val}", flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Trainer:
+    """The loop as an object: ``fit()`` runs it, ``state_dict()`` captures it.
+
+    Args:
+        model: a module mapping token ids ``(B, T)`` to logits ``(B, T, V)`` (a ``GPT``).
+        dataset: anything with ``batch(batch_size, seq_len, *, generator, split)``
+            (see ``tfcourse.data``).
+        config: a ``TrainConfig``.
+        device: where to train (default: where the model is).
+        distributed: wrap the model in ``DistributedDataParallel`` (needs an
+            initialized process group, e.g. under ``torchrun``); each rank then
+            draws its own batches and gradients are averaged across ranks.
+        progress: show a progress bar (or lines if ``tqdm`` is missing).
+    """
+
+    def __init__(self, model: nn.Module, dataset, config: TrainConfig, *, device=None,
+                 distributed: bool = False, progress: bool = False):
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+        if not hasattr(dataset, "batch"):
+            raise TypeError(f"dataset must have a batch(batch_size, seq_len, *, generator, split) "
+                            f"method, got {type(dataset).__name__}")
+        self.config = config
+        self.dataset = dataset
+        self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self.module = model.to(self.device)          # the bare model: what gets saved
+        self.rank, self.world_size = 0, 1
+        self.model = self.module                     # what the forward pass goes through
+        if distributed:
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel
+
+            if not dist.is_initialized():
+                raise RuntimeError("distributed=True needs torch.distributed.init_process_group() "
+                                   "first (run under torchrun)")
+            self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = DistributedDataParallel(self.module, device_ids=ids)
+        self.optimizer = configure_optimizer(self.module, lr=config.max_lr,
+                                             weight_decay=config.weight_decay,
+                                             betas=(config.beta1, config.beta2))
+        self.step = 0
+        self.history = History()
+        self.progress = progress and self.rank == 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def _mean_over_ranks(self, value: torch.Tensor) -> float:
+        value = value.detach()
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            value = value.clone()
+            dist.all_reduce(value)
+            value /= self.world_size
+        return float(value)
+
+    def train_step(self) -> float:
+        """One optimizer update on the batch of ``self.step``; returns its loss (before the update)."""
+        cfg = self.config
+        lr = cfg.lr(self.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        x, y = self.dataset.batch(cfg.batch_size, cfg.seq_len,
+                                  generator=step_generator(cfg.seed, self.rank, self.step))
+        x, y = x.to(self.device), y.to(self.device)
+        self.model.train()
+        loss = lm_loss(self.model(x), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        # clip_grad_norm_ returns the norm *before* clipping: what the history shows.
+        if cfg.grad_clip is not None:
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), cfg.grad_clip)
+        else:
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), float("inf"))
+        self.optimizer.step()
+        loss_value = self._mean_over_ranks(loss)
+        h = self.history
+        h.step.append(self.step)
+        h.loss.append(loss_value)
+        h.lr.append(lr)
+        h.grad_norm.append(float(grad_norm))
+        self.step += 1
+        return loss_value
+
+    def evaluate(self) -> float:
+        cfg = self.config
+        return evaluate(self.module, self.dataset, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+                        n_batches=cfg.eval_batches, seed=cfg.seed, device=self.device)
+
+    def fit(self, until: int | None = None, callback=None) -> History:
+        """Train from ``self.step`` up to step ``until`` (default: ``config.steps``).
+
+        ``callback(trainer)`` runs after every step (e.g. to save a checkpoint); a
+        non-finite loss stops the run and sets ``history.diverged`` when
+        ``config.stop_on_divergence``.
+        """
+        cfg = self.config
+        until = cfg.steps if until is None else min(int(until), cfg.steps)
+        bar = _Progress(cfg.steps, self.step, self.progress)
+        try:
+            while self.step < until:
+                loss = self.train_step()
+                val = None
+                last = self.step == cfg.steps
+                if self.is_main and ((cfg.eval_every and self.step % cfg.eval_every == 0) or last):
+                    val = self.evaluate()
+                    self.history.val_step.append(self.step)
+                    self.history.val_loss.append(val)
+                bar.update(self.step - 1, loss, self.history.lr[-1], val)
+                if not math.isfinite(loss):
+                    self.history.diverged = True
+                    if cfg.stop_on_divergence:
+                        break
+                if callback is not None:
+                    callback(self)
+        finally:
+            bar.close()
+        return self.history
+
+    # ----------------------------------------------------------------- state
+
+    def _rng_states(self) -> dict:
+        """Global RNG states (dropout draws from them), one per rank: tensors only."""
+        cpu = torch.get_rng_state()
+        cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
+        if self.world_size == 1:
+            return {"cpu": [cpu], "cuda": [cuda] if cuda is not None else []}
+        import torch.distributed as dist
+
+        gathered = [None] * self.world_size
+        dist.all_gather_object(gathered, (cpu, cuda))
+        return {"cpu": [c for c, _ in gathered], "cuda": [g for _, g in gathered if g is not None]}
+
+    def state_dict(self) -> dict:
+        """Plain containers and tensors only, so ``torch.load(weights_only=True)`` can read it.
+
+        Collective under ``torch.distributed``: every rank must call it.
+        """
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "model": self.module.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "config": {"train": self.config.to_dict()},
+            "history": self.history.to_dict(),
+            "rng": self._rng_states(),
+            "world_size": self.world_size,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"unknown checkpoint format {state.get('format')!r}, "
+                             f"expected {CHECKPOINT_FORMAT}")
+        self.module.load_state_dict(state["model"], strict=True)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step = int(state["step"])
+        self.history = History.from_dict(state["history"])
+        rng = state.get("rng", {})
+        # Each rank restores its own RNG; with a different world size, ranks
+        # beyond the saved ones keep their fresh seeds.
+        if self.rank < len(rng.get("cpu", [])):
+            torch.set_rng_state(rng["cpu"][self.rank])
+        if self.device.type == "cuda" and self.rank < len(rng.get("cuda", [])):
+            torch.cuda.set_rng_state(rng["cuda"][self.rank], self.device)
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def save_checkpoint(path, state: dict) -> None:
+    """``torch.save`` to a temporary file, then rename: a crash never leaves half a checkpoint."""
+    path = os.fspath(path)
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    tmp = f"{path}.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path, map_location="cpu") -> dict:
+    """``torch.load(path, weights_only=True)``: tensors and plain containers, no arbitrary code."""
+    return torch.load(os.fspath(path), map_location=map_location, weights_only=True)
+
+
+# --------------------------------------------------------------------------- one call
+
+
+def train(model: nn.Module, dataset, *, device=None, progress: bool = False, callback=None,
+          **config) -> History:
+    """Train ``model`` on ``dataset`` and return its ``History``.
+
+    Keyword arguments are ``TrainConfig`` fields (``steps``, ``batch_size``,
+    ``seq_len``, ``max_lr``, ``warmup_steps``, ``grad_clip``, ``seed``, ...). The
+    model is trained in place, on ``device`` (default: where it is).
+    """
+    trainer = Trainer(model, dataset, TrainConfig(**config), device=device, progress=progress)
+    return trainer.fit(callback=callback)
