@@ -43,6 +43,13 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -m "not slow"
 
+# The same tests and nbval runs (tests/test_notebooks.py) on a CUDA GPU: every
+# notebook kernel and check runs on TFCOURSE_DEVICE=cuda, and nbval compares with
+# the outputs stored from CPU runs. Stops at once, saying why, without a GPU.
+test-gpu: setup
+	$(PY) -c "import sys, torch; ok = torch.cuda.is_available(); print(f'CUDA device: {torch.cuda.get_device_name(0)} (torch {torch.__version__})' if ok else f'no CUDA device: torch {torch.__version__} (CUDA build: {torch.version.cuda}) sees no GPU; make test-gpu needs an NVIDIA GPU and a CUDA build of torch (PyPI's Linux torch is one: make clean setup, without a CPU TORCH_INDEX)'); sys.exit(0 if ok else 1)"
+	TFCOURSE_DEVICE=cuda $(PY) -m pytest
+
 notebooks: setup
 	$(BIN)/tfcourse build-notebooks
 

@@ -35,8 +35,9 @@ if __name__ == "__main__":
     for n in args.new_tokens:
         same = torch.equal(model.generate(prompt, n, temperature=0),
                            model.generate(prompt, n, temperature=0, use_cache=True))
-        t = compare_times({"no_cache": lambda: model.generate(prompt, n, temperature=0),
-                           "cache": lambda: model.generate(prompt, n, temperature=0, use_cache=True)},
+        t = compare_times({"no_cache": lambda n=n: model.generate(prompt, n, temperature=0),
+                           "cache": lambda n=n: model.generate(prompt, n, temperature=0,
+                                                               use_cache=True)},
                           repeats=args.repeats, warmup=1, device=device)
         rows.append({"n": n, "no_cache": format_seconds(t["no_cache"]), "cache": format_seconds(t["cache"]),
                      "speedup": t["no_cache"] / t["cache"], "same": str(same)})

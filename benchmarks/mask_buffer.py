@@ -16,6 +16,11 @@ from _bench import parser, setup, table
 from tfcourse.production import measure_mask_buffer
 from tfcourse.timing import format_bytes, format_seconds
 
+
+def peak(n_bytes):
+    return format_bytes(n_bytes) if n_bytes is not None else None
+
+
 if __name__ == "__main__":
     p = parser(__doc__.splitlines()[0], repeats=10)
     p.add_argument("--lengths", nargs="+", type=int, default=[256, 1024, 2048, 4096])
@@ -27,7 +32,6 @@ if __name__ == "__main__":
     for T in args.lengths:
         r = measure_mask_buffer(T, d_model=args.d_model, n_heads=args.heads, device=device,
                                 repeats=args.repeats, seed=args.seed)
-        peak = lambda b: format_bytes(b) if b is not None else None  # noqa: E731
         rows.append({**r, "mask_b": format_seconds(r["mask_buffer_s"]),
                      "mask_p": format_seconds(r["mask_per_call_s"]),
                      "fwd_b": format_seconds(r["forward_buffer_s"]),

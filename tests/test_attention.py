@@ -15,7 +15,7 @@ TORCH_2_5 = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
 def make_mha(**kwargs) -> MultiHeadAttention:
     kwargs = {"max_seq_len": T_MAX, **kwargs}
     mha = MultiHeadAttention(D, H, **kwargs)
-    with torch.no_grad():                       # non-trivial biases, so a dropped bias shows
+    with torch.no_grad():  # non-trivial biases, so a dropped bias shows
         mha.qkv_proj.bias.normal_()
         mha.out_proj.bias.normal_()
     return mha
@@ -23,14 +23,20 @@ def make_mha(**kwargs) -> MultiHeadAttention:
 
 def twin(mha: MultiHeadAttention, **changes) -> MultiHeadAttention:
     """The same weights in a module built with other constructor arguments."""
-    kwargs = dict(max_seq_len=mha.max_seq_len, dropout=mha.dropout, causal=mha.causal,
-                  attn_impl=mha.attn_impl, bias=mha.qkv_proj.bias is not None)
+    kwargs = dict(
+        max_seq_len=mha.max_seq_len,
+        dropout=mha.dropout,
+        causal=mha.causal,
+        attn_impl=mha.attn_impl,
+        bias=mha.qkv_proj.bias is not None,
+    )
     other = MultiHeadAttention(mha.d_model, mha.n_heads, **{**kwargs, **changes})
     other.to(mha.qkv_proj.weight.dtype).load_state_dict(mha.state_dict(), strict=True)
     return other
 
 
 # --- causal_mask and the attention function ------------------------------------------------
+
 
 def test_causal_mask_is_lower_triangle_including_diagonal():
     expected = torch.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=torch.bool)
@@ -58,7 +64,7 @@ def test_fully_masked_row_gives_zeros_not_nan():
     q = torch.randn(1, 3, 4, requires_grad=True)
     k, v = torch.randn(1, 3, 4), torch.randn(1, 3, 4)
     mask = torch.ones(3, 3, dtype=torch.bool)
-    mask[1] = False                                           # query 1 may attend to nothing
+    mask[1] = False  # query 1 may attend to nothing
     out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
     assert torch.equal(weights[0, 1], torch.zeros(3)) and torch.equal(out[0, 1], torch.zeros(4))
     out.sum().backward()
@@ -68,11 +74,12 @@ def test_fully_masked_row_gives_zeros_not_nan():
 def test_attention_dropout_acts_on_the_weights():
     q = k = v = torch.randn(1, 8, 4)
     out, weights = scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(1, 8))    # returned before dropout
+    torch.testing.assert_close(weights.sum(-1), torch.ones(1, 8))  # returned before dropout
     assert not torch.allclose(out, weights @ v)
 
 
 # --- MultiHeadAttention ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_shapes_and_returned_weights(impl):
@@ -100,7 +107,7 @@ def test_causality_future_tokens_never_change_the_past(impl):
     y = mha(x)
     for t in range(7):
         changed = x.clone()
-        changed[:, t + 1:] = torch.randn(2, 7 - t, D)
+        changed[:, t + 1 :] = torch.randn(2, 7 - t, D)
         torch.testing.assert_close(mha(changed)[:, : t + 1], y[:, : t + 1], rtol=1e-6, atol=1e-6)
 
 
@@ -118,11 +125,11 @@ def test_head_weights_depend_only_on_their_own_slices():
     _, weights = mha(x, return_weights=True)
     hd = D // H
     for h in range(H):
-        rows = torch.zeros(3 * D, dtype=torch.bool)        # q and k rows of every other head,
-        for block in (0, D):                               # and all value rows
-            rows[block: block + D] = True
-            rows[block + h * hd: block + (h + 1) * hd] = False
-        rows[2 * D:] = True
+        rows = torch.zeros(3 * D, dtype=torch.bool)  # q and k rows of every other head,
+        for block in (0, D):  # and all value rows
+            rows[block : block + D] = True
+            rows[block + h * hd : block + (h + 1) * hd] = False
+        rows[2 * D :] = True
         other = twin(mha)
         with torch.no_grad():
             other.qkv_proj.weight[rows] += torch.randn(int(rows.sum()), D)
@@ -139,10 +146,10 @@ def test_heads_are_merged_in_order():
     hd = D // H
     x = torch.randn(2, 5, D)
     with torch.no_grad():
-        mha.out_proj.weight[:, hd:] = 0                    # keep only head 0's columns
+        mha.out_proj.weight[:, hd:] = 0  # keep only head 0's columns
     other = twin(mha)
     with torch.no_grad():
-        other.qkv_proj.weight[2 * D + hd:] += 1.0          # change the values of heads 1..H-1
+        other.qkv_proj.weight[2 * D + hd :] += 1.0  # change the values of heads 1..H-1
     torch.testing.assert_close(other(x), mha(x))
 
 
@@ -151,7 +158,12 @@ def test_mask_is_a_buffer_not_in_state_dict(impl):
     mha = make_mha(attn_impl=impl)
     assert "mask" in dict(mha.named_buffers())
     assert "mask" not in mha.state_dict()
-    assert sorted(mha.state_dict()) == ["out_proj.bias", "out_proj.weight", "qkv_proj.bias", "qkv_proj.weight"]
+    assert sorted(mha.state_dict()) == [
+        "out_proj.bias",
+        "out_proj.weight",
+        "qkv_proj.bias",
+        "qkv_proj.weight",
+    ]
     assert torch.equal(mha.mask, causal_mask(T_MAX))
     # A checkpoint does not depend on max_seq_len, and .double() leaves the bool mask alone.
     longer = MultiHeadAttention(D, H, max_seq_len=2 * T_MAX)
@@ -177,9 +189,9 @@ def test_explicit_and_sdpa_paths_agree(causal, dtype):
     sdpa = twin(explicit, attn_impl="sdpa")
     x = torch.randn(3, 9, D, dtype=dtype, requires_grad=True)
     y_explicit = explicit(x)
-    grad_explicit, = torch.autograd.grad(y_explicit.square().sum(), x)
+    (grad_explicit,) = torch.autograd.grad(y_explicit.square().sum(), x)
     y_sdpa = sdpa(x)
-    grad_sdpa, = torch.autograd.grad(y_sdpa.square().sum(), x)
+    (grad_sdpa,) = torch.autograd.grad(y_sdpa.square().sum(), x)
     torch.testing.assert_close(y_sdpa, y_explicit)
     torch.testing.assert_close(grad_sdpa, grad_explicit)
 
@@ -190,8 +202,8 @@ def test_explicit_and_sdpa_paths_agree_with_masks():
     B, T = 3, 7
     x = torch.randn(B, T, D)
     square = torch.rand(T, T) > 0.3
-    square.fill_diagonal_(True)                               # every query keeps a key
-    lengths = torch.tensor([7, 4, 2])                         # right padding: key j valid if j < length
+    square.fill_diagonal_(True)  # every query keeps a key
+    lengths = torch.tensor([7, 4, 2])  # right padding: key j valid if j < length
     padding = (torch.arange(T) < lengths[:, None])[:, None, None, :].expand(B, 1, T, T)
     for mask in (square, padding, square[None, None]):
         torch.testing.assert_close(sdpa(x, mask), explicit(x, mask))
@@ -205,20 +217,23 @@ def test_padding_mask_hides_padded_keys(impl):
     valid = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
     mask = valid[:, None, None, :].expand(2, 1, 6, 6)
     changed = x.clone()
-    changed[0, 4:] = torch.randn(2, D)                       # only padded positions change
+    changed[0, 4:] = torch.randn(2, D)  # only padded positions change
     torch.testing.assert_close(mha(changed, mask)[0, :4], mha(x, mask)[0, :4])
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_fully_masked_query_rows_give_zeros_not_nan(impl):
     if impl == "sdpa" and not TORCH_2_5:
-        pytest.skip("F.scaled_dot_product_attention returns NaN for fully masked rows before torch 2.5")
+        pytest.skip(
+            "F.scaled_dot_product_attention returns NaN for fully masked rows before torch 2.5"
+        )
     mha = make_mha(attn_impl=impl)
     x = torch.randn(2, 5, D, requires_grad=True)
-    valid = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], dtype=torch.bool)     # left padding
+    valid = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], dtype=torch.bool)  # left padding
     mask = valid[:, None, None, :].expand(2, 1, 5, 5)
     out = mha(x, mask)
-    # Queries 0 and 1 of sequence 0 see no key (causal + padding): attention gives 0, then out_proj's bias.
+    # Queries 0 and 1 of sequence 0 see no key (causal + padding): attention gives 0,
+    # so the output is out_proj's bias.
     torch.testing.assert_close(out[0, :2], mha.out_proj.bias.expand(2, D))
     out.sum().backward()
     assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()
@@ -231,9 +246,9 @@ def test_kv_cache_matches_full_forward(impl, rope_base):
     x = torch.randn(2, 9, D)
     full = mha(x)
     cache = KVCache()
-    pieces = [mha(x[:, :3], cache=cache)]                    # prompt
-    pieces += [mha(x[:, t: t + 1], cache=cache) for t in range(3, 6)]   # one token at a time
-    pieces.append(mha(x[:, 6:], cache=cache))                # several new tokens after a cache
+    pieces = [mha(x[:, :3], cache=cache)]  # prompt
+    pieces += [mha(x[:, t : t + 1], cache=cache) for t in range(3, 6)]  # one token at a time
+    pieces.append(mha(x[:, 6:], cache=cache))  # several new tokens after a cache
     assert len(cache) == 9 and cache.k.shape == (2, H, 9, D // H)
     torch.testing.assert_close(torch.cat(pieces, dim=1), full)
 

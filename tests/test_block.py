@@ -12,7 +12,7 @@ IMPLS = ["explicit", "sdpa"]
 def randomize(module: torch.nn.Module, scale: float = 0.3) -> torch.nn.Module:
     """Non-trivial norm weights and biases, so a skipped or swapped sublayer shows."""
     with torch.no_grad():
-        for name, p in module.named_parameters():
+        for p in module.parameters():
             if p.dim() == 1:
                 p.add_(torch.randn_like(p) * scale)
     return module
@@ -82,7 +82,7 @@ def test_causality(pre_ln, impl):
     y = b(x)
     for t in range(7):
         changed = x.clone()
-        changed[:, t + 1:] += torch.randn(2, 7 - t, D)
+        changed[:, t + 1 :] += torch.randn(2, 7 - t, D)
         torch.testing.assert_close(b(changed)[:, : t + 1], y[:, : t + 1], rtol=1e-6, atol=1e-6)
 
 
@@ -101,7 +101,9 @@ def test_dropout_is_inactive_in_eval_mode(pre_ln, mlp):
     without = twin(with_dropout, pre_ln=pre_ln, mlp=mlp, dropout=0.0)
     x = torch.randn(2, 6, D)
     torch.testing.assert_close(with_dropout.eval()(x), without.eval()(x))
-    assert not torch.allclose(with_dropout.train()(x), without.train()(x))   # ... and active in training
+    assert not torch.allclose(
+        with_dropout.train()(x), without.train()(x)
+    )  # ... and active in training
 
 
 def zero_sublayer_outputs(b: TransformerBlock) -> TransformerBlock:

@@ -83,7 +83,6 @@ class Lab:
                          ("JUPYTERLAB_SETTINGS_DIR", "settings"),
                          ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")):
             env[var] = str(home / sub)        # the `python3` kernel is then this environment's
-        env.pop("TFCOURSE_DEVICE", None)
         # Settings a fresh user would click through: start the notebook's kernel without
         # a "Select Kernel" dialog, and do not offer the news feed (a toast over the page).
         for plugin, settings in (("notebook-extension/tracker", {"autoStartDefaultKernel": True}),
@@ -177,18 +176,27 @@ def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> 
     started = time.monotonic()
     page.goto(f"{lab.url}/lab/tree/{notebook}?token={lab.token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=SERVER_START_S * 1000)
-    # The kernel must be ready before "Run All": wait for the status to say Idle.
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
-                           timeout=KERNEL_WORK_S * 1000)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
-    # Should the kernel dialog still appear (older settings schema), accept the preferred kernel.
-    dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
-    try:
-        dialog.wait_for(state="visible", timeout=3000)
-        dialog.locator("button.jp-mod-accept").click()
-    except sync_api.TimeoutError:
-        pass
+    # "Run All" is dropped while the kernel is still starting: wait until the status
+    # bar names the kernel and says Idle, then check the cells were queued (retry if not).
+    page.wait_for_function(
+        "() => { const bar = document.querySelector('.jp-StatusBar-Widget');"
+        " return bar && /\\| Idle/.test(bar.innerText) && !/No Kernel/.test(bar.innerText); }",
+        timeout=KERNEL_WORK_S * 1000)
+    for attempt in range(3):
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+        # Should a kernel dialog appear (other JupyterLab settings), accept the preferred kernel.
+        dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
+        if dialog.count():
+            dialog.locator("button.jp-mod-accept").click()
+        try:
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jp-Notebook .jp-InputArea-prompt')]"
+                ".some(p => /\\[(\\*|\\d+)\\]/.test(p.innerText))", timeout=15_000)
+            break
+        except sync_api.TimeoutError:
+            if attempt == 2:
+                raise
 
     explorer = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".widget-output img")).first
     picture = explorer.locator(".widget-output img")
@@ -229,11 +237,13 @@ def test_attention_explorer_in_jupyterlab(lab, browser_context):
     started = time.monotonic()
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser_context.new_page()
-    result = _run_all_and_change_a_dropdown(page, lab, "explorer.ipynb", "browser-attention-explorer")
+    try:
+        result = _run_all_and_change_a_dropdown(page, lab, "explorer.ipynb", "browser-attention-explorer")
+    finally:
+        page.close()
     assert result["before"].startswith("data:image/png;base64,")
     assert result["after"] != result["before"], "the picture did not change after the dropdown moved"
     assert not result["tracebacks"], result["tracebacks"]
-    page.close()
     _record("browser-attention-explorer", result, started)
 
 
@@ -245,8 +255,10 @@ def test_course_notebook_explorer_in_jupyterlab(lab, browser_context, notebook):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser_context.new_page()
     name = "browser-" + notebook.removesuffix(".ipynb")
-    result = _run_all_and_change_a_dropdown(page, lab, notebook, name)
+    try:
+        result = _run_all_and_change_a_dropdown(page, lab, notebook, name)
+    finally:
+        page.close()
     assert result["after"] != result["before"], "the picture did not change after the dropdown moved"
     assert not result["tracebacks"], result["tracebacks"]
-    page.close()
     _record(name, result, started)

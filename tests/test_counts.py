@@ -21,7 +21,9 @@ def count(module: torch.nn.Module) -> int:
 
 def stack(bias: bool) -> TransformerStack:
     with torch.device("meta"):
-        return TransformerStack(12, d_model=768, n_heads=12, max_seq_len=1024, activation="gelu", bias=bias)
+        return TransformerStack(
+            12, d_model=768, n_heads=12, max_seq_len=1024, activation="gelu", bias=bias
+        )
 
 
 def gpt2_small(**overrides) -> GPT:
@@ -35,7 +37,7 @@ def test_gpt2_small_tied():
 
 def test_gpt2_small_untied():
     assert gpt2_small(tie_weights=False).num_params() == GPT2_SMALL_UNTIED
-    assert GPT2_SMALL_UNTIED - GPT2_SMALL_TIED == 50257 * 768          # one more V x D matrix
+    assert GPT2_SMALL_UNTIED - GPT2_SMALL_TIED == 50257 * 768  # one more V x D matrix
 
 
 def test_gpt2_small_non_embedding():
@@ -66,7 +68,7 @@ def test_swiglu_hidden_dim_llama_7b():
 def test_gpt2_small_instantiated_for_real():
     model = GPT(GPTConfig.preset("gpt2-small"))
     assert model.num_params() == GPT2_SMALL_TIED
-    assert count(model) == GPT2_SMALL_TIED                         # parameters() yields the tied matrix once
+    assert count(model) == GPT2_SMALL_TIED  # parameters() yields the tied matrix once
     assert model.lm_head.weight.data_ptr() == model.tok_emb.weight.data_ptr()
     del model
     assert GPT(GPTConfig.preset("gpt2-small", tie_weights=False)).num_params() == GPT2_SMALL_UNTIED

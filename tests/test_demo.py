@@ -8,8 +8,22 @@ import pytest
 
 from tfcourse import cli, lab
 
-SMALL = ["--layers", "2", "--d-model", "32", "--heads", "4", "--seq-len", "8", "--batch", "2",
-         "--vocab", "40", "--device", "cpu"]
+SMALL = [
+    "--layers",
+    "2",
+    "--d-model",
+    "32",
+    "--heads",
+    "4",
+    "--seq-len",
+    "8",
+    "--batch",
+    "2",
+    "--vocab",
+    "40",
+    "--device",
+    "cpu",
+]
 
 
 def run_demo(capsys, *extra):
@@ -21,7 +35,7 @@ def run_demo(capsys, *extra):
 def table_row(out: str, label: str) -> list[str]:
     """The cells of the first table row starting with ``label``."""
     line = next(line for line in out.splitlines() if line.strip().startswith(label))
-    return line.strip()[len(label):].split()
+    return line.strip()[len(label) :].split()
 
 
 def test_demo_default_uses_the_lm_loss(capsys):
@@ -43,10 +57,10 @@ def test_demo_sum_loss_explains_the_collapse(capsys):
     assert "loss: output.sum() of each stack's output" in out
     assert table_row(out, "output shape") == ["(2,", "8,", "32)", "(2,", "8,", "32)"]
     pre, post, _ = map(float, table_row(out, "grad norm at embedding"))
-    assert post < 1e-3 * pre                                 # the post-LN gradient collapses ...
+    assert post < 1e-3 * pre  # the post-LN gradient collapses ...
     text = " ".join(out.split())
     assert "ends with a LayerNorm" in text and "the gradient of a constant is zero" in text
-    assert "zero up to float round-off" in text                # ... and the demo says why
+    assert "zero up to float round-off" in text  # ... and the demo says why
 
 
 def test_demo_both_losses(capsys):
@@ -62,10 +76,13 @@ def test_demo_is_reproducible(capsys):
     assert first == second
 
 
-@pytest.mark.parametrize("bad, message", [
-    (["--heads", "5"], "d_model must be divisible by n_heads, got d_model=32, n_heads=5"),
-    (["--layers", "0"], "--layers must be a positive int, got 0"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (["--heads", "5"], "d_model must be divisible by n_heads, got d_model=32, n_heads=5"),
+        (["--layers", "0"], "--layers must be a positive int, got 0"),
+    ],
+)
 def test_demo_reports_bad_sizes(capsys, bad, message):
     status, out, err = run_demo(capsys, *bad)
     assert status == 2 and message in err and out == ""
@@ -73,13 +90,18 @@ def test_demo_reports_bad_sizes(capsys, bad, message):
 
 @pytest.mark.slow
 def test_python_dash_m_tfcourse_demo():
-    result = subprocess.run([sys.executable, "-m", "tfcourse", "demo", *SMALL],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "tfcourse", "demo", *SMALL],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "grad norm at embedding" in result.stdout
 
 
 # --- tfcourse lab --------------------------------------------------------------------------------
+
 
 def test_lab_without_notebooks_says_what_to_do(capsys, tmp_path):
     status = cli.main(["lab", "--dir", str(tmp_path / "missing")])
@@ -94,8 +116,17 @@ def test_lab_runs_jupyter_lab_on_the_folder_with_extra_args(capsys, tmp_path, mo
     monkeypatch.setattr(lab.importlib.util, "find_spec", lambda name: object())
     status = cli.main(["lab", "--dir", str(tmp_path), "--", "--port", "8899", "--no-browser"])
     assert status == 0
-    assert calls == [[sys.executable, "-m", "jupyterlab", str(tmp_path.resolve()), "--port", "8899",
-                      "--no-browser"]]
+    assert calls == [
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            str(tmp_path.resolve()),
+            "--port",
+            "8899",
+            "--no-browser",
+        ]
+    ]
 
 
 def test_lab_finds_notebooks_next_to_the_package_or_in_the_cwd(tmp_path, monkeypatch):

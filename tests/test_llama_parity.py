@@ -20,11 +20,11 @@ VOCAB, D, HEADS, LAYERS, T = 128, 64, 4, 2, 24
 
 
 def llama_config(**overrides):
-    settings = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=tc.swiglu_hidden_dim(D, 32),
-                    num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=HEADS,
-                    max_position_embeddings=64, rope_theta=10000.0, rms_norm_eps=1e-6,
-                    attention_bias=False, mlp_bias=False, tie_word_embeddings=False,
-                    initializer_range=0.1)
+    settings = {"vocab_size": VOCAB, "hidden_size": D, "intermediate_size": tc.swiglu_hidden_dim(D, 32),
+                    "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": HEADS,
+                    "max_position_embeddings": 64, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
+                    "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
+                    "initializer_range": 0.1}
     settings.update(overrides)
     return transformers.LlamaConfig(**settings)
 
@@ -139,9 +139,9 @@ def test_tied_embeddings_load():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (dict(num_key_value_heads=2), "grouped-query attention"),
-    (dict(hidden_act="gelu"), "silu"),
-    (dict(attention_bias=True), "one `bias` flag"),
+    ({"num_key_value_heads": 2}, "grouped-query attention"),
+    ({"hidden_act": "gelu"}, "silu"),
+    ({"attention_bias": True}, "one `bias` flag"),
 ])
 def test_unsupported_configs_are_refused(overrides, message):
     with pytest.raises(ValueError, match=message):

@@ -13,18 +13,28 @@ def test_feedforward_shapes_and_default_width():
     mlp = FeedForward(D)
     assert mlp.d_hidden == 4 * D
     shapes = {n: tuple(p.shape) for n, p in mlp.named_parameters()}
-    assert shapes == {"fc_in.weight": (4 * D, D), "fc_in.bias": (4 * D,),
-                      "fc_out.weight": (D, 4 * D), "fc_out.bias": (D,)}
+    assert shapes == {
+        "fc_in.weight": (4 * D, D),
+        "fc_in.bias": (4 * D,),
+        "fc_out.weight": (D, 4 * D),
+        "fc_out.bias": (D,),
+    }
     for shape in [(2, 5, D), (1, 1, D), (3, D)]:
         assert mlp(torch.randn(shape)).shape == shape
     assert FeedForward(D, 24).fc_in.out_features == 24
 
 
-@pytest.mark.parametrize("activation, fn", [
-    ("gelu", F.gelu),
-    ("gelu_tanh", lambda h: 0.5 * h * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (h + 0.044715 * h ** 3)))),
-    ("relu", torch.relu),
-])
+@pytest.mark.parametrize(
+    "activation, fn",
+    [
+        ("gelu", F.gelu),
+        (
+            "gelu_tanh",
+            lambda h: 0.5 * h * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (h + 0.044715 * h**3))),
+        ),
+        ("relu", torch.relu),
+    ],
+)
 def test_feedforward_formula(activation, fn):
     mlp = FeedForward(D, activation=activation).double()
     x = torch.randn(2, 3, D, dtype=torch.float64)
@@ -65,14 +75,22 @@ def test_bias_flag(cls):
 def test_swiglu_formula_layout_and_default_width():
     mlp = SwiGLU(D, 24).double()
     shapes = {n: tuple(p.shape) for n, p in mlp.named_parameters()}
-    assert shapes == {"gate_proj.weight": (24, D), "up_proj.weight": (24, D), "down_proj.weight": (D, 24)}
+    assert shapes == {
+        "gate_proj.weight": (24, D),
+        "up_proj.weight": (24, D),
+        "down_proj.weight": (D, 24),
+    }
     x = torch.randn(2, 3, D, dtype=torch.float64)
-    expected = (F.silu(x @ mlp.gate_proj.weight.T) * (x @ mlp.up_proj.weight.T)) @ mlp.down_proj.weight.T
+    expected = (
+        F.silu(x @ mlp.gate_proj.weight.T) * (x @ mlp.up_proj.weight.T)
+    ) @ mlp.down_proj.weight.T
     torch.testing.assert_close(mlp(x), expected)
     assert SwiGLU(D).d_hidden == swiglu_hidden_dim(D) == 256
 
 
-@pytest.mark.parametrize("d_model, hidden", [(4096, 11008), (768, 2048), (512, 1536), (128, 512), (1, 256)])
+@pytest.mark.parametrize(
+    "d_model, hidden", [(4096, 11008), (768, 2048), (512, 1536), (128, 512), (1, 256)]
+)
 def test_swiglu_hidden_dim(d_model, hidden):
     assert swiglu_hidden_dim(d_model) == hidden
     assert hidden % 256 == 0 and hidden >= 8 * d_model / 3

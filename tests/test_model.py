@@ -11,14 +11,23 @@ from tfcourse import GPT, PRESETS, GPTConfig, TransformerBlock
 
 
 def ids(config: GPTConfig, B: int = 2, T: int = 8, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, config.vocab_size, (B, T), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, config.vocab_size, (B, T), generator=torch.Generator().manual_seed(seed)
+    )
 
 
 # --- GPTConfig ---------------------------------------------------------------------------------
 
+
 def test_config_defaults_are_gpt2_small():
     c = GPTConfig()
-    assert (c.vocab_size, c.max_seq_len, c.n_layers, c.n_heads, c.d_model) == (50257, 1024, 12, 12, 768)
+    assert (c.vocab_size, c.max_seq_len, c.n_layers, c.n_heads, c.d_model) == (
+        50257,
+        1024,
+        12,
+        12,
+        768,
+    )
     assert c.activation == "gelu_tanh" and c.tie_weights and c.pre_ln and c.head_dim == 64
     assert GPTConfig.preset("gpt2-small") == c
 
@@ -48,6 +57,7 @@ def test_block_kwargs_build_a_block():
 
 # --- forward -------------------------------------------------------------------------------------
 
+
 def test_logits_shape(tiny_config):
     model = GPT(tiny_config)
     assert model(ids(tiny_config)).shape == (2, 8, tiny_config.vocab_size)
@@ -63,8 +73,10 @@ def test_causality(preset):
     logits = model(idx)
     for t in range(9):
         changed = idx.clone()
-        changed[:, t + 1:] = (changed[:, t + 1:] + 1) % config.vocab_size
-        torch.testing.assert_close(model(changed)[:, : t + 1], logits[:, : t + 1], rtol=1e-6, atol=1e-6)
+        changed[:, t + 1 :] = (changed[:, t + 1 :] + 1) % config.vocab_size
+        torch.testing.assert_close(
+            model(changed)[:, : t + 1], logits[:, : t + 1], rtol=1e-6, atol=1e-6
+        )
 
 
 def test_positions_matter_with_learned_and_rotary_positions():
@@ -72,7 +84,7 @@ def test_positions_matter_with_learned_and_rotary_positions():
         model = GPT(GPTConfig.preset(preset))
         idx = torch.tensor([[3, 5, 3]])
         logits = model(idx)
-        assert not torch.allclose(logits[0, 0], logits[0, 2])     # same token, other position
+        assert not torch.allclose(logits[0, 0], logits[0, 2])  # same token, other position
 
 
 @pytest.mark.parametrize("preset", ["tiny", "llama-tiny"])
@@ -101,11 +113,12 @@ def test_padding_mask_reaches_every_block(tiny_config):
     valid = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
     mask = valid[:, None, None, :].expand(2, 1, 6, 6)
     changed = idx.clone()
-    changed[0, :2] = (changed[0, :2] + 7) % tiny_config.vocab_size     # only the padding changes
+    changed[0, :2] = (changed[0, :2] + 7) % tiny_config.vocab_size  # only the padding changes
     torch.testing.assert_close(model(changed, mask)[0, 2:], model(idx, mask)[0, 2:])
 
 
 # --- weight tying, init and counts -------------------------------------------------------------
+
 
 def test_weight_tying_shares_one_tensor(tiny_config):
     model = GPT(tiny_config)
@@ -123,7 +136,10 @@ def test_weight_tying_shares_one_tensor(tiny_config):
 def test_untied_head_is_a_separate_tensor(tiny_config):
     model = GPT(tiny_config.replace(tie_weights=False))
     assert model.lm_head.weight.data_ptr() != model.tok_emb.weight.data_ptr()
-    assert model.num_params() == GPT(tiny_config).num_params() + tiny_config.vocab_size * tiny_config.d_model
+    assert (
+        model.num_params()
+        == GPT(tiny_config).num_params() + tiny_config.vocab_size * tiny_config.d_model
+    )
 
 
 def test_gpt2_style_init():
@@ -134,12 +150,12 @@ def test_gpt2_style_init():
         if name.endswith(("out_proj.weight", "fc_out.weight")):
             expected = residual_std
         elif p.dim() == 2:
-            expected = 0.02                                  # embeddings, qkv_proj, fc_in
+            expected = 0.02  # embeddings, qkv_proj, fc_in
         elif "norm" in name and name.endswith("weight"):
             assert torch.equal(p, torch.ones_like(p)), name
             continue
         else:
-            assert torch.equal(p, torch.zeros_like(p)), name   # every bias
+            assert torch.equal(p, torch.zeros_like(p)), name  # every bias
             continue
         assert abs(p.std().item() - expected) < 0.05 * expected, (name, p.std().item(), expected)
         assert abs(p.mean().item()) < 0.1 * expected, name
@@ -172,6 +188,7 @@ def test_num_params(preset, tie):
 
 # --- loss --------------------------------------------------------------------------------------
 
+
 def test_loss_is_cross_entropy_and_near_log_vocab_at_init(tiny_config):
     model = GPT(tiny_config)
     idx, targets = ids(tiny_config), ids(tiny_config, seed=1)
@@ -183,9 +200,10 @@ def test_loss_is_cross_entropy_and_near_log_vocab_at_init(tiny_config):
 
 # --- generate ----------------------------------------------------------------------------------
 
+
 def greedy_by_hand(model: GPT, idx: torch.Tensor, n: int) -> torch.Tensor:
     for _ in range(n):
-        next_id = model(idx[:, -model.config.max_seq_len:])[:, -1].argmax(-1, keepdim=True)
+        next_id = model(idx[:, -model.config.max_seq_len :])[:, -1].argmax(-1, keepdim=True)
         idx = torch.cat([idx, next_id], dim=1)
     return idx
 
@@ -210,8 +228,9 @@ def test_generate_top_k_samples_only_the_k_most_likely(tiny_config):
     prompt = ids(tiny_config, B=1, T=4).expand(400, 4)
     with torch.no_grad():
         top3 = set(model(prompt[:1])[0, -1].topk(3).indices.tolist())
-    sampled = model.generate(prompt, 1, top_k=3, temperature=5.0,
-                             generator=torch.Generator().manual_seed(0))[:, -1]
+    sampled = model.generate(
+        prompt, 1, top_k=3, temperature=5.0, generator=torch.Generator().manual_seed(0)
+    )[:, -1]
     assert set(sampled.tolist()) == top3
 
 
@@ -223,7 +242,7 @@ def test_generate_temperature_controls_spread(tiny_config):
     hot = model.generate(prompt, 1, temperature=100.0, generator=g)[:, -1]
     greedy = model.generate(prompt[:1], 1, temperature=0)[0, -1]
     assert torch.all(cold == greedy)
-    assert len(set(hot.tolist())) > 25                       # near-uniform over 50 tokens
+    assert len(set(hot.tolist())) > 25  # near-uniform over 50 tokens
 
 
 def test_generate_is_reproducible_with_a_generator(tiny_config):
@@ -242,14 +261,18 @@ def test_kv_cache_generation_equals_no_cache(preset, attn_impl):
     prompt = ids(model.config, T=5)
     greedy = model.generate(prompt, 12, temperature=0, use_cache=True)
     assert torch.equal(greedy, model.generate(prompt, 12, temperature=0))
-    sampled = model.generate(prompt, 12, top_k=10, use_cache=True, generator=torch.Generator().manual_seed(3))
-    assert torch.equal(sampled, model.generate(prompt, 12, top_k=10, generator=torch.Generator().manual_seed(3)))
+    sampled = model.generate(
+        prompt, 12, top_k=10, use_cache=True, generator=torch.Generator().manual_seed(3)
+    )
+    assert torch.equal(
+        sampled, model.generate(prompt, 12, top_k=10, generator=torch.Generator().manual_seed(3))
+    )
 
 
 def test_generate_crops_the_context_and_restores_training_mode(tiny_config):
     model = GPT(tiny_config).train()
     prompt = ids(tiny_config, T=tiny_config.max_seq_len - 2)
-    out = model.generate(prompt, 6, temperature=0)               # grows past max_seq_len
+    out = model.generate(prompt, 6, temperature=0)  # grows past max_seq_len
     assert out.shape == (2, tiny_config.max_seq_len + 4)
     assert torch.equal(out, greedy_by_hand(model.eval(), prompt, 6))
     model.train()

@@ -1,4 +1,4 @@
-"""Unit tests of tfcourse.LayerNorm and tfcourse.RMSNorm (parity with torch lives in test_parity.py)."""
+"""Unit tests of tfcourse.LayerNorm and tfcourse.RMSNorm (parity with torch: test_parity.py)."""
 
 import pytest
 import torch
@@ -25,7 +25,7 @@ def test_layernorm_eps_sits_inside_the_square_root():
     # With eps = 1 on a vector of variance 1, inside the root gives 1/sqrt(2);
     # outside would give 1/(1 + 1) = 0.5.
     x = torch.tensor([[-1.0, 1.0]])
-    torch.testing.assert_close(LayerNorm(2, eps=1.0)(x), x / 2 ** 0.5)
+    torch.testing.assert_close(LayerNorm(2, eps=1.0)(x), x / 2**0.5)
 
 
 def test_layernorm_of_constant_input_is_bias_not_nan():
@@ -40,15 +40,17 @@ def test_rmsnorm_formula_and_scale_invariance():
     norm = RMSNorm(8, eps=1e-12).double()
     expected = x / x.pow(2).mean(-1, keepdim=True).sqrt()
     torch.testing.assert_close(norm(x), expected)
-    torch.testing.assert_close(norm(10 * x), norm(x))       # no mean subtraction, only a scale
-    assert not torch.allclose(norm(x + 1), norm(x))          # ... so a shift changes the output
+    torch.testing.assert_close(norm(10 * x), norm(x))  # no mean subtraction, only a scale
+    assert not torch.allclose(norm(x + 1), norm(x))  # ... so a shift changes the output
 
 
 def test_parameters_and_bias_flag():
     assert [n for n, _ in LayerNorm(8).named_parameters()] == ["weight", "bias"]
     assert [n for n, _ in LayerNorm(8, bias=False).named_parameters()] == ["weight"]
     assert [n for n, _ in RMSNorm(8).named_parameters()] == ["weight"]
-    assert torch.equal(LayerNorm(8).weight, torch.ones(8)) and torch.equal(LayerNorm(8).bias, torch.zeros(8))
+    assert torch.equal(LayerNorm(8).weight, torch.ones(8)) and torch.equal(
+        LayerNorm(8).bias, torch.zeros(8)
+    )
 
 
 @pytest.mark.parametrize("cls", [LayerNorm, RMSNorm])
@@ -81,6 +83,8 @@ def test_gradcheck(cls):
 
 
 def test_make_norm_defaults():
-    assert isinstance(make_norm("layernorm", 8), LayerNorm) and make_norm("layernorm", 8).eps == 1e-5
+    assert (
+        isinstance(make_norm("layernorm", 8), LayerNorm) and make_norm("layernorm", 8).eps == 1e-5
+    )
     assert isinstance(make_norm("rmsnorm", 8), RMSNorm) and make_norm("rmsnorm", 8).eps == 1e-6
     assert make_norm("rmsnorm", 8, eps=0.1).eps == 0.1

@@ -5,8 +5,13 @@ import math
 import pytest
 import torch
 
-from tfcourse import (LearnedPositionalEmbedding, RotaryEmbedding, apply_rotary, rotary_cos_sin,
-                      sinusoidal_encoding)
+from tfcourse import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    apply_rotary,
+    rotary_cos_sin,
+    sinusoidal_encoding,
+)
 from tfcourse.positional import rotate_half
 
 
@@ -15,7 +20,7 @@ def test_learned_table_shape_and_offset():
     assert tuple(emb.weight.shape) == (10, 8)
     assert torch.equal(emb(4), emb.weight[:4])
     assert torch.equal(emb(3, offset=5), emb.weight[5:8])
-    assert 0.01 < emb.weight.std() < 0.03                   # GPT-2's std 0.02
+    assert 0.01 < emb.weight.std() < 0.03  # GPT-2's std 0.02
 
 
 def test_sinusoidal_values():
@@ -30,11 +35,11 @@ def test_sinusoidal_values():
 
 
 def test_sinusoidal_shift_is_a_linear_map():
-    """PE[t + k] is a fixed rotation of PE[t], the same for every t (why sinusoids encode offsets)."""
+    """PE[t + k] is a fixed linear map of PE[t], the same for every t: sinusoids encode offsets."""
     pe = sinusoidal_encoding(40, 6, dtype=torch.float64)
     k = 3
-    rotation = torch.linalg.lstsq(pe[:20], pe[k: 20 + k]).solution
-    torch.testing.assert_close(pe[20: 40 - k] @ rotation, pe[20 + k: 40])
+    rotation = torch.linalg.lstsq(pe[:20], pe[k : 20 + k]).solution
+    torch.testing.assert_close(pe[20 : 40 - k] @ rotation, pe[20 + k : 40])
 
 
 def test_rotate_half():
@@ -45,7 +50,7 @@ def test_rotate_half():
 def test_rotary_cos_sin_layout_and_offset():
     cos, sin = rotary_cos_sin(6, 4, base=100.0, dtype=torch.float64)
     assert cos.shape == sin.shape == (6, 4)
-    inv_freq = torch.tensor([1.0, 1 / 10.0], dtype=torch.float64)      # 100 ** (-2i/4)
+    inv_freq = torch.tensor([1.0, 1 / 10.0], dtype=torch.float64)  # 100 ** (-2i/4)
     angles = torch.arange(6, dtype=torch.float64)[:, None] * inv_freq
     torch.testing.assert_close(cos, torch.cat([angles, angles], -1).cos())
     torch.testing.assert_close(sin, torch.cat([angles, angles], -1).sin())
@@ -60,7 +65,9 @@ def test_rotary_matches_complex_multiplication():
     z = torch.complex(x[..., :4], x[..., 4:])
     angles = torch.arange(5, dtype=torch.float64)[:, None] * 10000 ** (-torch.arange(0, 8, 2) / 8)
     rotated = z * torch.polar(torch.ones_like(angles), angles)
-    torch.testing.assert_close(apply_rotary(x, cos, sin), torch.cat([rotated.real, rotated.imag], -1))
+    torch.testing.assert_close(
+        apply_rotary(x, cos, sin), torch.cat([rotated.real, rotated.imag], -1)
+    )
 
 
 def test_rotary_preserves_norms_and_encodes_relative_position():
@@ -75,7 +82,7 @@ def test_rotary_preserves_norms_and_encodes_relative_position():
 
     qr, _ = rope(q, q, offset=7)
     torch.testing.assert_close(qr.norm(), q.norm())
-    torch.testing.assert_close(score(10, 7), score(3, 0))          # only i - j matters
+    torch.testing.assert_close(score(10, 7), score(3, 0))  # only i - j matters
     torch.testing.assert_close(score(40, 30), score(12, 2))
     assert not torch.allclose(score(10, 7), score(10, 8))
 

@@ -13,7 +13,6 @@ import torch.nn.functional as F
 import tfcourse as tc
 from tfcourse import production, timing
 
-
 # ----------------------------------------------------------------------------- safe softmax
 
 def fully_masked_first_row(T=4):

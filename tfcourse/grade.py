@@ -36,6 +36,7 @@ from pathlib import Path
 
 from . import nbio
 from .nbrun import CellRun, kernel_env, run_notebook
+from .notebooks import STUB_SIGNATURE
 from .restamp import restamp
 from .sanitize import sanitize
 
@@ -173,7 +174,7 @@ def judge(solution, executed, run_by_id: dict[str, CellRun]) -> list[ExerciseRes
             result.reason = run.status if run else "not-run"
             result.expected = describe_outputs(expected)
             result.got = _plain(run.error_text) if run else "the check cell did not run"
-            if run and run.ename == "NotImplementedError":
+            if STUB_SIGNATURE in result.got:
                 result.got += "\n(the exercise is not implemented yet)"
             continue
         got = comparable(learner_cells[cell.id].outputs)
@@ -263,9 +264,14 @@ def grade_notebook(path: str | Path, *, solutions_dir: str | Path | None = None,
         solution = nbio.read_notebook(solution_path)
     except ValueError as error:
         return NotebookGrade(notebook=nbio.shown(path), error=str(error))
-    result, _ = grade(learner, solution, cwd=path.parent, timeout=timeout, env=env,
-                      label=nbio.shown(path),
-                      restamped_path=Path(restamped_dir) / path.name if restamped_dir else None)
+    try:
+        result, _ = grade(learner, solution, cwd=path.parent, timeout=timeout, env=env,
+                          label=nbio.shown(path),
+                          restamped_path=Path(restamped_dir) / path.name if restamped_dir
+                          else None)
+    except Exception as error:  # noqa: BLE001 - e.g. no kernel; report it, grade the rest
+        return NotebookGrade(notebook=nbio.shown(path), solution=nbio.shown(solution_path),
+                             error=f"could not run the notebook: {type(error).__name__}: {error}")
     result.solution = nbio.shown(solution_path)
     return result
 
@@ -340,6 +346,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
                         help="per-cell time limit; a cell running longer is interrupted and "
                              "reported (default: 120)")
+    # One thread by default: verdicts do not depend on it (the determinism test checks),
+    # and torch's OpenMP threads spin and multiply CPU time on a busy machine.
+    parser.add_argument("--threads", type=int, default=1,
+                        help="OMP/MKL threads in the kernel (default: 1; 0: torch's choice)")
     parser.add_argument("--json", action="store_true",
                         help="print a machine-readable report (a JSON list) instead of text")
     parser.add_argument("--csv", metavar="OUT",
@@ -361,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
     grades = []
     for path in paths:
         grade = grade_notebook(path, solutions_dir=args.solutions, timeout=args.timeout,
-                               restamped_dir=args.restamped)
+                               restamped_dir=args.restamped, env=kernel_env(args.threads or None))
         grades.append(grade)
         if not args.json:
             print(format_report(grade), flush=True)

@@ -17,14 +17,14 @@ FOLDER = "notebooks"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", default=None,
-                        help=f"folder to open (default: the course's {FOLDER}/ next to the package, "
-                             f"else ./{FOLDER}/)")
+                        help=f"folder to open (default: the course's {FOLDER}/ next to the "
+                             f"package, else ./{FOLDER}/)")
     parser.add_argument("jupyter_args", nargs="*", metavar="-- JUPYTER_ARGS",
-                        help="arguments passed to `jupyter lab` (put them after --)")
+                        help="passed to `jupyter lab` (put them after --)")
 
 
 def find_notebooks(explicit: str | None = None) -> Path | None:
-    """The folder to open: ``explicit``, else the repository's ``notebooks/``, else ``./notebooks/``."""
+    """The folder to open: ``explicit``, else the checkout's ``notebooks/``, else ./notebooks/."""
     if explicit is not None:
         candidates = [Path(explicit)]
     else:

@@ -172,11 +172,13 @@ class GPT(nn.Module):
         The config becomes pre-LN, RMSNorm, SwiGLU, no biases, rotary positions
         (``pos_emb`` is None). LLaMA's separate ``q_proj``/``k_proj``/``v_proj`` are
         concatenated into our fused ``qkv_proj``; both use the rotate-half RoPE
-        convention. Grouped-query attention is not supported (see ``tfcourse.hf_llama``).
+        convention. The model comes back on ``hf_model``'s device, in its dtype.
+        Grouped-query attention is not supported (see ``tfcourse.hf_llama``).
         """
         from .hf_llama import llama_config_to_ours, llama_state_dict_to_ours
 
         config = llama_config_to_ours(hf_model.config, **overrides)
         model = cls(config)
         model.load_state_dict(llama_state_dict_to_ours(hf_model.state_dict(), config), strict=True)
-        return model.to(next(hf_model.parameters()).dtype)
+        reference = next(hf_model.parameters())
+        return model.to(device=reference.device, dtype=reference.dtype)

@@ -75,8 +75,8 @@ def read_notebook(path: str | Path, *, require_ids: bool = True) -> nbformat.Not
         raise ValueError(f"{path}: cannot read notebook: {error}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
         # A file's content, not an argument's type: ValueError like every other bad file.
-        raise ValueError(f"{path}: not a notebook (expected a JSON object with a 'cells' "  # noqa: TRY004
-                         f"list)")
+        message = f"{path}: not a notebook (expected a JSON object with a 'cells' list)"
+        raise ValueError(message)  # noqa: TRY004
     if require_ids:
         version = (raw.get("nbformat"), raw.get("nbformat_minor"))
         if version[0] != 4 or not isinstance(version[1], int) or version[1] < 5:
@@ -90,7 +90,10 @@ def read_notebook(path: str | Path, *, require_ids: bool = True) -> nbformat.Not
     with warnings.catch_warnings():
         # Learner notebooks without ids get some here; we told the caller already.
         warnings.simplefilter("ignore")
-        return nbformat.reads(json.dumps(raw), as_version=4)
+        try:
+            return nbformat.reads(json.dumps(raw), as_version=4)
+        except Exception as error:  # noqa: BLE001 - nbformat raises many kinds for bad files
+            raise ValueError(f"{path}: not a valid notebook: {error}") from None
 
 
 def dumps(nb) -> str:

@@ -34,9 +34,13 @@ _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STUB = re.compile(r"^(?P<indent>[ \t]*)raise NotImplementedError\(\s*[\"']Exercise ")
 
 
+# In every stub's message; the grader recognises an unsolved exercise by it.
+STUB_SIGNATURE = "replace this line with your implementation"
+
+
 def stub_message(name: str) -> str:
     """The text of the ``NotImplementedError`` a stub raises (names the exercise)."""
-    return f"Exercise '{name}': replace this line with your implementation"
+    return f"Exercise '{name}': {STUB_SIGNATURE}"
 
 
 @dataclass(frozen=True)
@@ -343,7 +347,8 @@ def run(args: argparse.Namespace) -> int:
     for path in report.written:
         print(f"wrote {nbio.shown(path)}")
     for path in report.out_of_sync:
-        print(f"out of sync: {nbio.shown(path)} differs from what its solution generates")
+        state = "differs from what its solution generates" if path.exists() else "is missing"
+        print(f"out of sync: {nbio.shown(path)} {state}")
     for path in report.orphans:
         if args.check:
             print(f"orphan: {nbio.shown(path)} has no solution in {nbio.shown(solutions_dir)}")

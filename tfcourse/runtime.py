@@ -59,6 +59,28 @@ def same(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
 
 
+def _version_key(version: str) -> tuple:
+    """``"0.10.1"`` -> ``(0, 10, 1)``; non-numeric parts sort as 0 (enough to tell old from new)."""
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("+")[0].split("."))
+
+
+def version_mismatch(written_for: str, installed: str) -> str | None:
+    """The warning to print when a notebook and the installed package disagree, else None."""
+    if not isinstance(written_for, str) or not written_for:
+        raise TypeError(f"written_for must be a version string like '0.1.0', got {written_for!r}")
+    if written_for == installed:
+        return None
+    if _version_key(written_for) > _version_key(installed):
+        fix = ("the package is older than the notebook: update it with `make setup` (or "
+               "`pip install -e .`) in the course folder, then restart the kernel")
+    else:
+        fix = ("the notebook is older than the package: get the current notebooks (`git pull` in "
+               "the course folder; keep your own work in a copy), or install the matching package")
+    return (f"WARNING: this notebook was written for tfcourse {written_for}, but tfcourse "
+            f"{installed} is installed; exercises and checks may not match. Fix: {fix}. "
+            f"`tfcourse doctor` checks the whole setup.")
+
+
 def setup_notebook(written_for: str, seed: int = 0) -> torch.device:
     """First cell of every course notebook: seed, pick the device, tame warnings.
 
@@ -74,10 +96,9 @@ def setup_notebook(written_for: str, seed: int = 0) -> torch.device:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="torch")
-    if written_for != __version__:
-        print(f"WARNING: this notebook was written for tfcourse {written_for}, but tfcourse "
-              f"{__version__} is installed. Run `make lab` (or `pip install -e .`) from the course "
-              f"folder so that package and notebooks match.", file=sys.stderr)
+    message = version_mismatch(written_for, __version__)
+    if message:
+        print(message, file=sys.stderr)
     seed_everything(seed)
     try:
         import matplotlib

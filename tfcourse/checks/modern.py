@@ -10,7 +10,6 @@ import torch
 from ..positional import apply_rotary, rotary_cos_sin, rotate_half
 from ._harness import Checker
 
-
 # ----------------------------------------------------------------------------- RoPE tables
 
 def _tables(T: int, hd: int, base: float, *, positions=None, exponent=None, layout="half",

@@ -1,0 +1,146 @@
+"""The course notebooks, end to end: for every solutions/NN_topic.ipynb (and the fixture).
+
+- fast: notebooks/ is in sync with solutions/ (``tfcourse build-notebooks --check``), and
+  each learner exercise turns back into its solution when the stub is filled in;
+- nbval: the solution passes ``pytest --nbval-lax`` with tests/nbval_sanitize.cfg;
+- invert: the shipped learner notebook fails at every exercise's check (like
+  ``nbgrader validate --invert``);
+- solved: the learner notebook with every solution filled back in, check outputs
+  overwritten as a learner's run would, passes ``tfcourse grade``; the run uses 1 thread
+  and every compared cell must print what the solution stored (from its own run);
+- determinism: one notebook run with 1 and with 2 threads prints the same in every
+  compared cell as its stored outputs (three runs in all).
+
+Each notebook executes three times (nbval, invert, solved), plus two for determinism.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfcourse import nbio
+from tfcourse.grade import comparable, grade
+from tfcourse.nbrun import kernel_env, run_notebook
+from tfcourse.notebooks import build, fill_in, make_learner, solve
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+SANITIZE = TESTS / "nbval_sanitize.cfg"
+FIXTURE = TESTS / "fixtures" / "solutions" / "99_fixture.ipynb"
+COURSE = sorted((ROOT / "solutions").glob("*.ipynb"))
+CASES = [pytest.param(path, id=path.stem) for path in COURSE] + [
+    pytest.param(FIXTURE, id="fixture")]
+# Run once more with 1 and 2 threads; the first course notebook with exercises that exists.
+DETERMINISM = next((p for p in COURSE if p.stem == "01_attention"), FIXTURE)
+CELL_TIMEOUT = 600
+slow_notebook = [pytest.mark.slow, pytest.mark.notebooks]
+
+
+def learner_of(solution_path: Path):
+    """(learner notebook, folder it runs in): the shipped one for course notebooks."""
+    if solution_path == FIXTURE:
+        return make_learner(nbio.read_notebook(FIXTURE), FIXTURE.stem), FIXTURE.parent
+    shipped = ROOT / "notebooks" / solution_path.name
+    if not shipped.exists():
+        pytest.fail(f"notebooks/{solution_path.name} is missing; run `tfcourse build-notebooks`")
+    return nbio.read_notebook(shipped, require_ids=False), shipped.parent
+
+
+def compared_cells(nb) -> dict[str, dict]:
+    """Outputs of the cells nbval compares (tag nbval-check-output, executed)."""
+    return {cell.id: comparable(cell.outputs) for cell in nb.cells
+            if cell.cell_type == "code" and nbio.CHECK_OUTPUT_TAG in nbio.tags(cell)
+            and cell.execution_count is not None}
+
+
+def test_notebooks_are_in_sync_with_solutions():
+    if not COURSE:
+        pytest.skip("no solution notebooks yet")
+    report = build(ROOT / "solutions", ROOT / "notebooks", check=True)
+    assert report.ok, ("notebooks/ is out of sync with solutions/; run `tfcourse "
+                       f"build-notebooks`.\nproblems: {report.problems}\nout of sync: "
+                       f"{report.out_of_sync}\norphans: {report.orphans}")
+
+
+@pytest.mark.parametrize("solution_path", CASES)
+def test_filling_in_the_stubs_gives_back_the_solution(solution_path):
+    solution = nbio.read_notebook(solution_path)
+    learner, _ = learner_of(solution_path)
+    reference = {cell.id: cell for cell in solution.cells}
+    exercises = [cell for cell in learner.cells if nbio.is_exercise(cell)]
+    assert exercises or not any(nbio.is_exercise(c) for c in solution.cells)
+    for cell in exercises:
+        assert fill_in(cell.source, reference[cell.id].source, keep_markers=True) == \
+            reference[cell.id].source, cell.id
+
+
+@pytest.mark.parametrize("solution_path", CASES)
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_solution_passes_nbval(solution_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
+         "--nbval-sanitize-with", str(SANITIZE), "--nbval-cell-timeout", str(CELL_TIMEOUT),
+         "-p", "no:cacheprovider", "-q", "-o", "addopts=", str(solution_path)],
+        capture_output=True, text=True, cwd=ROOT, env=kernel_env(), timeout=3600, check=False)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("solution_path", CASES)
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_learner_notebook_fails_at_every_exercise(solution_path):
+    solution = nbio.read_notebook(solution_path)
+    learner, cwd = learner_of(solution_path)
+    result, _ = grade(learner, solution, cwd=cwd, timeout=CELL_TIMEOUT, env=kernel_env(threads=1))
+    if not result.exercises:
+        pytest.skip(f"{solution_path.name} has no exercises")
+    assert result.restamped == [], "the shipped learner notebook's checks differ from the solution"
+    passing = [e.name for e in result.exercises
+               if e.passed or e.reason not in ("error", "mismatch")]
+    assert not passing, f"exercises whose check does not fail on the stub: {passing}\n" + \
+        "\n".join(f"{e.name}: {e.reason}: {e.got}" for e in result.exercises)
+
+
+@pytest.mark.parametrize("solution_path", CASES)
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_solved_learner_notebook_passes_grading(solution_path):
+    solution = nbio.read_notebook(solution_path)
+    learner, cwd = learner_of(solution_path)
+    solved = solve(learner, solution)
+    for cell in solved.cells:  # a learner's own run overwrote the stored verdicts
+        if nbio.is_check(cell):
+            cell.outputs = [{"output_type": "stream", "name": "stdout", "text": "stale\n"}]
+    result, executed = grade(solved, solution, cwd=cwd, timeout=CELL_TIMEOUT,
+                             env=kernel_env(threads=1))
+    failures = [f"{e.name}: expected {e.expected!r}, got {e.got!r}"
+                for e in result.exercises if not e.passed]
+    assert not failures and not result.notes, "\n".join(failures + result.notes)
+    stored = compared_cells(solution)
+    fresh = {key: value for key, value in compared_cells(executed).items() if key in stored}
+    assert fresh == {key: stored[key] for key in fresh}, (
+        "compared cells print differently with 1 thread than in the stored solution")
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_compared_outputs_are_identical_across_runs_and_thread_counts():
+    solution = nbio.read_notebook(DETERMINISM)
+    stored = compared_cells(solution)
+    assert stored, f"{DETERMINISM.name} has no compared cells"
+    for threads in (1, 2):
+        nb = copy.deepcopy(solution)
+        run = run_notebook(nb, cwd=DETERMINISM.parent, timeout=CELL_TIMEOUT,
+                           env=kernel_env(threads=threads))
+        assert not [r for r in run.failures()
+                    if "raises-exception" not in nbio.tags(nb.cells[r.index])], run.failures()
+        fresh = compared_cells(nb)
+        differing = sorted(key for key in stored if fresh.get(key) != stored[key])
+        assert not differing, (f"{DETERMINISM.name} with {threads} thread(s): compared cells "
+                               f"{differing} differ from the stored run")
