@@ -174,8 +174,11 @@ def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> 
     Returns timings (seconds) and the picture's ``src`` before and after.
     """
     started = time.monotonic()
-    page.goto(f"{lab.url}/lab/tree/{notebook}?token={lab.token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=SERVER_START_S * 1000)
+    # A workspace of its own, reset: JupyterLab would otherwise reopen (and start kernels
+    # for) the notebooks of the previous test.
+    workspace = notebook.removesuffix(".ipynb").replace("_", "-")
+    page.goto(f"{lab.url}/lab/workspaces/{workspace}/tree/{notebook}?reset&token={lab.token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached", timeout=SERVER_START_S * 1000)
     # "Run All" is dropped while the kernel is still starting: wait until the status
     # bar names the kernel and says Idle, then check the cells were queued (retry if not).
     page.wait_for_function(
@@ -200,11 +203,19 @@ def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> 
 
     explorer = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".widget-output img")).first
     picture = explorer.locator(".widget-output img")
-    picture.first.wait_for(state="visible", timeout=KERNEL_WORK_S * 1000)
+    # "attached", then scrolled to: JupyterLab skips rendering cells outside the
+    # viewport (content-visibility), and Run All scrolls to the last cell.
+    picture.first.wait_for(state="attached", timeout=KERNEL_WORK_S * 1000)
+    # Let every cell finish first: a change made while later cells still run waits for them.
+    page.wait_for_function(
+        "() => ![...document.querySelectorAll('.jp-Notebook .jp-InputArea-prompt')]"
+        ".some(p => p.innerText.includes('[*]'))", timeout=KERNEL_WORK_S * 1000)
+    explorer.scroll_into_view_if_needed()
+    picture.first.wait_for(state="visible", timeout=30_000)
     rendered = time.monotonic()
     assert picture.count() == 1, f"expected one picture in the explorer, found {picture.count()}"
     before = picture.first.get_attribute("src")
-    page.screenshot(path=str(ARTIFACTS / f"{shot}-before.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / f"{shot}-before.png"))
 
     dropdown = explorer.locator("select").last
     options = dropdown.locator("option").all_text_contents()
@@ -219,11 +230,11 @@ def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> 
     after = picture.first.get_attribute("src")
     assert picture.count() == 1, f"pictures stacked up: {picture.count()} in the explorer after a change"
     explorer.scroll_into_view_if_needed()
-    page.screenshot(path=str(ARTIFACTS / f"{shot}-after.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / f"{shot}-after.png"))
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     tracebacks = [t for t in errors.all_inner_texts() if "Traceback" in t or "Error" in t]
     return {"before": before, "after": after, "changed_to": target, "tracebacks": tracebacks,
-            "open_to_widget_s": round(rendered - started, 1), "change_to_redraw_s": round(changed - rendered, 1)}
+            "open_to_all_cells_run_s": round(rendered - started, 1), "change_to_redraw_s": round(changed - rendered, 1)}
 
 
 def _record(name: str, result: dict, started: float):

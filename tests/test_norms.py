@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import tfcourse as tc
 from tfcourse import LayerNorm, RMSNorm
 from tfcourse.norms import make_norm
 
@@ -88,3 +89,29 @@ def test_make_norm_defaults():
     )
     assert isinstance(make_norm("rmsnorm", 8), RMSNorm) and make_norm("rmsnorm", 8).eps == 1e-6
     assert make_norm("rmsnorm", 8, eps=0.1).eps == 0.1
+
+
+@pytest.mark.parametrize("make", [
+    lambda fused: tc.LayerNorm(16, eps=0.1, fused=fused),
+    lambda fused: tc.LayerNorm(16, bias=False, fused=fused),
+    lambda fused: tc.RMSNorm(16, eps=0.1, fused=fused),
+])
+def test_fused_norms_compute_the_same_function(make):
+    torch.manual_seed(0)
+    primitive, fused = make(False), make(True)
+    with torch.no_grad():
+        for p in primitive.parameters():
+            p.normal_()
+    fused.load_state_dict(primitive.state_dict())
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    x_fused = x.detach().clone().requires_grad_(True)
+    torch.testing.assert_close(fused(x_fused), primitive(x))
+    primitive(x).pow(2).sum().backward()
+    fused(x_fused).pow(2).sum().backward()
+    torch.testing.assert_close(x_fused.grad, x.grad)
+
+
+def test_fused_norms_flag_reaches_every_norm_of_a_gpt():
+    model = tc.GPT(tc.GPTConfig.preset("tiny", fused_norms=True))
+    norms = [m for m in model.modules() if isinstance(m, (tc.LayerNorm, tc.RMSNorm))]
+    assert norms and all(m.fused for m in norms)

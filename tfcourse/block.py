@@ -35,7 +35,8 @@ class TransformerBlock(nn.Module):
         d_model, n_heads, max_seq_len, dropout, bias, attn_impl, causal, rope_base:
             as in ``MultiHeadAttention`` (``bias`` also applies to the MLP; norms keep theirs).
         pre_ln: True for pre-LN, False for post-LN.
-        norm: ``"layernorm"`` or ``"rmsnorm"``; ``norm_eps`` its epsilon (default per kind).
+        norm: ``"layernorm"`` or ``"rmsnorm"``; ``norm_eps`` its epsilon (default per kind);
+            ``fused_norms`` computes them with PyTorch's fused kernels (same result).
         mlp: ``"gelu"`` (the D -> 4D -> D ``FeedForward`` with ``activation``) or ``"swiglu"``.
         d_hidden: MLP hidden width (default 4D for ``"gelu"``, LLaMA's rule for ``"swiglu"``).
 
@@ -47,7 +48,7 @@ class TransformerBlock(nn.Module):
                  dropout: float = 0.0, bias: bool = True, activation: str = "gelu",
                  norm: str = "layernorm", mlp: str = "gelu", d_hidden: int | None = None,
                  norm_eps: float | None = None, attn_impl: str = "explicit", causal: bool = True,
-                 rope_base: float | None = None):
+                 rope_base: float | None = None, fused_norms: bool = False):
         super().__init__()
         _validate.choice("norm", norm, NORMS)
         _validate.choice("mlp", mlp, MLPS)
@@ -57,8 +58,8 @@ class TransformerBlock(nn.Module):
         self.attn = MultiHeadAttention(d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout,
                                        bias=bias, causal=causal, attn_impl=attn_impl,
                                        rope_base=rope_base)
-        self.norm1 = make_norm(norm, d_model, norm_eps)
-        self.norm2 = make_norm(norm, d_model, norm_eps)
+        self.norm1 = make_norm(norm, d_model, norm_eps, fused=fused_norms)
+        self.norm2 = make_norm(norm, d_model, norm_eps, fused=fused_norms)
         if mlp == "swiglu":
             self.mlp = SwiGLU(d_model, d_hidden, bias=bias, dropout=dropout)
         else:
@@ -99,7 +100,8 @@ class TransformerStack(nn.Module):
         _validate.positive_int("n_layers", n_layers)
         self.blocks = nn.ModuleList(TransformerBlock(**block_kwargs) for _ in range(n_layers))
         self.final_norm = (make_norm(block_kwargs.get("norm", "layernorm"), block_kwargs["d_model"],
-                                     block_kwargs.get("norm_eps")) if final_norm else None)
+                                     block_kwargs.get("norm_eps"),
+                                     fused=block_kwargs.get("fused_norms", False)) if final_norm else None)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
         for block in self.blocks:

@@ -39,6 +39,7 @@ class GPTConfig:
     rope_base: float = 10000.0
     tie_weights: bool = True             # LM head shares the token-embedding matrix
     attn_impl: str = "explicit"
+    fused_norms: bool = False            # norms via F.layer_norm / F.rms_norm (same result, faster)
 
     def __post_init__(self):
         for name in ("vocab_size", "max_seq_len", "n_layers", "n_heads", "d_model"):
@@ -68,7 +69,7 @@ class GPTConfig:
                     pre_ln=self.pre_ln, dropout=self.dropout, bias=self.bias,
                     activation=self.activation, norm=self.norm, mlp=self.mlp,
                     d_hidden=self.d_hidden, norm_eps=self.norm_eps, attn_impl=self.attn_impl,
-                    rope_base=self.rope_base if self.positional == "rope" else None)
+                    fused_norms=self.fused_norms, rope_base=self.rope_base if self.positional == "rope" else None)
 
     def replace(self, **changes) -> "GPTConfig":
         return replace(self, **changes)

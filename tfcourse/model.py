@@ -41,7 +41,7 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(TransformerBlock(**config.block_kwargs())
                                     for _ in range(config.n_layers))
-        self.final_norm = make_norm(config.norm, D, config.norm_eps)
+        self.final_norm = make_norm(config.norm, D, config.norm_eps, fused=config.fused_norms)
         self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
         if config.tie_weights:
             self.lm_head.weight = self.tok_emb.weight       # shared Parameter, not a copy

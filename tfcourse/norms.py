@@ -7,6 +7,7 @@ never mix information between tokens or between sequences in a batch.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from . import _validate
@@ -23,13 +24,16 @@ class LayerNorm(nn.Module):
         d_model: size D of the normalized (last) dimension.
         eps: added to the variance before the square root.
         bias: learn a shift (``bias``) as well as a scale (``weight``).
+        fused: compute with ``F.layer_norm`` (one kernel) instead of the primitives
+            below; the same function, faster. The production path uses it.
 
     Shapes: ``(..., D) -> (..., D)``.
     Parameters: ``weight (D,)`` initialized to 1, ``bias (D,)`` initialized to 0.
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
+    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True, *, fused: bool = False):
         super().__init__()
+        self.fused = bool(fused)
         self.d_model = _validate.positive_int("d_model", d_model)
         self.eps = _validate.positive_float("eps", eps)
         self.weight = nn.Parameter(torch.ones(d_model))
@@ -37,6 +41,8 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _validate.last_dim(x, self.d_model)
+        if self.fused:
+            return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
         mean = x.mean(dim=-1, keepdim=True)                       # (..., 1)
         var = (x - mean).pow(2).mean(dim=-1, keepdim=True)        # biased, (..., 1)
         x_hat = (x - mean) * torch.rsqrt(var + self.eps)          # (..., D)
@@ -56,19 +62,23 @@ class RMSNorm(nn.Module):
     Args:
         d_model: size D of the normalized (last) dimension.
         eps: added to the mean square before the square root (LLaMA uses 1e-6).
+        fused: compute with ``F.rms_norm`` instead of the primitives below.
 
     Shapes: ``(..., D) -> (..., D)``.
     Parameters: ``weight (D,)`` initialized to 1.
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-6):
+    def __init__(self, d_model: int, eps: float = 1e-6, *, fused: bool = False):
         super().__init__()
+        self.fused = bool(fused)
         self.d_model = _validate.positive_int("d_model", d_model)
         self.eps = _validate.positive_float("eps", eps)
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _validate.last_dim(x, self.d_model)
+        if self.fused:
+            return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
         mean_square = x.pow(2).mean(dim=-1, keepdim=True)         # (..., 1)
         return x * torch.rsqrt(mean_square + self.eps) * self.weight
 
@@ -79,9 +89,10 @@ class RMSNorm(nn.Module):
 NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 
 
-def make_norm(kind: str, d_model: int, eps: float | None = None, bias: bool = True) -> nn.Module:
+def make_norm(kind: str, d_model: int, eps: float | None = None, bias: bool = True,
+              fused: bool = False) -> nn.Module:
     """Build ``LayerNorm`` or ``RMSNorm`` by name (``"layernorm"`` / ``"rmsnorm"``)."""
     _validate.choice("norm", kind, NORMS)
     if kind == "layernorm":
-        return LayerNorm(d_model, eps=1e-5 if eps is None else eps, bias=bias)
-    return RMSNorm(d_model, eps=1e-6 if eps is None else eps)
+        return LayerNorm(d_model, eps=1e-5 if eps is None else eps, bias=bias, fused=fused)
+    return RMSNorm(d_model, eps=1e-6 if eps is None else eps, fused=fused)
