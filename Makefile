@@ -6,8 +6,8 @@
 # satisfied and pip does not pull another build. On Linux without a GPU, use a
 # CPU wheel to avoid a multi-GB CUDA download:
 #   make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu
-# To use a torch you already have, point PYTHON at an interpreter that has it:
-#   make test VENV=.venv PYTHON=python3.12
+# A different Python for the virtual environment:
+#   make test PYTHON=python3.12
 
 PYTHON ?= python3
 VENV ?= .venv

@@ -90,7 +90,7 @@ class Lab:
             path = home / "settings" / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(settings))
-        self.log = open(home / "jupyterlab.log", "w")
+        self.log = open(home / "jupyterlab.log", "w")   # noqa: SIM115 - lives as long as the server
         self.process = subprocess.Popen(
             [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
              f"--port={self.port}", "--ServerApp.port_retries=0",
@@ -115,6 +115,17 @@ class Lab:
                 time.sleep(0.5)
         raise RuntimeError(f"JupyterLab did not answer within {SERVER_START_S} s:\n{log.read_text()[-3000:]}")
 
+    def shut_down_kernels(self):
+        """End every notebook session (and its kernel), so the next notebook has the CPU."""
+        headers = {"Authorization": f"token {self.token}"}
+        with urllib.request.urlopen(urllib.request.Request(f"{self.url}/api/sessions", headers=headers),
+                                    timeout=10) as response:
+            sessions = json.load(response)
+        for session in sessions:
+            urllib.request.urlopen(urllib.request.Request(
+                f"{self.url}/api/sessions/{session['id']}", method="DELETE", headers=headers),
+                timeout=30).close()
+
     def stop(self):
         """Ask the server to shut down (kernels included), then end its process group."""
         try:
@@ -122,7 +133,7 @@ class Lab:
                                              headers={"Authorization": f"token {self.token}"})
             urllib.request.urlopen(request, timeout=5).close()
             self.process.wait(timeout=15)
-        except Exception:  # the group is ended below whatever went wrong here
+        except (OSError, subprocess.TimeoutExpired):   # ended below whatever went wrong here
             pass
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
@@ -252,6 +263,7 @@ def test_attention_explorer_in_jupyterlab(lab, browser_context):
         result = _run_all_and_change_a_dropdown(page, lab, "explorer.ipynb", "browser-attention-explorer")
     finally:
         page.close()
+        lab.shut_down_kernels()
     assert result["before"].startswith("data:image/png;base64,")
     assert result["after"] != result["before"], "the picture did not change after the dropdown moved"
     assert not result["tracebacks"], result["tracebacks"]
@@ -270,6 +282,7 @@ def test_course_notebook_explorer_in_jupyterlab(lab, browser_context, notebook):
         result = _run_all_and_change_a_dropdown(page, lab, notebook, name)
     finally:
         page.close()
+        lab.shut_down_kernels()
     assert result["after"] != result["before"], "the picture did not change after the dropdown moved"
     assert not result["tracebacks"], result["tracebacks"]
     _record(name, result, started)

@@ -154,3 +154,27 @@ def test_the_parameter_count_formula_matches_gpt(tiny_config):
                + tiny_config.n_layers * block + _count(tc.LayerNorm(D)))
     assert model.num_params() == formula
     assert _block_params(True) == _count(tc.TransformerBlock(768, 12, max_seq_len=1))
+
+
+@pytest.mark.parametrize("turn_on", ["legacy", "precision", "new"])
+def test_checks_run_without_tf32_and_restore_the_setting(turn_on, capsys):
+    from tfcourse.checks._harness import Checker
+
+    matmul = torch.backends.cuda.matmul
+    if turn_on == "new" and not hasattr(matmul, "fp32_precision"):
+        pytest.skip("torch < 2.9 has no per-backend TF32 API")
+    before = (torch.get_float32_matmul_precision(), getattr(matmul, "fp32_precision", None))
+    try:
+        {"legacy": lambda: setattr(matmul, "allow_tf32", True),
+         "precision": lambda: torch.set_float32_matmul_precision("high"),
+         "new": lambda: setattr(matmul, "fp32_precision", "tf32")}[turn_on]()
+        was = getattr(matmul, "fp32_precision", None)
+        with Checker("tf32"):
+            assert torch.get_float32_matmul_precision() == "highest"
+            if was is not None:
+                assert matmul.fp32_precision == "ieee"
+        assert getattr(matmul, "fp32_precision", None) == was
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        if before[1] is not None:
+            matmul.fp32_precision = before[1]

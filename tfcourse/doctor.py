@@ -84,7 +84,7 @@ def check_torch() -> list[Finding]:
         return [Finding("FAIL", "torch", "not installed", SETUP_FIX)]
     try:
         import torch
-    except Exception as error:          # a broken wheel raises all sorts of errors
+    except (ImportError, OSError, RuntimeError, AttributeError) as error:   # a broken wheel
         return [Finding("FAIL", "torch", f"{version} is installed but does not import: {error}",
                         "reinstall it: `make clean setup` (see README, how setup chooses torch)")]
     findings = [Finding("ok", "torch", f"{torch.__version__}")]
@@ -189,7 +189,8 @@ def _probe_interpreter(executable: str) -> dict:
     """``sys.prefix`` of ``executable`` and where it finds ``tfcourse`` (without importing it)."""
     code = ("import sys, json, importlib.util as u; s = u.find_spec('tfcourse'); "
             "print(json.dumps({'prefix': sys.prefix, 'tfcourse': s.origin if s else None}))")
-    result = subprocess.run([executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, check=False)
     if result.returncode:
         raise RuntimeError(result.stderr.strip().splitlines()[-1] if result.stderr.strip() else
                            f"exit status {result.returncode}")
@@ -204,11 +205,11 @@ def check_kernel() -> list[Finding]:
         spec = _kernel_spec()
     except ImportError:
         return [Finding("FAIL", "kernel", "jupyter_client is not installed", SETUP_FIX)]
-    except Exception as error:          # NoSuchKernel and friends
+    except (KeyError, OSError, ValueError) as error:      # NoSuchKernel is a KeyError
         return [Finding("FAIL", "kernel", f"no `python3` kernelspec: {error}", fix)]
     command = list(spec.argv)
     # jupyter_client runs a bare `python` as the server's own interpreter.
-    bare = {"python", f"python{sys.version_info[0]}", "python%d.%d" % sys.version_info[:2]}
+    bare = {"python", f"python{sys.version_info[0]}", f"python{sys.version_info[0]}.{sys.version_info[1]}"}
     executable = sys.executable if command and command[0] in bare else (command[0] if command else "")
     where = f"kernelspec {spec.resource_dir}"
     try:

@@ -279,9 +279,9 @@ def attention_explorer(text: str = DEFAULT_TEXT, *, layer: int = 0, head: int | 
         "text": W.Text(value=text, description="text", continuous_update=False,
                        layout=W.Layout(width="22em")),
         "layer": W.Dropdown(options=list(range(n_layers)), value=layer, description="layer",
-                            layout=W.Layout(width="10em")),
+                            layout=W.Layout(width="12em")),
         "head": W.Dropdown(options=[*range(n_heads), "all"], value=head, description="head",
-                           layout=W.Layout(width="10em")),
+                           layout=W.Layout(width="12em")),
     }
     return Explorer(functools.partial(_attention_render, train_steps=train_steps, seed=seed),
                     controls, title="Attention weights of a tiny character-level GPT")
@@ -377,7 +377,7 @@ def gradient_flow_explorer(depth: int = 12, *, model: str = "both", loss: str = 
         "model": W.Dropdown(options=list(MODELS), value=model, description="model",
                             layout=W.Layout(width="14em")),
         "loss": W.Dropdown(options=list(LOSSES), value=loss, description="loss",
-                           layout=W.Layout(width="10em")),
+                           layout=W.Layout(width="12em")),
         "init_scale": W.FloatLogSlider(value=init_scale, base=10, min=-1, max=1, step=0.1,
                                        description="init scale", continuous_update=False,
                                        readout_format=".2g"),

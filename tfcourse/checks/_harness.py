@@ -463,18 +463,24 @@ def _restore_rng(state) -> None:
 
 
 def _disable_tf32():
-    """Full float32 matmuls during a check (TF32 needs 1e-3 tolerances); return the old setting."""
+    """Full float32 matmuls during a check (TF32 needs 1e-3 tolerances); return what to restore.
+
+    ``set_float32_matmul_precision("highest")`` always works and sets the legacy and the
+    per-backend (torch >= 2.9) flags alike. The old setting is read from both APIs:
+    ``get_float32_matmul_precision()`` raises once TF32 was set through the new one.
+    """
+    new = getattr(torch.backends.cuda.matmul, "fp32_precision", None)   # torch >= 2.9
     try:
-        previous = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("highest")
-        return previous
-    except (RuntimeError, AttributeError):   # a mixed legacy/new TF32 setting: leave it alone
-        return None
+        legacy = torch.get_float32_matmul_precision()
+    except RuntimeError:          # TF32 set with the new API: the legacy getter refuses
+        legacy = None
+    torch.set_float32_matmul_precision("highest")
+    return legacy, new
 
 
 def _restore_tf32(previous) -> None:
-    if previous is not None:
-        try:
-            torch.set_float32_matmul_precision(previous)
-        except (RuntimeError, AttributeError):
-            pass
+    legacy, new = previous
+    if legacy is not None:
+        torch.set_float32_matmul_precision(legacy)
+    if new is not None:
+        torch.backends.cuda.matmul.fp32_precision = new
