@@ -87,7 +87,8 @@ def test_solution_passes_nbval(solution_path):
         [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
          "--nbval-sanitize-with", str(SANITIZE), "--nbval-cell-timeout", str(CELL_TIMEOUT),
          "-p", "no:cacheprovider", "-q", "-o", "addopts=", str(solution_path)],
-        capture_output=True, text=True, cwd=ROOT, env=kernel_env(), timeout=3600, check=False)
+        capture_output=True, text=True, cwd=ROOT, env=kernel_env(threads=1), timeout=3600,
+        check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
 
 

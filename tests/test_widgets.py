@@ -170,3 +170,21 @@ def test_plots_never_register_with_pyplot():
     open_before = plt.get_fignums()
     widgets.attention_explorer(train_steps=0).controls["head"].value = 3
     assert plt.get_fignums() == open_before
+
+
+def test_exported_html_shows_the_picture_without_widget_state():
+    nbformat = pytest.importorskip("nbformat")
+    nbconvert = pytest.importorskip("nbconvert")
+    explorer = widgets.gradient_flow_explorer(depth=2)
+    bundle = explorer._repr_mimebundle_()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("tc.widgets.gradient_flow_explorer(depth=2)", outputs=[
+        nbformat.v4.new_output("display_data", data=bundle)])]
+    html, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    assert f"data:image/png;base64,{bundle['image/png']}" in html
+    assert WIDGET_VIEW not in html          # no saved widget state: nbconvert falls back to the PNG
+
+
+def test_attention_weights_validates_idx():
+    with pytest.raises(ValueError, match=r"1-D tensor of token ids \(T,\), got \(1, 3\)"):
+        widgets.attention_weights(widgets.char_model(0), torch.zeros(1, 3, dtype=torch.long))

@@ -170,8 +170,10 @@ def char_model(train_steps: int = TRAIN_STEPS, seed: int = 0) -> GPT:
     """The explorer's tiny GPT (2 layers, 4 heads, width 64), trained on ``CORPUS``.
 
     Deterministic for a given ``(train_steps, seed)`` and cached, so only the
-    first explorer of a kernel pays for training. ``train_steps=0`` gives the untrained model, whose
-    attention is nearly uniform over the allowed keys.
+    first explorer of a kernel pays for training. The cached model is shared with
+    the explorers: read it, do not train or modify it (copy it first).
+    ``train_steps=0`` gives the untrained model, whose attention is nearly
+    uniform over the allowed keys.
     """
     if isinstance(train_steps, bool) or not isinstance(train_steps, int) or train_steps < 0:
         raise ValueError(f"train_steps must be an int >= 0, got {train_steps!r}")
@@ -196,7 +198,11 @@ def char_model(train_steps: int = TRAIN_STEPS, seed: int = 0) -> GPT:
 
 @torch.no_grad()
 def attention_weights(model: GPT, idx: torch.Tensor) -> torch.Tensor:
-    """Attention weights of every layer for token ids ``idx (T,)``: ``(n_layers, H, T, T)``."""
+    """Attention weights of every layer for token ids ``idx (T,)``: ``(n_layers, H, T, T)`` on the CPU."""
+    if not isinstance(idx, torch.Tensor) or idx.dim() != 1:
+        raise ValueError(f"idx must be a 1-D tensor of token ids (T,), got "
+                         f"{tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__}")
+    idx = idx.to(next(model.parameters()).device)
     captured = []
     # Re-run each layer's attention on its own input to get the weights
     # (``forward`` directly, so the hook does not fire again); the model's own
@@ -362,8 +368,8 @@ def gradient_flow_explorer(depth: int = 12, *, model: str = "both", loss: str = 
         depth: number of blocks (1..48; the slider goes to 24).
         model: ``"both"``, ``"pre-LN"`` or ``"post-LN"``.
         loss: ``"lm"`` (next-token cross-entropy) or ``"sum"`` (sum of the final
-            norm's output: constant when that output is normalized, so its
-            gradients are ~0 for pre-LN).
+            norm's output: a constant for both variants, since that output is
+            normalized, so every gradient is round-off).
         init_scale: factor applied to every initial weight matrix (log slider, 0.1..10).
         seed: seed of the weights and the batch.
 
