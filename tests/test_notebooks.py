@@ -145,3 +145,62 @@ def test_compared_outputs_are_identical_across_runs_and_thread_counts():
         differing = sorted(key for key in stored if fresh.get(key) != stored[key])
         assert not differing, (f"{DETERMINISM.name} with {threads} thread(s): compared cells "
                                f"{differing} differ from the stored run")
+
+
+# --- tfcourse execute -------------------------------------------------------------------
+
+def test_clean_outputs_sanitizes_text_and_drops_widget_views():
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from tfcourse.execute import clean_outputs
+
+    cell = new_code_cell("x", id="x")
+    cell.outputs = [
+        new_output("stream", name="stderr", text="/home/bob/lib/x.py:3: UserWarning: hm\n"),
+        new_output("display_data", data={nbio.WIDGET_MIME: {"model_id": "abc"},
+                                         "text/plain": "IntSlider(value=3)"}),
+        new_output("display_data", data={nbio.WIDGET_MIME: {"model_id": "def"}}),
+        new_output("execute_result", data={"text/plain": "<Foo at 0x7f00deadbeef>"},
+                   execution_count=1),
+    ]
+    nb = new_notebook(cells=[cell])
+    clean_outputs(nb)
+    assert [dict(o.get("data", {})) or o.text for o in nb.cells[0].outputs] == [
+        "<path>/x.py:3: UserWarning: hm\n", {"text/plain": "IntSlider(value=3)"},
+        {"text/plain": "<Foo at 0x<address>>"}]
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_execute_refreshes_outputs_in_place_and_keeps_a_failing_notebook(tmp_path):
+    from nbformat.v4 import new_code_cell
+
+    from tfcourse.execute import execute_notebook
+
+    solution = nbio.read_notebook(FIXTURE)
+    where = new_code_cell("import os\nprint(os.getcwd())", id="where")
+    where.metadata["tags"] = [nbio.IGNORE_OUTPUT_TAG]
+    solution.cells.append(where)
+    solution.metadata["widgets"] = {"state": {}}
+    for cell in solution.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+    path = tmp_path / "99_fixture.ipynb"
+    nbio.write_notebook(solution, path)
+    problems, seconds, slowest = execute_notebook(path, threads=1)
+    assert problems == [] and seconds > 0 and len(slowest) == 3
+    executed = nbio.read_notebook(path)
+    assert compared_cells(executed) == compared_cells(nbio.read_notebook(FIXTURE))
+    assert "widgets" not in executed.metadata
+    printed = executed.cells[-1].outputs[0].text
+    assert printed == f"<path>/{tmp_path.name}\n"  # the run's folder, without the machine path
+    assert [c.id for c in executed.cells] == [c.id for c in solution.cells]
+
+    before = path.read_bytes()
+    broken = nbio.read_notebook(path)
+    broken.cells.insert(2, new_code_cell("1 / 0", id="oops"))
+    nbio.write_notebook(broken, path)
+    written = path.read_bytes()
+    problems, _, _ = execute_notebook(path, threads=1)
+    assert problems == ["cell 'oops' (#2): error: ZeroDivisionError: division by zero"]
+    assert path.read_bytes() == written != before  # not overwritten

@@ -58,8 +58,8 @@ def test_save_every_and_extending_a_finished_run(tmp_path, capsys):
                          capsys)
     assert code == 0
     assert load_checkpoint(tmp_path / "checkpoint.pt")["step"] == 5
-    code, out, _ = run_cli(["train", "--out", str(tmp_path), "--resume", "--steps", "10",
-                            "--no-progress", "--sample", "0", "--device", "cpu"], capsys)
+    code, _, _ = run_cli(["train", "--out", str(tmp_path), "--resume", "--steps", "10",
+                          "--no-progress", "--sample", "0", "--device", "cpu"], capsys)
     assert code == 0
     state = load_checkpoint(tmp_path / "checkpoint.pt")
     assert state["step"] == 10 and state["config"]["train"]["steps"] == 10

@@ -8,8 +8,18 @@ import torch
 import tfcourse as tc
 from tfcourse.checks import check_lr_schedule
 from tfcourse.data import IGNORE_INDEX, MarkovChain
-from tfcourse.training import (History, Trainer, TrainConfig, configure_optimizer, evaluate,
-                               load_checkpoint, lm_loss, lr_at, save_checkpoint, train)
+from tfcourse.training import (
+    History,
+    TrainConfig,
+    Trainer,
+    configure_optimizer,
+    evaluate,
+    lm_loss,
+    load_checkpoint,
+    lr_at,
+    save_checkpoint,
+    train,
+)
 
 CPU = torch.device("cpu")
 

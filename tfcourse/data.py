@@ -281,7 +281,7 @@ class CharTokenizer:
         self.stoi = {c: i for i, c in enumerate(chars)}
 
     @classmethod
-    def from_text(cls, text: str) -> "CharTokenizer":
+    def from_text(cls, text: str) -> CharTokenizer:
         if not isinstance(text, str) or not text:
             raise ValueError("text must be a non-empty str")
         return cls(sorted(set(text)))
@@ -321,7 +321,7 @@ def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1):
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
         raise ValueError(f"tokens must be a 1-D tensor, got {getattr(tokens, 'shape', type(tokens))}")
     _validate.probability("val_fraction", val_fraction)
-    n_val = int(round(len(tokens) * val_fraction))
+    n_val = round(len(tokens) * val_fraction)
     return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val:]
 
 

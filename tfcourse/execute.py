@@ -52,10 +52,12 @@ def clean_outputs(nb) -> None:
 
 
 def execute_notebook(path: str | Path, *, timeout: float = 600, threads: int | None = None,
-                     write: bool = True) -> tuple[list[str], float]:
-    """Execute ``path`` in place. Returns (problems, seconds); writes only if no problems.
+                     write: bool = True) -> tuple[list[str], float, list[str]]:
+    """Execute ``path`` in place. Returns (problems, seconds, slowest cells); writes only if
+    there are no problems.
 
-    ``problems`` name each cell that raised (untagged ``raises-exception``) or timed out.
+    ``problems`` name each cell that raised (untagged ``raises-exception``) or timed out;
+    the slowest cells ("train 8.1 s") help keep a notebook within its time budget.
     """
     path = Path(path)
     nb = nbio.read_notebook(path)
@@ -72,7 +74,8 @@ def execute_notebook(path: str | Path, *, timeout: float = 600, threads: int | N
     nbio.normalize_metadata(nb)
     if not problems and write:
         nbio.write_notebook(nb, path)
-    return problems, run.seconds
+    slowest = sorted(run.cells, key=lambda cell_run: -cell_run.seconds)[:3]
+    return problems, run.seconds, [f"{r.cell_id or r.index} {r.seconds:.1f} s" for r in slowest]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,17 +100,18 @@ def run(args: argparse.Namespace) -> int:
     failed, started = 0, time.monotonic()
     for path in paths:
         try:
-            problems, seconds = execute_notebook(path, timeout=args.timeout,
-                                                 threads=args.threads)
+            problems, seconds, slowest = execute_notebook(path, timeout=args.timeout,
+                                                          threads=args.threads)
         except ValueError as error:
-            problems, seconds = [str(error)], 0.0
+            problems, seconds, slowest = [str(error)], 0.0, []
         if problems:
             failed += 1
             print(f"FAILED {nbio.shown(path)} ({seconds:.1f} s), not written:")
             for problem in problems:
                 print(f"  {problem}")
         else:
-            print(f"executed {nbio.shown(path)} in {seconds:.1f} s")
+            print(f"executed {nbio.shown(path)} in {seconds:.1f} s (slowest cells: "
+                  f"{', '.join(slowest)})")
     print(f"{len(paths) - failed}/{len(paths)} notebooks executed in "
           f"{time.monotonic() - started:.1f} s"
           + ("; now run `tfcourse build-notebooks`" if not failed else ""))

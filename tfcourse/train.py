@@ -29,7 +29,7 @@ from .config import PRESETS, GPTConfig
 from .data import DATASETS, CopyTask, MarkovChain, TextDataset, make_dataset
 from .model import GPT
 from .runtime import default_device
-from .training import Trainer, TrainConfig, load_checkpoint, save_checkpoint
+from .training import TrainConfig, Trainer, load_checkpoint, save_checkpoint
 
 CHECKPOINT_NAME = "checkpoint.pt"
 

@@ -176,7 +176,7 @@ class TrainConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
+    def from_dict(cls, d: dict) -> TrainConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -199,7 +199,7 @@ class History:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "History":
+    def from_dict(cls, d: dict) -> History:
         return cls(**d)
 
     def final_loss(self, last: int = 10) -> float:

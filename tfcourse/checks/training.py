@@ -14,11 +14,11 @@ from ._harness import Checker
 # min_lr, no warmup, and the default min_lr; each runs past total_steps.
 _CASES = (
     ("warmup 10, total 100, min_lr 1e-4", dict(max_lr=1e-3, warmup_steps=10, total_steps=100,
-                                               min_lr=1e-4), range(0, 111)),
+                                               min_lr=1e-4), range(111)),
     ("no warmup, total 20, min_lr 0.05", dict(max_lr=0.5, warmup_steps=0, total_steps=20,
-                                              min_lr=0.05), range(0, 26)),
+                                              min_lr=0.05), range(26)),
     ("warmup 4, total 12, min_lr not passed", dict(max_lr=3e-4, warmup_steps=4, total_steps=12),
-     range(0, 16)),
+     range(16)),
 )
 
 
@@ -54,16 +54,16 @@ _VARIANTS = (
      _reference_with(warmup_fn=lambda s, m, w: m)),
     ("no warmup: a cosine over all steps starting at max_lr at step 0",
      lambda s, m, w, t, lo: _cosine(s, m, w, t, lo, start=0, span=t)),
-    ("warmup off by one: max_lr * step / warmup_steps gives lr 0 at step 0 (a wasted "
-     "update); the reference ramps as max_lr * (step + 1) / (warmup_steps + 1)",
+    (("warmup off by one: max_lr * step / warmup_steps gives lr 0 at step 0 (a wasted "
+      "update); the reference ramps as max_lr * (step + 1) / (warmup_steps + 1)"),
      _reference_with(warmup_fn=lambda s, m, w: m * s / w)),
-    ("warmup off by one: max_lr * (step + 1) / warmup_steps reaches max_lr one step early "
-     "(at warmup_steps - 1); the reference ramps as max_lr * (step + 1) / (warmup_steps + 1)",
+    (("warmup off by one: max_lr * (step + 1) / warmup_steps reaches max_lr one step early "
+      "(at warmup_steps - 1); the reference ramps as max_lr * (step + 1) / (warmup_steps + 1)"),
      _reference_with(warmup_fn=lambda s, m, w: m * (s + 1) / w)),
     ("cosine does not reach min_lr: it decays to 0 (min_lr ignored)",
      _reference_with(decay_fn=lambda s, m, w, t, lo: _cosine(s, m, w, t, 0.0))),
-    ("cosine does not reach min_lr at total_steps: the decay is spread over total_steps "
-     "instead of total_steps - warmup_steps",
+    (("cosine does not reach min_lr at total_steps: the decay is spread over total_steps "
+      "instead of total_steps - warmup_steps"),
      _reference_with(decay_fn=lambda s, m, w, t, lo: _cosine(s, m, w, t, lo, span=t))),
     ("cosine does not stay at min_lr after total_steps: it rises again (clamp the step)",
      _reference_with(decay_fn=lambda s, m, w, t, lo: _cosine(s, m, w, t, lo, clamp=False))),
