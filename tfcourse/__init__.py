@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 # `tc.widgets.attention_explorer()` etc. work after a plain `import tfcourse as tc`,
 # without paying for ipywidgets/matplotlib on every import (PEP 562).
-_LAZY_SUBMODULES = ("checks", "experiments", "plots", "widgets")
+_LAZY_SUBMODULES = ("checks", "data", "experiments", "plots", "production", "training", "widgets")
 
 
 def __getattr__(name):
@@ -27,6 +27,7 @@ def __getattr__(name):
 
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "GPT", "GPTConfig", "PRESETS", "FeedForward", "KVCache", "LayerNorm",
