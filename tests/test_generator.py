@@ -175,8 +175,8 @@ def _problems(mutate):
      "cell 'check-mask' (#4): id 'check-mask' is also used by cell #3"),
     (lambda nb: setattr(nb.cells[4], "source", 'open("/home/alice/data.txt")'),
      "cell 'demo' (#4): machine-specific path '/home/alice' in the source"),
-    (lambda nb: setattr(nb.cells[4], "outputs", verdict("saved to /work/main/x.pt")),
-     "cell 'demo' (#4): machine-specific path '/work/' in an output"),
+    (lambda nb: setattr(nb.cells[4], "outputs", verdict("saved to /mnt/data/x.pt")),
+     "cell 'demo' (#4): machine-specific path '/mnt/' in an output"),
     (lambda nb: setattr(nb.cells[0], "source", "see /tmp/notes"),
      "cell 'title' (#0): machine-specific path '/tmp/' in the source"),
     (lambda nb: setattr(nb.cells[3], "outputs", []),
@@ -327,7 +327,7 @@ def test_the_fixture_solution_is_valid_and_its_learner_version_is_stubbed():
 # --- sanitize ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, expected", [
-    ("/work/main/.venv/lib/python3.11/site-packages/torch/nn/functional.py:12: UserWarning",
+    ("/opt/course/.venv/lib/python3.11/site-packages/torch/nn/functional.py:12: UserWarning",
      "<path>/functional.py:12: UserWarning"),
     ("<Foo object at 0x7f3a12bc45d0>", "<Foo object at 0x<address>>"),
     ("C:\\Users\\bob\\course\\x.py", "<path>\\x.py"),
