@@ -35,9 +35,11 @@ demo: setup
 	$(BIN)/tfcourse demo
 
 # Everything: unit, parity and grader tests, nbval over the solution notebooks,
-# the learner notebooks failing at every exercise, the browser test.
+# the learner notebooks failing at every exercise, the browser test. JOBS pytest
+# workers (pytest-xdist; notebook kernels run single-threaded, so one per core).
+JOBS ?= auto
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(JOBS)
 
 # The fast set: seconds, no notebook execution.
 test-fast: setup
@@ -48,7 +50,7 @@ test-fast: setup
 # the outputs stored from CPU runs. Stops at once, saying why, without a GPU.
 test-gpu: setup
 	$(PY) -c "import sys, torch; ok = torch.cuda.is_available(); print(f'CUDA device: {torch.cuda.get_device_name(0)} (torch {torch.__version__})' if ok else f'no CUDA device: torch {torch.__version__} (CUDA build: {torch.version.cuda}) sees no GPU; make test-gpu needs an NVIDIA GPU and a CUDA build of torch (PyPI's Linux torch is one: make clean setup, without a CPU TORCH_INDEX)'); sys.exit(0 if ok else 1)"
-	TFCOURSE_DEVICE=cuda $(PY) -m pytest
+	TFCOURSE_DEVICE=cuda $(PY) -m pytest -n $(JOBS)
 
 notebooks: setup
 	$(BIN)/tfcourse build-notebooks

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -345,7 +346,9 @@ def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(tmp_path, 
         [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
          "--nbval-sanitize-with", str(SANITIZE), "-p", "no:cacheprovider", "-q",
          f"--junitxml={junit}", str(tmp_path / "restamped")],
-        capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path)
+        capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path,
+        # the outer run's PYTEST_ADDOPTS (e.g. -n 2) would spread the cells over workers
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"})
     failed = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         failed.setdefault(Path(case.get("file") or case.get("classname")).stem, []).append(

@@ -79,6 +79,14 @@ def test_filling_in_the_stubs_gives_back_the_solution(solution_path):
             reference[cell.id].source, cell.id
 
 
+def nested_pytest_env() -> dict[str, str]:
+    """Kernel environment for a pytest run inside the test run: one thread, and none of the
+    outer run's PYTEST_ADDOPTS (``-n 2`` there would spread one notebook's cells over workers)."""
+    env = kernel_env(threads=1)
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
 @pytest.mark.parametrize("solution_path", CASES)
 @pytest.mark.slow
 @pytest.mark.notebooks
@@ -87,7 +95,7 @@ def test_solution_passes_nbval(solution_path):
         [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
          "--nbval-sanitize-with", str(SANITIZE), "--nbval-cell-timeout", str(CELL_TIMEOUT),
          "-p", "no:cacheprovider", "-q", "-o", "addopts=", str(solution_path)],
-        capture_output=True, text=True, cwd=ROOT, env=kernel_env(threads=1), timeout=3600,
+        capture_output=True, text=True, cwd=ROOT, env=nested_pytest_env(), timeout=3600,
         check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
 
