@@ -1,4 +1,9 @@
-"""Shared pytest fixtures. Keep this file small: test-specific helpers live in their test files."""
+"""Shared pytest fixtures and the check-test helpers ``passes`` / ``fails``.
+
+Keep this file small: helpers used by one test file live in that file. The test files
+import the helpers with ``from conftest import passes, fails`` (``tests/`` is on
+``sys.path`` because it has no ``__init__.py``).
+"""
 
 from __future__ import annotations
 
@@ -31,3 +36,22 @@ def tiny_config():
     from tfcourse import GPTConfig
 
     return GPTConfig(vocab_size=50, max_seq_len=16, n_layers=2, n_heads=4, d_model=32)
+
+
+def passes(check, obj, capsys, name):
+    """``check(obj)`` prints exactly one line, ``"<name>: n/n checks passed"`` with n > 0."""
+    check(obj)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(f"{name}: ") and out[0].endswith("checks passed"), out
+    n, m = out[0].split(": ")[1].split()[0].split("/")
+    assert n == m and int(n) > 0
+
+
+def fails(check, obj, *patterns):
+    """``check(obj)`` raises ``AssertionError`` whose message contains every pattern; returns it."""
+    with pytest.raises(AssertionError) as info:
+        check(obj)
+    message = str(info.value)
+    for pattern in patterns:
+        assert pattern in message, message
+    return message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import fails
 
 import tfcourse as tc
 from tfcourse import checks
@@ -113,9 +114,7 @@ def test_a_constructor_that_fails_is_reported_with_the_call():
         def __init__(self, d_model, n_heads):
             super().__init__()
 
-    with pytest.raises(AssertionError) as info:
-        checks.check_multi_head_attention(WrongSignature)
-    first = str(info.value).splitlines()[0]
+    first = fails(checks.check_multi_head_attention, WrongSignature).splitlines()[0]
     assert "WrongSignature(24, 4, max_seq_len=8)" in first
     assert "TypeError" in first
 

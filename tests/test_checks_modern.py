@@ -4,27 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import fails, passes
 
 import tfcourse as tc
 from tfcourse.checks.modern import check_rotary, check_rotary_tables
-
-
-def _passes(check, obj, capsys, name):
-    check(obj)
-    out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith(f"{name}: ") and out[0].endswith("checks passed"), out
-    n, m = out[0].split(": ")[1].split()[0].split("/")
-    assert n == m and int(n) > 0
-
-
-def _fails(check, obj, *patterns):
-    with pytest.raises(AssertionError) as info:
-        check(obj)
-    message = str(info.value)
-    for pattern in patterns:
-        assert pattern in message, message
-    return message
-
 
 # ----------------------------------------------------------------------------- tables
 
@@ -38,8 +21,8 @@ def _tables(T, head_dim, base=10000.0, *, dtype=torch.float64, start=0, layout="
 
 
 def test_rotary_tables_reference_and_alternatives_pass(capsys):
-    _passes(check_rotary_tables, tc.rotary_cos_sin, capsys, "rotary_cos_sin")
-    _passes(check_rotary_tables, _tables, capsys, "rotary_cos_sin")
+    passes(check_rotary_tables, tc.rotary_cos_sin, capsys, "rotary_cos_sin")
+    passes(check_rotary_tables, _tables, capsys, "rotary_cos_sin")
 
     def via_exp(T, head_dim, base=10000.0):
         inv_freq = torch.exp(-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
@@ -47,7 +30,7 @@ def test_rotary_tables_reference_and_alternatives_pass(capsys):
         angles = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq
         return torch.cat([angles, angles], -1).cos().float(), torch.cat([angles, angles], -1).sin().float()
 
-    _passes(check_rotary_tables, via_exp, capsys, "rotary_cos_sin")
+    passes(check_rotary_tables, via_exp, capsys, "rotary_cos_sin")
 
 
 @pytest.mark.parametrize("wrong, cause", [
@@ -60,11 +43,11 @@ def test_rotary_tables_reference_and_alternatives_pass(capsys):
     (lambda T, d, b=10000.0: _tables(T, d)[0], "expected a tuple"),
 ])
 def test_rotary_tables_wrong_ones_fail_with_their_cause(wrong, cause):
-    _fails(check_rotary_tables, wrong, cause)
+    fails(check_rotary_tables, wrong, cause)
 
 
-def test_rotary_tables_ignoring_base_fails():
-    _fails(check_rotary_tables, lambda T, d, b=10000.0: _tables(T, d), "base=500", "differs")
+def test_rotary_tables_ignoring_basefails():
+    fails(check_rotary_tables, lambda T, d, b=10000.0: _tables(T, d), "base=500", "differs")
 
 
 def test_rotary_tables_half_width_named():
@@ -73,7 +56,7 @@ def test_rotary_tables_half_width_named():
         a = torch.outer(torch.arange(T, dtype=torch.float64), inv)
         return a.cos().float(), a.sin().float()
 
-    _fails(check_rotary_tables, half, "one angle per pair")
+    fails(check_rotary_tables, half, "one angle per pair")
 
 
 # ----------------------------------------------------------------------------- apply_rotary
@@ -83,14 +66,14 @@ def _rotate_every_two(x):
 
 
 def test_rotary_reference_and_alternatives_pass(capsys):
-    _passes(check_rotary, tc.apply_rotary, capsys, "apply_rotary")
+    passes(check_rotary, tc.apply_rotary, capsys, "apply_rotary")
 
     def by_halves(x, cos, sin):               # the rotation written out on the two halves
         h = x.shape[-1] // 2
         x1, x2, c, s = x[..., :h], x[..., h:], cos[..., :h], sin[..., :h]
         return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
-    _passes(check_rotary, by_halves, capsys, "apply_rotary")
+    passes(check_rotary, by_halves, capsys, "apply_rotary")
 
 
 @pytest.mark.parametrize("wrong, cause", [
@@ -105,7 +88,7 @@ def test_rotary_reference_and_alternatives_pass(capsys):
                                                           dtype=x.dtype)), "positions off by one"),
 ])
 def test_rotary_wrong_ones_fail_with_their_cause(wrong, cause):
-    _fails(check_rotary, wrong, cause)
+    fails(check_rotary, wrong, cause)
 
 
 def test_rotary_in_place_and_detached_fail():
@@ -115,5 +98,5 @@ def test_rotary_in_place_and_detached_fail():
             x.mul_(1.0).add_(1.0)
         return out
 
-    _fails(check_rotary, in_place, "modified its input")
-    _fails(check_rotary, lambda x, c, s: tc.apply_rotary(x, c, s).detach(), "cut off from autograd")
+    fails(check_rotary, in_place, "modified its input")
+    fails(check_rotary, lambda x, c, s: tc.apply_rotary(x, c, s).detach(), "cut off from autograd")

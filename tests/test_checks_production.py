@@ -6,27 +6,12 @@ import math
 
 import pytest
 import torch
+from conftest import fails, passes
 from torch import nn
 
 import tfcourse as tc
 from tfcourse.checks.production import check_fuse_qkv, check_kv_cache_attention
 from tfcourse.production import attend_with_cache, fuse_qkv
-
-
-def _passes(check, obj, capsys, name):
-    check(obj)
-    out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith(f"{name}: ") and out[0].endswith("checks passed"), out
-
-
-def _fails(check, obj, *patterns):
-    with pytest.raises(AssertionError) as info:
-        check(obj)
-    message = str(info.value)
-    for pattern in patterns:
-        assert pattern in message, message
-    return message
-
 
 # ----------------------------------------------------------------------------- fuse_qkv
 
@@ -49,8 +34,8 @@ def _fuse(order=(0, 1, 2), dim=0, bias=True, transpose=False):
 
 
 def test_fuse_qkv_reference_and_alternative_pass(capsys):
-    _passes(check_fuse_qkv, fuse_qkv, capsys, "fuse_qkv")
-    _passes(check_fuse_qkv, _fuse(), capsys, "fuse_qkv")
+    passes(check_fuse_qkv, fuse_qkv, capsys, "fuse_qkv")
+    passes(check_fuse_qkv, _fuse(), capsys, "fuse_qkv")
 
     def zero_bias(q, k, v):           # bias kept as zeros when the inputs have none: allowed
         fused = nn.Linear(q.in_features, 3 * q.out_features)
@@ -60,7 +45,7 @@ def test_fuse_qkv_reference_and_alternative_pass(capsys):
                                         for l in (q, k, v)]))
         return fused
 
-    _passes(check_fuse_qkv, zero_bias, capsys, "fuse_qkv")
+    passes(check_fuse_qkv, zero_bias, capsys, "fuse_qkv")
 
 
 @pytest.mark.parametrize("wrong, cause", [
@@ -72,17 +57,17 @@ def test_fuse_qkv_reference_and_alternative_pass(capsys):
     (lambda q, k, v: torch.cat([q.weight, k.weight, v.weight]), "expected an nn.Linear"),
 ])
 def test_fuse_qkv_wrong_ones_fail_with_their_cause(wrong, cause):
-    _fails(check_fuse_qkv, wrong, cause)
+    fails(check_fuse_qkv, wrong, cause)
 
 
-def test_fuse_qkv_modifying_an_input_fails():
+def test_fuse_qkv_modifying_an_inputfails():
     def clobber(q, k, v):
         fused = fuse_qkv(q, k, v)
         with torch.no_grad():
             q.weight.zero_()
         return fused
 
-    _fails(check_fuse_qkv, clobber, "modified its input q_proj.weight")
+    fails(check_fuse_qkv, clobber, "modified its input q_proj.weight")
 
 
 # ----------------------------------------------------------------------------- attend_with_cache
@@ -105,8 +90,8 @@ def _cached(mask="shifted", dim=-2, new_first=False, use_past=True, scale=True):
 
 
 def test_kv_cache_reference_and_alternatives_pass(capsys):
-    _passes(check_kv_cache_attention, attend_with_cache, capsys, "attend_with_cache")
-    _passes(check_kv_cache_attention, _cached(), capsys, "attend_with_cache")
+    passes(check_kv_cache_attention, attend_with_cache, capsys, "attend_with_cache")
+    passes(check_kv_cache_attention, _cached(), capsys, "attend_with_cache")
 
     def with_sdpa(q, k_new, v_new, past_k=None, past_v=None):     # PyTorch's fused attention
         if past_k is not None:
@@ -115,7 +100,7 @@ def test_kv_cache_reference_and_alternatives_pass(capsys):
         mask = torch.ones(T_new, T_all, dtype=torch.bool, device=q.device).tril(T_all - T_new)
         return torch.nn.functional.scaled_dot_product_attention(q, k_new, v_new, attn_mask=mask), k_new, v_new
 
-    _passes(check_kv_cache_attention, with_sdpa, capsys, "attend_with_cache")
+    passes(check_kv_cache_attention, with_sdpa, capsys, "attend_with_cache")
 
 
 @pytest.mark.parametrize("wrong, cause", [
@@ -129,12 +114,12 @@ def test_kv_cache_reference_and_alternatives_pass(capsys):
     (lambda q, k, v, pk=None, pv=None: tc.scaled_dot_product_attention(q, k, v)[0], "expected a tuple"),
 ])
 def test_kv_cache_wrong_ones_fail_with_their_cause(wrong, cause):
-    _fails(check_kv_cache_attention, wrong, cause)
+    fails(check_kv_cache_attention, wrong, cause)
 
 
-def test_kv_cache_returning_only_new_keys_fails():
+def test_kv_cache_returning_only_new_keysfails():
     def forgetful(q, k_new, v_new, past_k=None, past_v=None):
         out, _, _ = attend_with_cache(q, k_new, v_new, past_k, past_v)
         return out, k_new, v_new
 
-    _fails(check_kv_cache_attention, forgetful, "only the new tokens")
+    fails(check_kv_cache_attention, forgetful, "only the new tokens")

@@ -7,9 +7,10 @@ block). Two losses are available:
 
 - ``lm`` (default): next-token cross-entropy through the final LayerNorm and
   the LM head, the loss a language model is trained with;
-- ``sum``: the lesson's ``output.sum()`` of each stack's output. The post-LN
-  stack ends in a LayerNorm, whose output sums to a constant, so its gradient
-  is float round-off; the demo says so when it prints those numbers.
+- ``sum``: the lesson's ``output.sum()`` of each stack's output, the last
+  block's output before the final norm (``gradient_probe(..., loss="stack_sum")``).
+  The post-LN stack ends in a LayerNorm, whose output sums to a constant, so its
+  gradient is float round-off; the demo says so when it prints those numbers.
 
 Every sentence of the interpretation is chosen from the measured numbers.
 """
@@ -25,7 +26,7 @@ import torch
 
 from . import _validate
 from .config import GPTConfig
-from .experiments import block_grad_norms, gradient_probe, twin_models
+from .experiments import gradient_probe, summed_output, twin_models
 from .model import GPT
 from .runtime import default_device
 
@@ -78,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             print("loss: output.sum() of each stack's output (B, T, D), as in the lesson "
                   "(no final norm, no head)")
-            results = {"pre-LN": stack_sum_probe(pre, idx), "post-LN": stack_sum_probe(post, idx)}
+            results = {"pre-LN": gradient_probe(pre, idx, loss="stack_sum"),
+                       "post-LN": gradient_probe(post, idx, loss="stack_sum")}
             _print_table(results, config)
             print(_interpret_sum(results, post, idx))
     return 0
@@ -93,46 +95,6 @@ def _device(name: str | None) -> torch.device:
         raise ValueError(f"--device {name!r}: no {device.type} device is available to this "
                          f"torch; expected an available device such as 'cpu'")
     return device
-
-
-# --- the lesson's probe ----------------------------------------------------------------------
-
-def stack_sum_probe(model: GPT, idx: torch.Tensor) -> dict:
-    """The lesson's probe: ``loss = blocks(embed(idx)).sum()``, one backward pass.
-
-    The stack's output is the last block's output ``(B, T, D)``, before the GPT's
-    final norm and head. Returns the same keys as ``gradient_probe``.
-    """
-    model.zero_grad(set_to_none=True)
-    captured = {}
-
-    def keep_input(module, inputs):
-        inputs[0].retain_grad()
-        captured["x"] = inputs[0]
-
-    hooks = [model.blocks[0].register_forward_pre_hook(keep_input),
-             model.blocks[-1].register_forward_hook(lambda m, i, out: captured.update(out=out))]
-    try:
-        model(idx)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    value = captured["out"].sum()
-    value.backward()
-    return {"loss": value.item(), "embedding": float(captured["x"].grad.norm()),
-            "blocks": block_grad_norms(model), "output_shape": tuple(captured["out"].shape)}
-
-
-@torch.no_grad()
-def stack_output_sum(model: GPT, idx: torch.Tensor) -> float:
-    """``output.sum()`` of the last block's output, without gradients."""
-    captured = {}
-    hook = model.blocks[-1].register_forward_hook(lambda m, i, out: captured.update(out=out))
-    try:
-        model(idx)
-    finally:
-        hook.remove()
-    return captured["out"].sum().item()
 
 
 # --- printing ----------------------------------------------------------------------------------
@@ -215,7 +177,8 @@ def _interpret_sum(results: dict, post_model: GPT, idx: torch.Tensor) -> str:
     n = math.prod(post["output_shape"])
     other = torch.randint(0, post_model.config.vocab_size, tuple(idx.shape),
                           generator=torch.Generator().manual_seed(12345)).to(idx.device)
-    other_sum = stack_output_sum(post_model, other)
+    with torch.no_grad():
+        other_sum = summed_output(post_model, other, "stack_sum").sum().item()
     text = ("Why the numbers look like this: the post-LN stack ends with a LayerNorm. Each of "
             "its output vectors is normalized to mean 0, then scaled by weight and shifted by "
             "bias, so the sum over the D features of one token is D * mean(x_hat * weight) + "

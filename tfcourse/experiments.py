@@ -12,7 +12,10 @@ import torch.nn.functional as F
 from .config import GPTConfig
 from .model import GPT
 
-LOSSES = ("lm", "sum")
+LOSSES = ("lm", "sum")     # the losses notebook 06 and its widgets offer
+# The output each summed loss adds up: "sum" the final norm's (notebook 06), "stack_sum" the
+# last block's, before the final norm (the lesson's ``stack(x).sum()``, used by the demo).
+_SUMMED = {"sum": lambda model: model.final_norm, "stack_sum": lambda model: model.blocks[-1]}
 
 
 def twin_models(config: GPTConfig, seed: int = 0) -> tuple[GPT, GPT]:
@@ -45,16 +48,18 @@ def gradient_probe(model: GPT, idx: torch.Tensor, targets: torch.Tensor | None =
     Args:
         model: a ``GPT`` (its gradients are zeroed first).
         idx: token ids ``(B, T)``; targets ``(B, T)`` for ``loss="lm"``.
-        loss: ``"lm"`` (next-token cross-entropy of the logits) or ``"sum"``
-            (the sum of the final-norm output, as in the lesson's demo: constant
-            whenever that output is normalized, so its gradient is ~0).
+        loss: ``"lm"`` (next-token cross-entropy of the logits), ``"sum"`` (the sum
+            of the final-norm output: constant whenever that output is normalized,
+            so its gradient is ~0) or ``"stack_sum"`` (the lesson's probe, as in
+            ``tfcourse demo --loss sum``: the sum of the last block's output, before
+            the final norm and the head).
 
     Returns:
         ``{"loss": float, "embedding": float, "blocks": list[float], "output_shape": tuple}``
         where ``embedding`` is the norm of d loss / d (embedding output), shape (B, T, D).
     """
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    if loss != "lm" and loss not in _SUMMED:
+        raise ValueError(f"loss must be one of {LOSSES} or 'stack_sum', got {loss!r}")
     if loss == "lm" and targets is None:
         raise ValueError("loss='lm' needs targets (B, T), got None")
     model.zero_grad(set_to_none=True)
@@ -67,26 +72,29 @@ def gradient_probe(model: GPT, idx: torch.Tensor, targets: torch.Tensor | None =
     handle = model.blocks[0].register_forward_pre_hook(keep_input)
     try:
         if loss == "lm":
-            logits = model(idx)
-            output_shape = tuple(logits.shape)
-            value = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+            output = model(idx)
+            value = F.cross_entropy(output.flatten(0, 1), targets.flatten())
         else:
-            hidden = _final_hidden(model, idx)
-            output_shape = tuple(hidden.shape)
-            value = hidden.sum()
+            output = summed_output(model, idx, loss)
+            value = output.sum()
         value.backward()
     finally:
         handle.remove()
     return {"loss": value.item(), "embedding": float(captured["x"].grad.norm()),
-            "blocks": block_grad_norms(model), "output_shape": output_shape}
+            "blocks": block_grad_norms(model), "output_shape": tuple(output.shape)}
 
 
-def _final_hidden(model: GPT, idx: torch.Tensor) -> torch.Tensor:
-    """The final norm's output ``(B, T, D)``: the model without its LM head."""
+def summed_output(model: GPT, idx: torch.Tensor, loss: str = "sum") -> torch.Tensor:
+    """The ``(B, T, D)`` output that ``gradient_probe``'s summed ``loss`` adds up.
+
+    ``"sum"``: the final norm's output (the model without its LM head);
+    ``"stack_sum"``: the last block's output, before the final norm.
+    """
     captured = {}
-    handle = model.final_norm.register_forward_hook(lambda m, a, out: captured.setdefault("h", out))
+    handle = _SUMMED[loss](model).register_forward_hook(
+        lambda m, a, out: captured.setdefault("out", out))
     try:
         model(idx)
     finally:
         handle.remove()
-    return captured["h"]
+    return captured["out"]

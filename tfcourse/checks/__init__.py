@@ -6,6 +6,8 @@ it can tell, the likely mistake. Each check's docstring states the interface it
 expects (constructor signature, parameter names and layout).
 """
 
+# The imports below are re-exports, listed in the computed ``__all__`` at the end.
+# ruff: noqa: F401
 from .norms import check_layernorm, check_rmsnorm
 from .claims import check_padding_mask
 from .attention import (check_attention, check_causal_mask, check_first_head_weights,

@@ -77,10 +77,6 @@ def _check_norm(chk: Checker, cls, reference_cls, default_eps: float, variants) 
         chk.ok()
 
 
-def _over_last_dim(stat):
-    return lambda t: stat(t, dim=-1, keepdim=True)
-
-
 def _layernorm_variants(ref, x, default_eps):
     w, b, eps = ref.weight, ref.bias, ref.eps
 
