@@ -139,7 +139,13 @@ class _Distributed:
         if self.enabled:
             import torch.distributed as dist
 
-            dist.destroy_process_group()
+            # Tear down together: rank 0 hosts the rendezvous store, and a rank that
+            # destroys its group while rank 0 has already exited can abort at exit.
+            # (If a rank failed, torchrun stops the others, so this cannot hang.)
+            try:
+                dist.barrier()
+            finally:
+                dist.destroy_process_group()
 
 
 def _params_in_sync(module) -> float:
@@ -188,13 +194,22 @@ def run(args) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        return _run(args, env)
+        code = _run(args, env)
     except (ValueError, TypeError) as error:        # a bad flag value: say which, no traceback
         if env.rank == 0:
             print(f"error: {error}", file=sys.stderr)
-        return 2
+        code = 2
     finally:
         env.close()
+    if env.enabled:
+        # Under torchrun, a worker occasionally aborted *after* a clean teardown
+        # ("terminate called without an active exception": a c10d/gloo thread still
+        # alive while the interpreter exits). The work is done and saved, so leave
+        # without running the interpreter's exit-time destructors.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _run(args, env: _Distributed) -> int:
