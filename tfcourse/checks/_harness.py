@@ -425,13 +425,28 @@ def module_case(chk: Checker, case: str, learner: nn.Module, reference: nn.Modul
     got = chk.call(case, "calling your module", call, learner, x_mine)
     chk.compare(case, "output", got, expected, variants=variants(), hint=hint,
                 near_misses=near_misses())
-    upstream = chk.randn(chk.generator(seed + 1000), *expected.shape)
+    backward_case(chk, case, reference, learner, expected, got, seed=seed + 1000,
+                  inputs={"x": (x_ref, x_mine)})
+
+
+def backward_case(chk: Checker, case: str, reference: nn.Module, learner: nn.Module,
+                  expected: torch.Tensor, got: torch.Tensor, *, seed: int,
+                  inputs: Mapping[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
+                  what: str = "output") -> None:
+    """Backpropagate one seeded upstream gradient through both outputs and compare gradients.
+
+    ``inputs`` maps a name to the (reference, learner) leaf tensors whose gradients are
+    compared, besides every parameter's.
+    """
+    inputs = inputs or {}
+    upstream = chk.randn(chk.generator(seed), *expected.shape)
     reference.zero_grad(set_to_none=True)
     learner.zero_grad(set_to_none=True)
     (expected * upstream).sum().backward()
-    chk.call(case, "backward through your output", lambda: (got * upstream).sum().backward())
-    chk.compare_grads(case, input_grads_and_params(learner, {"x": x_mine}),
-                      reference_grads(reference, learner, {"x": x_ref}))
+    chk.call(case, f"backward through your {what}", lambda: (got * upstream).sum().backward())
+    chk.compare_grads(case,
+                      input_grads_and_params(learner, {n: m for n, (_, m) in inputs.items()}),
+                      reference_grads(reference, learner, {n: r for n, (r, _) in inputs.items()}))
 
 
 def inplace_case(chk: Checker, case: str, modules: Iterable[nn.Module], x: torch.Tensor) -> None:

@@ -7,8 +7,7 @@ import math
 import torch
 
 from .. import attention as reference_attention
-from ._harness import (Checker, build, describe_call, input_grads_and_params, load_reference,
-                       randomize_, reference_grads)
+from ._harness import Checker, backward_case, build, describe_call, load_reference, randomize_
 
 # ---------------------------------------------------------------------------------------------
 # The causal mask
@@ -391,13 +390,8 @@ def _mha_case(chk: Checker, case: str, learner, reference, x, seed: int) -> None
                 variants=[(label, lambda f=f: f()[1]) for label, f in variants],
                 hint="return one (T, T) map per head, shape (B, H, T, T): the masked softmax, "
                      "before dropout")
-    upstream = chk.randn(chk.generator(seed + 200), *out_ref.shape)
-    reference.zero_grad(set_to_none=True)
-    learner.zero_grad(set_to_none=True)
-    (out_ref * upstream).sum().backward()
-    chk.call(case, "backward through your output", lambda: (out * upstream).sum().backward())
-    chk.compare_grads(case, input_grads_and_params(learner, {"x": x_mine}),
-                      reference_grads(reference, learner, {"x": x_ref}))
+    backward_case(chk, case, reference, learner, out_ref, out, seed=seed + 200,
+                  inputs={"x": (x_ref, x_mine)})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,8 +12,7 @@ from ..block import TransformerBlock
 from ..config import GPTConfig
 from ..model import GPT
 from ..norms import LayerNorm
-from ._harness import (Checker, build, describe_call, load_reference, parameter_names,
-                       randomize_, reference_grads)
+from ._harness import Checker, backward_case, build, describe_call, load_reference, randomize_
 
 # Small enough for a fraction of a second on a CPU; full-length inputs exercise every position.
 GPT_CONFIGS = (
@@ -125,13 +124,7 @@ def _gpt_case(chk: Checker, case: str, learner, reference, idx, seed: int) -> No
                 variants=[(label, lambda o=o: _gpt(reference, idx, **o))
                           for label, o in _GPT_MISTAKES],
                 hint="logits (B, T, vocab_size) for every position")
-    upstream = chk.randn(chk.generator(seed + 300), *expected.shape)
-    reference.zero_grad(set_to_none=True)
-    learner.zero_grad(set_to_none=True)
-    (expected * upstream).sum().backward()
-    chk.call(case, "backward through your logits", lambda: (got * upstream).sum().backward())
-    mine = {f"parameter {name}": p.grad for name, p in parameter_names(learner).items()}
-    chk.compare_grads(case, mine, reference_grads(reference, learner, {}))
+    backward_case(chk, case, reference, learner, expected, got, seed=seed + 300, what="logits")
 
 
 # ---------------------------------------------------------------------------------------------
