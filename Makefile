@@ -1,11 +1,14 @@
 # The course's entry points. `make lab` sets everything up and opens the
 # course; `make test` sets everything up and runs every test.
 #
-# How torch is chosen: TORCH (default torch==2.13.0) is installed into .venv
-# *before* the package, so the package's range (torch>=2.4,<3) is already
-# satisfied and pip does not pull another build. On Linux without a GPU, use a
-# CPU wheel to avoid a multi-GB CUDA download:
-#   make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# How torch is chosen: scripts/install_torch.py installs TORCH (default
+# torch==2.13.0) into .venv *before* the package, so the package's range
+# (torch>=2.4,<3) is already satisfied and pip does not pull another build. It
+# picks the index itself: Linux without an NVIDIA GPU gets the CPU wheel from
+# https://download.pytorch.org/whl/cpu (falling back to PyPI, with a message,
+# when that cannot be reached); Linux with a GPU and macOS get PyPI's wheel.
+# TORCH_INDEX overrides the choice (a URL, or "default" for PyPI):
+#   make lab TORCH_INDEX=default
 # A different Python for the virtual environment:
 #   make test PYTHON=python3.12
 
@@ -17,14 +20,14 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.tfcourse-installed
 
-.PHONY: setup lab demo test test-fast test-gpu notebooks notebooks-check execute bench doctor clean
+.PHONY: setup lab demo test test-fast test-gpu notebooks notebooks-check execute bench doctor site clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) scripts/install_torch.py --python $(PY) --torch "$(TORCH)" $(if $(TORCH_INDEX),--index "$(TORCH_INDEX)")
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
@@ -66,6 +69,10 @@ bench: setup
 
 doctor: setup
 	$(BIN)/tfcourse doctor
+
+# The course as a static HTML site in build/site/ (offline: open build/site/index.html).
+site: setup
+	$(BIN)/tfcourse site
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -15,8 +15,8 @@ import torch
 from _bench import parser, setup, table
 
 import tfcourse as tc
-from tfcourse.production import autocast_dtype, measure_autocast
-from tfcourse.timing import format_seconds
+from tfcourse.lab.production import autocast_dtype, measure_autocast
+from tfcourse.lab.timing import format_seconds
 
 if __name__ == "__main__":
     p = parser(__doc__.splitlines()[0], repeats=10)

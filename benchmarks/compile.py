@@ -15,8 +15,8 @@ import torch
 from _bench import parser, setup
 
 import tfcourse as tc
-from tfcourse.production import try_compile
-from tfcourse.timing import compare_times, format_seconds
+from tfcourse.lab.production import try_compile
+from tfcourse.lab.timing import compare_times, format_seconds
 
 if __name__ == "__main__":
     p = parser(__doc__.splitlines()[0], repeats=20)

@@ -14,7 +14,7 @@ import torch
 from _bench import parser, setup, table
 
 import tfcourse as tc
-from tfcourse.timing import compare_times, format_seconds
+from tfcourse.lab.timing import compare_times, format_seconds
 
 if __name__ == "__main__":
     p = parser(__doc__.splitlines()[0], repeats=3)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from _bench import parser, setup, table
 
-from tfcourse.production import measure_mask_buffer
-from tfcourse.timing import format_bytes, format_seconds
+from tfcourse.lab.production import measure_mask_buffer
+from tfcourse.lab.timing import format_bytes, format_seconds
 
 
 def peak(n_bytes):

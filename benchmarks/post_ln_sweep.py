@@ -25,8 +25,8 @@ import time
 import torch
 
 import tfcourse as tc
-from tfcourse.data import MarkovChain
-from tfcourse.training import train
+from tfcourse.train.data import MarkovChain
+from tfcourse.train.loop import train
 
 
 def verdict(final: float, floor: float, unigram: float) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from _bench import parser, setup, table
 
-from tfcourse.production import measure_qkv_fusion
-from tfcourse.timing import format_seconds
+from tfcourse.lab.production import measure_qkv_fusion
+from tfcourse.lab.timing import format_seconds
 
 if __name__ == "__main__":
     p = parser(__doc__.splitlines()[0], repeats=50)

@@ -11,7 +11,7 @@ from tfcourse import checks
 from tfcourse.checks import _harness
 from tfcourse.checks.mlp import check_swiglu as check_swiglu_mlp
 from tfcourse.checks.model import _block_params, _count
-from tfcourse.experiments import gradient_probe
+from tfcourse.lab.probes import gradient_probe
 
 
 def reference_probe(model, idx, targets):

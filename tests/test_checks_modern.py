@@ -81,7 +81,7 @@ def test_rotary_reference_and_alternatives_pass(capsys):
      + _rotate_every_two(x) * s[..., : x.shape[-1] // 2].repeat_interleave(2, -1),
      "interleaved-pairs convention"),
     (lambda x, c, s: x * c + _rotate_every_two(x) * s, "interleaved pairs"),
-    (lambda x, c, s: x * c - tc.positional.rotate_half(x) * s, "sign error"),
+    (lambda x, c, s: x * c - tc.nn.positional.rotate_half(x) * s, "sign error"),
     (lambda x, c, s: x * c + torch.cat(x.chunk(2, -1)[::-1], -1) * s, "without the minus sign"),
     (lambda x, c, s: x * c, "rotate_half(x) * sin term is missing"),
     (lambda x, c, s: tc.apply_rotary(x, *tc.rotary_cos_sin(x.shape[-2], x.shape[-1], offset=1,

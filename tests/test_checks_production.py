@@ -11,7 +11,7 @@ from torch import nn
 
 import tfcourse as tc
 from tfcourse.checks.production import check_fuse_qkv, check_kv_cache_attention
-from tfcourse.production import attend_with_cache, fuse_qkv
+from tfcourse.lab.production import attend_with_cache, fuse_qkv
 
 # ----------------------------------------------------------------------------- fuse_qkv
 

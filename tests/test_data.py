@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from tfcourse import data
-from tfcourse.data import IGNORE_INDEX, CharTokenizer, CopyTask, MarkovChain, TextDataset
+from tfcourse.train import data
+from tfcourse.train.data import IGNORE_INDEX, CharTokenizer, CopyTask, MarkovChain, TextDataset
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,11 @@
-"""The front door: `tfcourse demo` (pre-LN vs post-LN gradients) and `tfcourse lab`."""
+"""The front door: `tfcourse demo` (pre-LN vs post-LN gradients); `tfcourse lab` is in test_launch.py."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tfcourse import cli, lab
+from tfcourse import cli
 
 SMALL = [
     "--layers",
@@ -99,42 +98,3 @@ def test_python_dash_m_tfcourse_demo():
     assert result.returncode == 0, result.stderr
     assert "grad norm at embedding" in result.stdout
 
-
-# --- tfcourse lab --------------------------------------------------------------------------------
-
-
-def test_lab_without_notebooks_says_what_to_do(capsys, tmp_path):
-    status = cli.main(["lab", "--dir", str(tmp_path / "missing")])
-    err = capsys.readouterr().err
-    assert status == 1
-    assert "no notebook folder found" in err and "tfcourse build-notebooks" in err
-
-
-def test_lab_runs_jupyter_lab_on_the_folder_with_extra_args(capsys, tmp_path, monkeypatch):
-    calls = []
-    monkeypatch.setattr(lab.subprocess, "call", lambda command: calls.append(command) or 0)
-    monkeypatch.setattr(lab.importlib.util, "find_spec", lambda name: object())
-    status = cli.main(["lab", "--dir", str(tmp_path), "--", "--port", "8899", "--no-browser"])
-    assert status == 0
-    assert calls == [
-        [
-            sys.executable,
-            "-m",
-            "jupyterlab",
-            str(tmp_path.resolve()),
-            "--port",
-            "8899",
-            "--no-browser",
-        ]
-    ]
-
-
-def test_lab_finds_notebooks_next_to_the_package_or_in_the_cwd(tmp_path, monkeypatch):
-    repository_notebooks = Path(lab.__file__).resolve().parent.parent / "notebooks"
-    monkeypatch.chdir(tmp_path)
-    if repository_notebooks.is_dir():
-        assert lab.find_notebooks() == repository_notebooks
-    else:
-        assert lab.find_notebooks() is None
-        (tmp_path / "notebooks").mkdir()
-        assert lab.find_notebooks() == (tmp_path / "notebooks").resolve()

@@ -13,8 +13,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from tfcourse import cli, nbio
-from tfcourse.notebooks import (
+from tfcourse import cli
+from tfcourse.course import notebook_format
+from tfcourse.course.build import (
     build,
     fill_in,
     make_learner,
@@ -24,7 +25,7 @@ from tfcourse.notebooks import (
     stub_message,
     validate_solution,
 )
-from tfcourse.sanitize import SANITIZE_PATTERNS, find_machine_paths, nbval_config, sanitize
+from tfcourse.course.sanitize import SANITIZE_PATTERNS, find_machine_paths, nbval_config, sanitize
 
 TESTS = Path(__file__).parent
 FIXTURE_SOLUTIONS = TESTS / "fixtures" / "solutions"
@@ -74,7 +75,7 @@ def tiny_solution():
         code("check-norm", "check_norm(Norm)", ["check", "nbval-check-output"],
              outputs=verdict("Norm: 2/2 checks passed"), count=6, exercise="Norm"),
     ])
-    nb.metadata = {"kernelspec": dict(nbio.KERNELSPEC), "language_info": {"name": "python"},
+    nb.metadata = {"kernelspec": dict(notebook_format.KERNELSPEC), "language_info": {"name": "python"},
                    "tfcourse": {"version": "0.1.0"}}
     return nb
 
@@ -232,7 +233,7 @@ def test_learner_metadata_is_normalized():
                                        "language": "python"}
     solution.cells[4].metadata["execution"] = {"iopub.status.busy": "2024-01-01T00:00:00"}
     learner = make_learner(solution, "00_tiny")
-    assert learner.metadata == {"kernelspec": nbio.KERNELSPEC, "language_info": {"name": "python"},
+    assert learner.metadata == {"kernelspec": notebook_format.KERNELSPEC, "language_info": {"name": "python"},
                                 "tfcourse": {"version": "0.1.0", "notebook": "00_tiny"}}
     assert "execution" not in learner.cells[4].metadata
     assert solution.metadata["kernelspec"]["name"] == "myenv"  # the input is not modified
@@ -254,7 +255,7 @@ def course(tmp_path):
     """A course folder with the fixture solution and a second, in-memory one."""
     solutions = tmp_path / "solutions"
     shutil.copytree(FIXTURE_SOLUTIONS, solutions)
-    nbio.write_notebook(tiny_solution(), solutions / "00_tiny.ipynb")
+    notebook_format.write_notebook(tiny_solution(), solutions / "00_tiny.ipynb")
     return tmp_path
 
 
@@ -267,7 +268,7 @@ def test_build_is_idempotent_and_deterministic(course):
     assert {p.name: p.read_bytes() for p in (course / "notebooks").iterdir()} == before
     text = before["00_tiny.ipynb"].decode()
     assert text.endswith("}\n") and not text.endswith("\n\n")
-    assert text == nbio.dumps(nbformat.reads(text, as_version=4))
+    assert text == notebook_format.dumps(nbformat.reads(text, as_version=4))
 
 
 def test_check_detects_drift_missing_and_orphan_notebooks(course, capsys):
@@ -295,7 +296,7 @@ def test_check_detects_drift_missing_and_orphan_notebooks(course, capsys):
 def test_invalid_solution_fails_the_build_naming_notebook_and_cell(course, capsys):
     nb = tiny_solution()
     nb.cells[3].metadata["tags"] = ["nbval-check-output"]  # the check tag is gone
-    nbio.write_notebook(nb, course / "solutions" / "00_tiny.ipynb")
+    notebook_format.write_notebook(nb, course / "solutions" / "00_tiny.ipynb")
     code = cli.main(["build-notebooks", "--solutions", str(course / "solutions"),
                      "--out", str(course / "notebooks")])
     err = capsys.readouterr().err
@@ -312,14 +313,14 @@ def test_solutions_without_cell_ids_are_rejected(tmp_path):
     path = tmp_path / "00_noids.ipynb"
     path.write_text(raw)
     with pytest.raises(ValueError, match="have no 'id'"):
-        nbio.read_notebook(path)
+        notebook_format.read_notebook(path)
 
 
 def test_the_fixture_solution_is_valid_and_its_learner_version_is_stubbed():
-    solution = nbio.read_notebook(FIXTURE_SOLUTIONS / "99_fixture.ipynb")
+    solution = notebook_format.read_notebook(FIXTURE_SOLUTIONS / "99_fixture.ipynb")
     assert validate_solution(solution) == []
     learner = make_learner(solution, "99_fixture")
-    stubs = [cell.source for cell in learner.cells if nbio.is_exercise(cell)]
+    stubs = [cell.source for cell in learner.cells if notebook_format.is_exercise(cell)]
     assert len(stubs) == 2 and all("raise NotImplementedError" in s for s in stubs)
     assert copy.deepcopy(learner) == learner
 

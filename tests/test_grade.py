@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 
-from tfcourse import cli, nbio
-from tfcourse.grade import (
+from tfcourse import cli
+from tfcourse.course import notebook_format
+from tfcourse.course.grade import (
     ExerciseResult,
     NotebookGrade,
     comparable,
@@ -30,9 +31,9 @@ from tfcourse.grade import (
     judge,
     write_csv,
 )
-from tfcourse.nbrun import CellRun
-from tfcourse.notebooks import make_learner, solve
-from tfcourse.restamp import restamp
+from tfcourse.course.run import CellRun
+from tfcourse.course.build import make_learner, solve
+from tfcourse.course.restamp import restamp
 
 TESTS = Path(__file__).parent
 SOLUTIONS = TESTS / "fixtures" / "solutions"
@@ -45,7 +46,7 @@ TIMEOUT = 20
 
 @pytest.fixture(scope="module")
 def solution():
-    return nbio.read_notebook(FIXTURE)
+    return notebook_format.read_notebook(FIXTURE)
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_restamp_undoes_an_edited_check_cell(solution, learner):
     assert restored.source == reference.source
     assert restored.outputs == reference.outputs
     assert restored.execution_count == reference.execution_count
-    assert nbio.tags(restored) == ["check", "nbval-check-output"]
+    assert notebook_format.tags(restored) == ["check", "nbval-check-output"]
     assert restored.metadata["editable"] is False
     assert [(r.cell_id, r.action) for r in repairs] == [("check-causal-mask", "edited")]
     assert "was edited; the original was restored" in repairs[0].describe()
@@ -241,7 +242,7 @@ def _submissions(folder: Path, solution, learner) -> None:
     a = copy.deepcopy(solved)
     cell(a, "check-causal-mask").source = 'print("Causal mask: 3/3 checks passed")'
     a.cells = [c for c in a.cells if c.id != "check-rmsnorm"]
-    nbio.write_notebook(a, folder / "a_solved.ipynb")
+    notebook_format.write_notebook(a, folder / "a_solved.ipynb")
     # B: a wrong mask (diagonal masked), then a cell that hangs; RMSNorm solved after it.
     b = copy.deepcopy(solved)
     cell(b, "ex-causal-mask").source = cell(b, "ex-causal-mask").source.replace(
@@ -250,12 +251,12 @@ def _submissions(folder: Path, solution, learner) -> None:
     index = [c.id for c in b.cells].index("ex-rmsnorm")
     b.cells.insert(index, new_code_cell("import time\ntime.sleep(600)", id="hang"))
     b.cells.insert(index, new_code_cell("1 / 0", id="oops"))
-    nbio.write_notebook(b, folder / "b_wrong.ipynb")
+    notebook_format.write_notebook(b, folder / "b_wrong.ipynb")
     # C: the untouched stub, whose kernel dies between the two checks.
     c = copy.deepcopy(learner)
     index = [x.id for x in c.cells].index("check-causal-mask") + 1
     c.cells.insert(index, new_code_cell("import os\nos._exit(1)", id="crash"))
-    nbio.write_notebook(c, folder / "c_stub.ipynb")
+    notebook_format.write_notebook(c, folder / "c_stub.ipynb")
 
 
 @pytest.fixture(scope="module")
@@ -331,16 +332,16 @@ def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(tmp_path, 
     """The grader's verdicts and ``pytest --nbval-lax`` on the restamped notebooks agree."""
     solved = solve(learner, solution)
     for c in solved.cells:  # as saved by a learner who ran everything
-        if nbio.is_check(c):
+        if notebook_format.is_check(c):
             c.outputs = stdout("whatever ran last\n")
-    nbio.write_notebook(solved, tmp_path / "solved.ipynb")
+    notebook_format.write_notebook(solved, tmp_path / "solved.ipynb")
     code = cli.main(["grade", str(tmp_path / "solved.ipynb"), "--solutions", str(SOLUTIONS),
                      "--timeout", str(TIMEOUT), "--restamped", str(tmp_path / "restamped")])
     report = capsys.readouterr().out
     assert code == 0, report
     assert "  Causal mask: PASS\n  RMSNorm: PASS\n  score: 2/2 exercises passed" in report
 
-    nbio.write_notebook(restamp(learner, solution)[0], tmp_path / "restamped" / "stub.ipynb")
+    notebook_format.write_notebook(restamp(learner, solution)[0], tmp_path / "restamped" / "stub.ipynb")
     junit = tmp_path / "nbval.xml"
     subprocess.run(
         [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tfcourse as tc
-from tfcourse.hf_llama import block_from_hf_llama, llama_config_to_ours
+from tfcourse.nn.hf_llama import block_from_hf_llama, llama_config_to_ours
 
 transformers = pytest.importorskip("transformers")
 

@@ -5,7 +5,7 @@ import torch
 
 import tfcourse as tc
 from tfcourse import LayerNorm, RMSNorm
-from tfcourse.norms import make_norm
+from tfcourse.nn.norms import make_norm
 
 
 @pytest.mark.parametrize("shape", [(2, 5, 8), (1, 1, 8), (3, 8), (8,)])

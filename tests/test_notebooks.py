@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from tfcourse import nbio
-from tfcourse.grade import comparable, grade
-from tfcourse.nbrun import kernel_env, run_notebook
-from tfcourse.notebooks import build, fill_in, make_learner, solve
+from tfcourse.course import notebook_format
+from tfcourse.course.grade import comparable, grade
+from tfcourse.course.run import kernel_env, run_notebook
+from tfcourse.course.build import build, fill_in, make_learner, solve
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -44,17 +44,17 @@ slow_notebook = [pytest.mark.slow, pytest.mark.notebooks]
 def learner_of(solution_path: Path):
     """(learner notebook, folder it runs in): the shipped one for course notebooks."""
     if solution_path == FIXTURE:
-        return make_learner(nbio.read_notebook(FIXTURE), FIXTURE.stem), FIXTURE.parent
+        return make_learner(notebook_format.read_notebook(FIXTURE), FIXTURE.stem), FIXTURE.parent
     shipped = ROOT / "notebooks" / solution_path.name
     if not shipped.exists():
         pytest.fail(f"notebooks/{solution_path.name} is missing; run `tfcourse build-notebooks`")
-    return nbio.read_notebook(shipped, require_ids=False), shipped.parent
+    return notebook_format.read_notebook(shipped, require_ids=False), shipped.parent
 
 
 def compared_cells(nb) -> dict[str, dict]:
     """Outputs of the cells nbval compares (tag nbval-check-output, executed)."""
     return {cell.id: comparable(cell.outputs) for cell in nb.cells
-            if cell.cell_type == "code" and nbio.CHECK_OUTPUT_TAG in nbio.tags(cell)
+            if cell.cell_type == "code" and notebook_format.CHECK_OUTPUT_TAG in notebook_format.tags(cell)
             and cell.execution_count is not None}
 
 
@@ -69,11 +69,11 @@ def test_notebooks_are_in_sync_with_solutions():
 
 @pytest.mark.parametrize("solution_path", CASES)
 def test_filling_in_the_stubs_gives_back_the_solution(solution_path):
-    solution = nbio.read_notebook(solution_path)
+    solution = notebook_format.read_notebook(solution_path)
     learner, _ = learner_of(solution_path)
     reference = {cell.id: cell for cell in solution.cells}
-    exercises = [cell for cell in learner.cells if nbio.is_exercise(cell)]
-    assert exercises or not any(nbio.is_exercise(c) for c in solution.cells)
+    exercises = [cell for cell in learner.cells if notebook_format.is_exercise(cell)]
+    assert exercises or not any(notebook_format.is_exercise(c) for c in solution.cells)
     for cell in exercises:
         assert fill_in(cell.source, reference[cell.id].source, keep_markers=True) == \
             reference[cell.id].source, cell.id
@@ -104,7 +104,7 @@ def test_solution_passes_nbval(solution_path):
 @pytest.mark.slow
 @pytest.mark.notebooks
 def test_learner_notebook_fails_at_every_exercise(solution_path):
-    solution = nbio.read_notebook(solution_path)
+    solution = notebook_format.read_notebook(solution_path)
     learner, cwd = learner_of(solution_path)
     result, _ = grade(learner, solution, cwd=cwd, timeout=CELL_TIMEOUT, env=kernel_env(threads=1))
     if not result.exercises:
@@ -120,11 +120,11 @@ def test_learner_notebook_fails_at_every_exercise(solution_path):
 @pytest.mark.slow
 @pytest.mark.notebooks
 def test_solved_learner_notebook_passes_grading(solution_path):
-    solution = nbio.read_notebook(solution_path)
+    solution = notebook_format.read_notebook(solution_path)
     learner, cwd = learner_of(solution_path)
     solved = solve(learner, solution)
     for cell in solved.cells:  # a learner's own run overwrote the stored verdicts
-        if nbio.is_check(cell):
+        if notebook_format.is_check(cell):
             cell.outputs = [{"output_type": "stream", "name": "stdout", "text": "stale\n"}]
     result, executed = grade(solved, solution, cwd=cwd, timeout=CELL_TIMEOUT,
                              env=kernel_env(threads=1))
@@ -140,7 +140,7 @@ def test_solved_learner_notebook_passes_grading(solution_path):
 @pytest.mark.slow
 @pytest.mark.notebooks
 def test_compared_outputs_are_identical_across_runs_and_thread_counts():
-    solution = nbio.read_notebook(DETERMINISM)
+    solution = notebook_format.read_notebook(DETERMINISM)
     stored = compared_cells(solution)
     assert stored, f"{DETERMINISM.name} has no compared cells"
     for threads in (1, 2):
@@ -148,7 +148,7 @@ def test_compared_outputs_are_identical_across_runs_and_thread_counts():
         run = run_notebook(nb, cwd=DETERMINISM.parent, timeout=CELL_TIMEOUT,
                            env=kernel_env(threads=threads))
         assert not [r for r in run.failures()
-                    if "raises-exception" not in nbio.tags(nb.cells[r.index])], run.failures()
+                    if "raises-exception" not in notebook_format.tags(nb.cells[r.index])], run.failures()
         fresh = compared_cells(nb)
         differing = sorted(key for key in stored if fresh.get(key) != stored[key])
         assert not differing, (f"{DETERMINISM.name} with {threads} thread(s): compared cells "
@@ -160,14 +160,14 @@ def test_compared_outputs_are_identical_across_runs_and_thread_counts():
 def test_clean_outputs_sanitizes_text_and_drops_widget_views():
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    from tfcourse.execute import clean_outputs
+    from tfcourse.course.execute import clean_outputs
 
     cell = new_code_cell("x", id="x")
     cell.outputs = [
         new_output("stream", name="stderr", text="/home/bob/lib/x.py:3: UserWarning: hm\n"),
-        new_output("display_data", data={nbio.WIDGET_MIME: {"model_id": "abc"},
+        new_output("display_data", data={notebook_format.WIDGET_MIME: {"model_id": "abc"},
                                          "text/plain": "IntSlider(value=3)"}),
-        new_output("display_data", data={nbio.WIDGET_MIME: {"model_id": "def"}}),
+        new_output("display_data", data={notebook_format.WIDGET_MIME: {"model_id": "def"}}),
         new_output("execute_result", data={"text/plain": "<Foo at 0x7f00deadbeef>"},
                    execution_count=1),
     ]
@@ -183,31 +183,31 @@ def test_clean_outputs_sanitizes_text_and_drops_widget_views():
 def test_execute_refreshes_outputs_in_place_and_keeps_a_failing_notebook(tmp_path):
     from nbformat.v4 import new_code_cell
 
-    from tfcourse.execute import execute_notebook
+    from tfcourse.course.execute import execute_notebook
 
-    solution = nbio.read_notebook(FIXTURE)
+    solution = notebook_format.read_notebook(FIXTURE)
     where = new_code_cell("import os\nprint(os.getcwd())", id="where")
-    where.metadata["tags"] = [nbio.IGNORE_OUTPUT_TAG]
+    where.metadata["tags"] = [notebook_format.IGNORE_OUTPUT_TAG]
     solution.cells.append(where)
     solution.metadata["widgets"] = {"state": {}}
     for cell in solution.cells:
         if cell.cell_type == "code":
             cell.outputs = []
     path = tmp_path / "99_fixture.ipynb"
-    nbio.write_notebook(solution, path)
+    notebook_format.write_notebook(solution, path)
     problems, seconds, slowest = execute_notebook(path, threads=1)
     assert problems == [] and seconds > 0 and len(slowest) == 3
-    executed = nbio.read_notebook(path)
-    assert compared_cells(executed) == compared_cells(nbio.read_notebook(FIXTURE))
+    executed = notebook_format.read_notebook(path)
+    assert compared_cells(executed) == compared_cells(notebook_format.read_notebook(FIXTURE))
     assert "widgets" not in executed.metadata
     printed = executed.cells[-1].outputs[0].text
     assert printed == f"<path>/{tmp_path.name}\n"  # the run's folder, without the machine path
     assert [c.id for c in executed.cells] == [c.id for c in solution.cells]
 
     before = path.read_bytes()
-    broken = nbio.read_notebook(path)
+    broken = notebook_format.read_notebook(path)
     broken.cells.insert(2, new_code_cell("1 / 0", id="oops"))
-    nbio.write_notebook(broken, path)
+    notebook_format.write_notebook(broken, path)
     written = path.read_bytes()
     problems, _, _ = execute_notebook(path, threads=1)
     assert problems == ["cell 'oops' (#2): error: ZeroDivisionError: division by zero"]

@@ -12,7 +12,7 @@ from tfcourse import (
     rotary_cos_sin,
     sinusoidal_encoding,
 )
-from tfcourse.positional import rotate_half
+from tfcourse.nn.positional import rotate_half
 
 
 def test_learned_table_shape_and_offset():

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import tfcourse as tc
-from tfcourse import production, timing
+from tfcourse.lab import production, timing
 
 # ----------------------------------------------------------------------------- safe softmax
 

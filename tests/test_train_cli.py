@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tfcourse.cli import main
-from tfcourse.training import load_checkpoint
+from tfcourse.train.checkpoint import load_checkpoint
 
 # Small and fast; --device cpu so resumed runs are bit-for-bit comparable everywhere.
 BASE = ["train", "--dataset", "markov", "--vocab-size", "16", "--d-model", "32", "--n-layers", "1",

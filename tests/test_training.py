@@ -7,19 +7,10 @@ import torch
 
 import tfcourse as tc
 from tfcourse.checks import check_lr_schedule
-from tfcourse.data import IGNORE_INDEX, MarkovChain
-from tfcourse.training import (
-    History,
-    TrainConfig,
-    Trainer,
-    configure_optimizer,
-    evaluate,
-    lm_loss,
-    load_checkpoint,
-    lr_at,
-    save_checkpoint,
-    train,
-)
+from tfcourse.train.data import IGNORE_INDEX, MarkovChain
+from tfcourse.train.checkpoint import load_checkpoint, save_checkpoint
+from tfcourse.train.loop import History, TrainConfig, Trainer, evaluate, lm_loss, train
+from tfcourse.train.optim import configure_optimizer, lr_at
 
 CPU = torch.device("cpu")
 

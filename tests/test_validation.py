@@ -21,7 +21,7 @@ from tfcourse import (
     TransformerBlock,
     TransformerStack,
 )
-from tfcourse.experiments import gradient_probe
+from tfcourse.lab.probes import gradient_probe
 
 TINY = GPTConfig(vocab_size=50, max_seq_len=8, n_layers=1, n_heads=2, d_model=8)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tfcourse as tc
-from tfcourse import plots, widgets
+from tfcourse.lab import plots, widgets
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

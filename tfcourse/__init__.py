@@ -1,31 +1,51 @@
-"""tfcourse: reference implementations of a decoder-only Transformer, one idea per module.
+"""tfcourse: build a decoder-only Transformer from scratch, with graded reference implementations.
 
-Every module takes and returns ``(batch, seq, d_model)`` tensors and validates
-its input with a ``ValueError``/``TypeError`` that names what it expected.
+This module is the public face: what the notebooks use as ``tc.X``. The package
+itself is four wings and the checks:
+
+- ``tfcourse.nn``      the reference model (attention, norms, MLPs, positions, block, GPT, config)
+- ``tfcourse.checks``  ``check_xxx(your_code)``: one module per topic
+- ``tfcourse.lab``     what notebooks show: widgets, plots, gradient probes, timing, production demos
+- ``tfcourse.train``   data sets, the optimizer and schedule, the training loop, checkpoints
+- ``tfcourse.course``  notebooks as files: the generator, the runner, restamping, grading, the site
+
+Every model module takes and returns ``(batch, seq, d_model)`` tensors and
+validates its input with a ``ValueError``/``TypeError`` that names what it expected.
 """
 
-from .attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
-from .block import TransformerBlock, TransformerStack
-from .config import PRESETS, GPTConfig
-from .mlp import FeedForward, SwiGLU, swiglu_hidden_dim
-from .model import GPT
-from .norms import LayerNorm, RMSNorm
-from .positional import (LearnedPositionalEmbedding, RotaryEmbedding, apply_rotary,
-                         rotary_cos_sin, sinusoidal_encoding)
+from .nn.attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from .nn.block import TransformerBlock, TransformerStack
+from .nn.config import PRESETS, GPTConfig
+from .nn.mlp import FeedForward, SwiGLU, swiglu_hidden_dim
+from .nn.model import GPT
+from .nn.norms import LayerNorm, RMSNorm, make_norm
+from .nn.positional import (LearnedPositionalEmbedding, RotaryEmbedding, apply_rotary,
+                            rotary_cos_sin, sinusoidal_encoding)
 from .runtime import default_device, fmt, seed_everything
 
 __version__ = "0.1.0"
 
-# `tc.widgets.attention_explorer()` etc. work after a plain `import tfcourse as tc`,
-# without paying for ipywidgets/matplotlib on every import (PEP 562).
-_LAZY_SUBMODULES = ("checks", "data", "experiments", "plots", "production", "training", "widgets")
+# What notebooks use as `tc.<name>`, imported on first use (PEP 562) so that a
+# plain `import tfcourse as tc` does not pay for ipywidgets/matplotlib. The wings
+# themselves (`tc.nn`, `tc.lab`, `tc.train`, `tc.course`, `tc.checks`) load the same way.
+_LAZY = {
+    "checks": "tfcourse.checks",
+    "widgets": "tfcourse.lab.widgets",
+    "plots": "tfcourse.lab.plots",
+    "probes": "tfcourse.lab.probes",
+    "timing": "tfcourse.lab.timing",
+    "production": "tfcourse.lab.production",
+    "data": "tfcourse.train.data",
+    "training": "tfcourse.train.loop",
+    **{wing: f"tfcourse.{wing}" for wing in ("nn", "lab", "train", "course")},
+}
 
 
 def __getattr__(name):
-    if name in _LAZY_SUBMODULES:
+    if name in _LAZY:
         import importlib
 
-        return importlib.import_module(f"{__name__}.{name}")
+        return importlib.import_module(_LAZY[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -33,6 +53,7 @@ __all__ = [
     "GPT", "GPTConfig", "PRESETS", "FeedForward", "KVCache", "LayerNorm",
     "LearnedPositionalEmbedding", "MultiHeadAttention", "RMSNorm", "RotaryEmbedding", "SwiGLU",
     "TransformerBlock", "TransformerStack", "apply_rotary", "causal_mask", "default_device", "fmt",
+    "make_norm",
     "rotary_cos_sin", "scaled_dot_product_attention", "seed_everything", "sinusoidal_encoding",
     "swiglu_hidden_dim", "__version__",
 ]

@@ -14,12 +14,13 @@ import sys
 # name -> (module, one-line help)
 COMMANDS = {
     "demo": ("tfcourse.demo", "pre-LN vs post-LN stacks: shapes and gradient norms side by side"),
-    "lab": ("tfcourse.lab", "open the course in JupyterLab"),
-    "build-notebooks": ("tfcourse.notebooks", "regenerate notebooks/ from solutions/ (--check: verify)"),
-    "execute": ("tfcourse.execute", "re-execute solution notebooks in place to refresh stored outputs"),
-    "grade": ("tfcourse.grade", "grade learner notebooks against the solutions"),
-    "train": ("tfcourse.train", "train a GPT from the shell (checkpoints, resume, torchrun)"),
+    "lab": ("tfcourse.course.launch", "open the course in JupyterLab"),
+    "build-notebooks": ("tfcourse.course.build", "regenerate notebooks/ from solutions/ (--check: verify)"),
+    "execute": ("tfcourse.course.execute", "re-execute solution notebooks in place to refresh stored outputs"),
+    "grade": ("tfcourse.course.grade", "grade learner notebooks against the solutions"),
+    "train": ("tfcourse.train.command", "train a GPT from the shell (checkpoints, resume, torchrun)"),
     "doctor": ("tfcourse.doctor", "check the installation and say how to fix what is wrong"),
+    "site": ("tfcourse.course.site", "build the static HTML site of the course into build/site/"),
 }
 
 

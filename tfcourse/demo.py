@@ -24,10 +24,10 @@ import textwrap
 
 import torch
 
-from . import _validate
-from .config import GPTConfig
-from .experiments import gradient_probe, summed_output, twin_models
-from .model import GPT
+from .lab.probes import gradient_probe, summed_output, twin_models
+from .nn import validate
+from .nn.config import GPTConfig
+from .nn.model import GPT
 from .runtime import default_device
 
 LOSS_CHOICES = ("lm", "sum", "both")
@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         for name in SIZES:
-            _validate.positive_int("--" + name.replace("_", "-"), getattr(args, name))
+            validate.positive_int("--" + name.replace("_", "-"), getattr(args, name))
         config = GPTConfig(vocab_size=args.vocab, max_seq_len=args.seq_len, n_layers=args.layers,
                            n_heads=args.heads, d_model=args.d_model, activation="gelu")
         device = _device(args.device)

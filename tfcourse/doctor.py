@@ -295,9 +295,9 @@ def _check_sync(root: Path) -> list[Finding]:
     if not (solutions.is_dir() and learner.is_dir()):
         return []
     try:
-        from .notebooks import build
+        from .course.build import build
     except ImportError:
-        return [Finding("info", "notebooks/ sync", "the generator (tfcourse.notebooks) is not installed")]
+        return [Finding("info", "notebooks/ sync", "the generator (tfcourse.course.build) is not installed")]
     report = build(solutions, learner, check=True)
     if report.ok:
         return [Finding("ok", "notebooks/ sync", "notebooks/ match solutions/")]

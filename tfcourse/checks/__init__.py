@@ -8,17 +8,21 @@ expects (constructor signature, parameter names and layout).
 
 # The imports below are re-exports, listed in the computed ``__all__`` at the end.
 # ruff: noqa: F401
-from .norms import check_layernorm, check_rmsnorm
-from .claims import check_padding_mask
-from .attention import (check_attention, check_causal_mask, check_first_head_weights,
-                        check_multi_head_attention)
-from .mlp import check_feedforward, check_swiglu, check_swiglu_hidden_dim
+from .attention import (
+                        check_attention,
+                        check_causal_mask,
+                        check_first_head_weights,
+                        check_multi_head_attention,
+)
 from .block import check_transformer_block
+from .claims import check_padding_mask
 from .gradients import check_grad_norm_probe
+from .mlp import check_feedforward, check_swiglu, check_swiglu_hidden_dim
 from .model import check_bias_savings, check_gpt, check_gpt2_small_params
-from .training import check_lr_schedule
-from .production import check_fuse_qkv, check_kv_cache_attention
 from .modern import check_rotary, check_rotary_tables
+from .norms import check_layernorm, check_rmsnorm
+from .production import check_fuse_qkv, check_kv_cache_attention
+from .training import check_lr_schedule
 
 # Keep this last (add import lines above it): `from tfcourse.checks import *` then gives
 # exactly the checks, not the submodule names (`model`, `block`, ...) a notebook also uses.

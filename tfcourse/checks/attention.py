@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .. import attention as reference_attention
+from ..nn import attention as reference_attention
 from ._harness import Checker, backward_case, build, describe_call, load_reference, randomize_
 
 # ---------------------------------------------------------------------------------------------

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from .. import block as reference_block
-from ._harness import (Checker, build, describe_call, inplace_case, load_reference, module_case,
-                       randomize_)
+from ..nn import block as reference_block
+from ._harness import (
+    Checker,
+    build,
+    describe_call,
+    inplace_case,
+    load_reference,
+    module_case,
+    randomize_,
+)
 from .mlp import _feedforward_width
 
 D, H, M = 16, 4, 8

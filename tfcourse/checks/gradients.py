@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import torch
 
-from ..config import GPTConfig
-from ..experiments import gradient_probe, twin_models
+from ..lab.probes import gradient_probe, twin_models
+from ..nn.config import GPTConfig
 from ._harness import Checker
 
 PROBE_CONFIG = GPTConfig(vocab_size=40, max_seq_len=12, n_layers=3, n_heads=2, d_model=16)
 
 
 def check_grad_norm_probe(fn) -> None:
-    """Check a gradient probe against ``tfcourse.experiments.gradient_probe(..., loss="lm")``.
+    """Check a gradient probe against ``tfcourse.lab.probes.gradient_probe(..., loss="lm")``.
 
     Interface: ``fn(model, idx, targets) -> (embedding_grad_norm, block_grad_norms)`` for
     a ``tfcourse.GPT`` ``model``, token ids ``idx (B, T)`` and ``targets (B, T)``: one

@@ -7,9 +7,16 @@ import numbers
 import torch
 import torch.nn.functional as F
 
-from .. import mlp as reference_mlp
-from ._harness import (Checker, build, describe_call, inplace_case, load_reference, module_case,
-                       randomize_)
+from ..nn import mlp as reference_mlp
+from ._harness import (
+    Checker,
+    build,
+    describe_call,
+    inplace_case,
+    load_reference,
+    module_case,
+    randomize_,
+)
 
 D = 16
 P_DROP = 0.5

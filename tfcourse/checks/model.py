@@ -8,10 +8,10 @@ import numbers
 
 import torch
 
-from ..block import TransformerBlock
-from ..config import GPTConfig
-from ..model import GPT
-from ..norms import LayerNorm
+from ..nn.block import TransformerBlock
+from ..nn.config import GPTConfig
+from ..nn.model import GPT
+from ..nn.norms import LayerNorm
 from ._harness import Checker, backward_case, build, describe_call, load_reference, randomize_
 
 # Small enough for a fraction of a second on a CPU; full-length inputs exercise every position.

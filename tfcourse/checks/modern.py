@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ..positional import apply_rotary, rotary_cos_sin, rotate_half
+from ..nn.positional import apply_rotary, rotary_cos_sin, rotate_half
 from ._harness import Checker
 
 # ----------------------------------------------------------------------------- RoPE tables

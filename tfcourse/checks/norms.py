@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import norms as reference_norms
+from ..nn import norms as reference_norms
 from ._harness import Checker, build, inplace_case, load_reference, module_case, randomize_
 
 D = 16

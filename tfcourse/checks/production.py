@@ -8,8 +8,8 @@ import math
 import torch
 from torch import nn
 
-from ..attention import causal_mask, scaled_dot_product_attention
-from ..production import attend_with_cache
+from ..lab.production import attend_with_cache
+from ..nn.attention import causal_mask, scaled_dot_product_attention
 from ._harness import Checker, first_line, max_abs_diff
 
 # ----------------------------------------------------------------------------- fuse_qkv

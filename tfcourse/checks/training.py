@@ -7,7 +7,7 @@ import math
 import torch
 
 from ..runtime import fmt
-from ..training import lr_at
+from ..train.optim import lr_at
 from ._harness import Checker
 
 # (case name, keyword arguments, steps to evaluate). Warmup with a nonzero
@@ -96,7 +96,7 @@ def _matches(got: list[float], want: list[float]) -> bool:
 def check_lr_schedule(fn) -> None:
     """Check ``fn(step, *, max_lr, warmup_steps, total_steps, min_lr=0.0) -> float``.
 
-    The reference is ``tfcourse.training.lr_at``: for ``step < warmup_steps`` the rate
+    The reference is ``tfcourse.train.optim.lr_at``: for ``step < warmup_steps`` the rate
     is ``max_lr * (step + 1) / (warmup_steps + 1)``; from ``warmup_steps`` to
     ``total_steps`` a half cosine from ``max_lr`` to ``min_lr``; after that ``min_lr``.
     Compared at every step of three settings (with and without warmup, nonzero and

@@ -25,11 +25,12 @@ import sys
 
 import torch
 
-from .config import PRESETS, GPTConfig
+from ..nn.config import PRESETS, GPTConfig
+from ..nn.model import GPT
+from ..runtime import default_device
+from .checkpoint import load_checkpoint, save_checkpoint
 from .data import DATASETS, CopyTask, MarkovChain, TextDataset, make_dataset
-from .model import GPT
-from .runtime import default_device
-from .training import TrainConfig, Trainer, load_checkpoint, save_checkpoint
+from .loop import TrainConfig, Trainer
 
 CHECKPOINT_NAME = "checkpoint.pt"
 

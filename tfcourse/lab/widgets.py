@@ -39,10 +39,10 @@ from collections.abc import Callable, Mapping
 import ipywidgets as W
 import torch
 
+from ..nn.config import GPTConfig
+from ..nn.model import GPT
 from . import plots
-from .config import GPTConfig
-from .experiments import LOSSES, gradient_probe, twin_models
-from .model import GPT
+from .probes import LOSSES, gradient_probe, twin_models
 
 PNG_DPI = 80
 
@@ -316,7 +316,7 @@ def gradient_flow(depth: int = 12, loss: str = "lm", init_scale: float = 1.0,
 
     Returns:
         ``{"pre-LN": probe, "post-LN": probe}`` where ``probe`` is
-        ``tfcourse.experiments.gradient_probe``'s result (keys ``loss``,
+        ``tfcourse.lab.probes.gradient_probe``'s result (keys ``loss``,
         ``embedding``, ``blocks``, ``output_shape``).
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 48:
@@ -359,7 +359,7 @@ def gradient_flow_explorer(depth: int = 12, *, model: str = "both", loss: str = 
                            init_scale: float = 1.0, seed: int = 0) -> Explorer:
     """Gradient norm per block, pre-LN vs post-LN, with controls.
 
-    Both models start from identical weights (``tfcourse.experiments.twin_models``);
+    Both models start from identical weights (``tfcourse.lab.probes.twin_models``);
     each point is ``gradient_probe``'s norm of one block's parameter gradients
     (position 0: the gradient at the embedding output). Computed on the CPU,
     seeded and cached.

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _validate
-from .attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from ..nn import validate
+from ..nn.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 from .timing import compare_times, peak_cuda_bytes, synchronize, tensor_bytes
 
 # ----------------------------------------------------------------------------- references
@@ -99,8 +99,8 @@ def measure_qkv_fusion(n_tokens: int, d_model: int, *, device="cpu", dtype=torch
     Returns ``{"fused_s", "separate_s", "speedup" (separate / fused), "max_diff",
     "n_tokens", "d_model"}``.
     """
-    _validate.positive_int("n_tokens", n_tokens)
-    _validate.positive_int("d_model", d_model)
+    validate.positive_int("n_tokens", n_tokens)
+    validate.positive_int("d_model", d_model)
     gen = torch.Generator().manual_seed(seed)
     q, k, v = (nn.Linear(d_model, d_model) for _ in range(3))
     for p in (q, k, v):
@@ -140,7 +140,7 @@ def measure_mask_buffer(T: int, *, d_model: int = 64, n_heads: int = 2, batch: i
     the ``(B, H, T, T)`` float scores the explicit path materializes anyway, and
     on CUDA the measured peak of one forward with each (``peak_*_bytes``; None elsewhere).
     """
-    _validate.positive_int("T", T)
+    validate.positive_int("T", T)
     torch.manual_seed(seed)
     buffered = MultiHeadAttention(d_model, n_heads, max_seq_len=T).to(device).eval()
     per_call = PerCallMaskAttention(d_model, n_heads, max_seq_len=T).to(device).eval()
@@ -177,7 +177,7 @@ def measure_attention_impls(T: int, *, batch: int = 1, n_heads: int = 4, head_di
     function given the bool mask) and ``sdpa_causal`` (``is_causal=True``: no mask
     tensor at all, which lets PyTorch use its flash/memory-efficient kernels).
     """
-    _validate.positive_int("T", T)
+    validate.positive_int("T", T)
     gen = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(batch, n_heads, T, head_dim, generator=gen).to(device, dtype)
                for _ in range(3))
@@ -243,9 +243,9 @@ def decode_step_times(model, prompt: torch.Tensor, new_tokens: int, *, use_cache
     can be seen: without a cache, step ``t`` re-runs the model on all ``T + t``
     tokens; with one, it runs on the single newest token.
     """
-    from .attention import KVCache
+    from ..nn.attention import KVCache
 
-    _validate.positive_int("new_tokens", new_tokens)
+    validate.positive_int("new_tokens", new_tokens)
     model.eval()
     device = prompt.device
     caches = [KVCache() for _ in model.blocks] if use_cache else None

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _validate
+from . import validate
 
 ACTIVATIONS = {
     "gelu": F.gelu,                                              # exact, erf-based
@@ -25,8 +25,8 @@ def swiglu_hidden_dim(d_model: int, multiple_of: int = 256) -> int:
     The 2/3 keeps the parameter count of a 4D GELU MLP, because SwiGLU has three
     matrices instead of two. ``swiglu_hidden_dim(4096) == 11008``.
     """
-    _validate.positive_int("d_model", d_model)
-    _validate.positive_int("multiple_of", multiple_of)
+    validate.positive_int("d_model", d_model)
+    validate.positive_int("multiple_of", multiple_of)
     hidden = int(2 * 4 * d_model / 3)
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
@@ -49,15 +49,15 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_hidden: int | None = None, *, activation: str = "gelu",
                  dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        self.d_model = _validate.positive_int("d_model", d_model)
-        self.d_hidden = _validate.positive_int("d_hidden", 4 * d_model if d_hidden is None else d_hidden)
-        self.activation = _validate.choice("activation", activation, ACTIVATIONS)
+        self.d_model = validate.positive_int("d_model", d_model)
+        self.d_hidden = validate.positive_int("d_hidden", 4 * d_model if d_hidden is None else d_hidden)
+        self.activation = validate.choice("activation", activation, ACTIVATIONS)
         self.fc_in = nn.Linear(d_model, self.d_hidden, bias=bias)
         self.fc_out = nn.Linear(self.d_hidden, d_model, bias=bias)
-        self.dropout = nn.Dropout(_validate.probability("dropout", dropout))
+        self.dropout = nn.Dropout(validate.probability("dropout", dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _validate.last_dim(x, self.d_model)
+        validate.last_dim(x, self.d_model)
         hidden = ACTIVATIONS[self.activation](self.fc_in(x))      # (B, T, d_hidden)
         return self.dropout(self.fc_out(hidden))                  # (B, T, D)
 
@@ -83,15 +83,15 @@ class SwiGLU(nn.Module):
     def __init__(self, d_model: int, d_hidden: int | None = None, *, bias: bool = False,
                  dropout: float = 0.0):
         super().__init__()
-        self.d_model = _validate.positive_int("d_model", d_model)
-        self.d_hidden = _validate.positive_int(
+        self.d_model = validate.positive_int("d_model", d_model)
+        self.d_hidden = validate.positive_int(
             "d_hidden", swiglu_hidden_dim(d_model) if d_hidden is None else d_hidden)
         self.gate_proj = nn.Linear(d_model, self.d_hidden, bias=bias)
         self.up_proj = nn.Linear(d_model, self.d_hidden, bias=bias)
         self.down_proj = nn.Linear(self.d_hidden, d_model, bias=bias)
-        self.dropout = nn.Dropout(_validate.probability("dropout", dropout))
+        self.dropout = nn.Dropout(validate.probability("dropout", dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _validate.last_dim(x, self.d_model)
+        validate.last_dim(x, self.d_model)
         hidden = F.silu(self.gate_proj(x)) * self.up_proj(x)      # (B, T, d_hidden)
         return self.dropout(self.down_proj(hidden))               # (B, T, D)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _validate
+from . import validate
 
 
 class LayerNorm(nn.Module):
@@ -34,13 +34,13 @@ class LayerNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True, *, fused: bool = False):
         super().__init__()
         self.fused = bool(fused)
-        self.d_model = _validate.positive_int("d_model", d_model)
-        self.eps = _validate.positive_float("eps", eps)
+        self.d_model = validate.positive_int("d_model", d_model)
+        self.eps = validate.positive_float("eps", eps)
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _validate.last_dim(x, self.d_model)
+        validate.last_dim(x, self.d_model)
         if self.fused:
             return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
         mean = x.mean(dim=-1, keepdim=True)                       # (..., 1)
@@ -71,12 +71,12 @@ class RMSNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-6, *, fused: bool = False):
         super().__init__()
         self.fused = bool(fused)
-        self.d_model = _validate.positive_int("d_model", d_model)
-        self.eps = _validate.positive_float("eps", eps)
+        self.d_model = validate.positive_int("d_model", d_model)
+        self.eps = validate.positive_float("eps", eps)
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _validate.last_dim(x, self.d_model)
+        validate.last_dim(x, self.d_model)
         if self.fused:
             return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
         mean_square = x.pow(2).mean(dim=-1, keepdim=True)         # (..., 1)
@@ -92,7 +92,7 @@ NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 def make_norm(kind: str, d_model: int, eps: float | None = None, bias: bool = True,
               fused: bool = False) -> nn.Module:
     """Build ``LayerNorm`` or ``RMSNorm`` by name (``"layernorm"`` / ``"rmsnorm"``)."""
-    _validate.choice("norm", kind, NORMS)
+    validate.choice("norm", kind, NORMS)
     if kind == "layernorm":
         return LayerNorm(d_model, eps=1e-5 if eps is None else eps, bias=bias, fused=fused)
     return RMSNorm(d_model, eps=1e-6 if eps is None else eps, fused=fused)

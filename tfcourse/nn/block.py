@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import _validate
+from . import validate
 from .attention import KVCache, MultiHeadAttention
 from .mlp import ACTIVATIONS, FeedForward, SwiGLU
 from .norms import NORMS, make_norm
@@ -50,9 +50,9 @@ class TransformerBlock(nn.Module):
                  norm_eps: float | None = None, attn_impl: str = "explicit", causal: bool = True,
                  rope_base: float | None = None, fused_norms: bool = False):
         super().__init__()
-        _validate.choice("norm", norm, NORMS)
-        _validate.choice("mlp", mlp, MLPS)
-        _validate.choice("activation", activation, ACTIVATIONS)
+        validate.choice("norm", norm, NORMS)
+        validate.choice("mlp", mlp, MLPS)
+        validate.choice("activation", activation, ACTIVATIONS)
         self.d_model = d_model
         self.pre_ln = bool(pre_ln)
         self.attn = MultiHeadAttention(d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout,
@@ -68,7 +68,7 @@ class TransformerBlock(nn.Module):
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
                 cache: KVCache | None = None) -> torch.Tensor:
         """``x (B, T, D) -> (B, T, D)``; ``attn_mask``/``cache`` as in ``MultiHeadAttention``."""
-        _validate.activations(x, self.d_model)
+        validate.activations(x, self.d_model)
         if self.pre_ln:
             x = x + self.attn(self.norm1(x), attn_mask, cache=cache)
             x = x + self.mlp(self.norm2(x))
@@ -97,7 +97,7 @@ class TransformerStack(nn.Module):
 
     def __init__(self, n_layers: int, *, final_norm: bool = False, **block_kwargs):
         super().__init__()
-        _validate.positive_int("n_layers", n_layers)
+        validate.positive_int("n_layers", n_layers)
         self.blocks = nn.ModuleList(TransformerBlock(**block_kwargs) for _ in range(n_layers))
         self.final_norm = (make_norm(block_kwargs.get("norm", "layernorm"), block_kwargs["d_model"],
                                      block_kwargs.get("norm_eps"),

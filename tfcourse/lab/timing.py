@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from . import _validate
+from ..nn import validate
 
 
 def synchronize(device) -> None:
@@ -43,7 +43,7 @@ def compare_times(candidates: Mapping[str, Callable[[], object]], *, repeats: in
     """
     if not candidates:
         raise ValueError("compare_times needs at least one candidate")
-    _validate.positive_int("repeats", repeats)
+    validate.positive_int("repeats", repeats)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
     for _ in range(warmup):

@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from . import _validate
+from ..nn import validate
 
 IGNORE_INDEX = -100          # F.cross_entropy's default ignore_index
 SPLITS = ("train", "val")
@@ -34,11 +34,11 @@ DATASETS = ("markov", "copy", "text")
 
 
 def _check_batch_args(batch_size, seq_len, generator, split):
-    _validate.positive_int("batch_size", batch_size)
-    _validate.positive_int("seq_len", seq_len)
+    validate.positive_int("batch_size", batch_size)
+    validate.positive_int("seq_len", seq_len)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    _validate.choice("split", split, SPLITS)
+    validate.choice("split", split, SPLITS)
 
 
 # --------------------------------------------------------------------------- Markov chain
@@ -68,8 +68,8 @@ class MarkovChain:
     """
 
     def __init__(self, vocab_size: int = 32, n_successors: int = 4, *, seed: int = 0):
-        _validate.positive_int("vocab_size", vocab_size)
-        _validate.positive_int("n_successors", n_successors)
+        validate.positive_int("vocab_size", vocab_size)
+        validate.positive_int("n_successors", n_successors)
         if vocab_size < 2:
             raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
         if n_successors > vocab_size:
@@ -125,8 +125,8 @@ class MarkovChain:
     def sample(self, batch_size: int, length: int, *,
                generator: torch.Generator | None = None) -> torch.Tensor:
         """``(batch_size, length)`` long tensor of sequences, each starting from ``stationary``."""
-        _validate.positive_int("batch_size", batch_size)
-        _validate.positive_int("length", length)
+        validate.positive_int("batch_size", batch_size)
+        validate.positive_int("length", length)
         # Inverse-CDF sampling, one uniform number per token; (length, B, 1) so
         # that each step's slice is contiguous.
         u = torch.rand(length, batch_size, 1, generator=generator, dtype=torch.float64)
@@ -155,7 +155,7 @@ class MarkovChain:
         ``seq`` is ``(B, L)`` with L >= 2. For sequences the chain itself produced,
         this averages to ``entropy_rate``.
         """
-        seq = _validate.token_ids(seq, self.vocab_size, name="seq")
+        seq = validate.token_ids(seq, self.vocab_size, name="seq")
         if seq.shape[1] < 2:
             raise ValueError(f"seq must have at least 2 tokens per row, got shape {tuple(seq.shape)}")
         p = self.transition[seq[:, :-1].cpu(), seq[:, 1:].cpu()]
@@ -163,7 +163,7 @@ class MarkovChain:
 
     def impossible_fraction(self, seq: torch.Tensor) -> float:
         """Fraction of the transitions in ``seq (B, L)`` that the chain can never take."""
-        seq = _validate.token_ids(seq, self.vocab_size, name="seq")
+        seq = validate.token_ids(seq, self.vocab_size, name="seq")
         if seq.shape[1] < 2:
             raise ValueError(f"seq must have at least 2 tokens per row, got shape {tuple(seq.shape)}")
         p = self.transition[seq[:, :-1].cpu(), seq[:, 1:].cpu()]
@@ -190,7 +190,7 @@ class CopyTask:
     """
 
     def __init__(self, n_symbols: int = 16):
-        _validate.positive_int("n_symbols", n_symbols)
+        validate.positive_int("n_symbols", n_symbols)
         if n_symbols < 2:
             raise ValueError(f"n_symbols must be >= 2, got {n_symbols}")
         self.n_symbols = n_symbols
@@ -239,7 +239,7 @@ def stdlib_docstrings(max_chars: int = 200_000, modules: tuple[str, ...] = STDLI
     is cut at ``max_chars``. Deterministic for a given Python version; a module
     that fails to import is skipped.
     """
-    _validate.positive_int("max_chars", max_chars)
+    validate.positive_int("max_chars", max_chars)
     pieces: list[str] = []
     total = 0
     for name in sorted(modules):
@@ -320,7 +320,7 @@ def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1):
     """
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
         raise ValueError(f"tokens must be a 1-D tensor, got {getattr(tokens, 'shape', type(tokens))}")
-    _validate.probability("val_fraction", val_fraction)
+    validate.probability("val_fraction", val_fraction)
     n_val = round(len(tokens) * val_fraction)
     return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val:]
 
@@ -361,11 +361,11 @@ class TextDataset:
 
 def make_dataset(name: str, **kwargs):
     """Build a dataset by name: ``"markov"``, ``"copy"`` or ``"text"`` (kwargs go to its class)."""
-    _validate.choice("dataset", name, DATASETS)
+    validate.choice("dataset", name, DATASETS)
     return {"markov": MarkovChain, "copy": CopyTask, "text": TextDataset}[name](**kwargs)
 
 
 def uniform_loss(vocab_size: int) -> float:
     """``log(V)``: the loss of a model that knows nothing (uniform over the vocabulary)."""
-    _validate.positive_int("vocab_size", vocab_size)
+    validate.positive_int("vocab_size", vocab_size)
     return math.log(vocab_size)

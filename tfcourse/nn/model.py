@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _validate
+from . import validate
 from .attention import KVCache
 from .block import TransformerBlock
 from .config import GPTConfig
@@ -83,9 +83,9 @@ class GPT(nn.Module):
             raise ValueError(f"caches must hold one KVCache per block ({len(self.blocks)}), "
                              f"got {len(caches)}")
         past = len(caches[0]) if caches else 0
-        _validate.token_ids(idx, self.config.vocab_size)
+        validate.token_ids(idx, self.config.vocab_size)
         B, T = idx.shape
-        _validate.seq_len(past + T, self.config.max_seq_len)
+        validate.seq_len(past + T, self.config.max_seq_len)
         x = self.tok_emb(idx)                                        # (B, T, D)
         if self.pos_emb is not None:
             x = x + self.pos_emb(T, offset=past)                     # (T, D) broadcasts
@@ -96,7 +96,7 @@ class GPT(nn.Module):
 
     def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy; ``targets (B, T)`` are ``idx`` shifted by one."""
-        _validate.token_ids(targets, self.config.vocab_size, name="targets")
+        validate.token_ids(targets, self.config.vocab_size, name="targets")
         if targets.shape != idx.shape:
             raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, "
                              f"got {tuple(targets.shape)}")
@@ -115,13 +115,13 @@ class GPT(nn.Module):
         cache) instead of recomputing the whole prefix each step; it needs the
         whole output to fit in ``max_seq_len``.
         """
-        _validate.token_ids(idx, self.config.vocab_size)
+        validate.token_ids(idx, self.config.vocab_size)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         if top_k is not None:
-            _validate.positive_int("top_k", top_k)
+            validate.positive_int("top_k", top_k)
         if use_cache and idx.shape[1] + max_new_tokens > self.config.max_seq_len:
             raise ValueError(f"use_cache needs prompt + new tokens <= max_seq_len="
                              f"{self.config.max_seq_len}, got {idx.shape[1] + max_new_tokens}")
@@ -158,7 +158,7 @@ class GPT(nn.Module):
         ``gelu_new`` is the tanh approximation. Works for any GPT-2 size, including
         random-init models built from a ``GPT2Config``.
         """
-        from .hf import gpt2_config_to_ours, gpt2_state_dict_to_ours
+        from .hf_gpt2 import gpt2_config_to_ours, gpt2_state_dict_to_ours
 
         config = gpt2_config_to_ours(hf_model.config, **overrides)
         model = cls(config)
@@ -173,7 +173,7 @@ class GPT(nn.Module):
         (``pos_emb`` is None). LLaMA's separate ``q_proj``/``k_proj``/``v_proj`` are
         concatenated into our fused ``qkv_proj``; both use the rotate-half RoPE
         convention. The model comes back on ``hf_model``'s device, in its dtype.
-        Grouped-query attention is not supported (see ``tfcourse.hf_llama``).
+        Grouped-query attention is not supported (see ``tfcourse.nn.hf_llama``).
         """
         from .hf_llama import llama_config_to_ours, llama_state_dict_to_ours
 

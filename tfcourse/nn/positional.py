@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import _validate
+from . import validate
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -22,12 +22,12 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, max_seq_len: int, d_model: int):
         super().__init__()
-        self.max_seq_len = _validate.positive_int("max_seq_len", max_seq_len)
-        self.weight = nn.Parameter(torch.zeros(max_seq_len, _validate.positive_int("d_model", d_model)))
+        self.max_seq_len = validate.positive_int("max_seq_len", max_seq_len)
+        self.weight = nn.Parameter(torch.zeros(max_seq_len, validate.positive_int("d_model", d_model)))
         nn.init.normal_(self.weight, std=0.02)
 
     def forward(self, T: int, offset: int = 0) -> torch.Tensor:
-        _validate.seq_len(offset + T, self.max_seq_len)
+        validate.seq_len(offset + T, self.max_seq_len)
         return self.weight[offset : offset + T]
 
 
@@ -38,8 +38,8 @@ def sinusoidal_encoding(T: int, d_model: int, base: float = 10000.0,
     ``PE[t, 2i] = sin(t / base**(2i/D))`` and ``PE[t, 2i+1] = cos(t / base**(2i/D))``.
     Computed in float64 and cast, so large positions keep their precision.
     """
-    _validate.positive_int("T", T)
-    _validate.positive_int("d_model", d_model)
+    validate.positive_int("T", T)
+    validate.positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sinusoidal encodings, got {d_model}")
     position = torch.arange(T, dtype=torch.float64, device=device)[:, None]        # (T, 1)
@@ -60,7 +60,7 @@ def rotary_cos_sin(T: int, head_dim: int, base: float = 10000.0, *, offset: int 
     The angles are computed in ``compute_dtype`` (float64 by default): in float32,
     ``t * inv_freq`` loses digits once ``t`` reaches the thousands.
     """
-    _validate.positive_int("head_dim", head_dim)
+    validate.positive_int("head_dim", head_dim)
     if head_dim % 2:
         raise ValueError(f"head_dim must be even for rotary embeddings, got {head_dim}")
     inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=compute_dtype, device=device) / head_dim))
@@ -96,16 +96,16 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, max_seq_len: int, base: float = 10000.0):
         super().__init__()
-        self.head_dim = _validate.positive_int("head_dim", head_dim)
-        self.max_seq_len = _validate.positive_int("max_seq_len", max_seq_len)
-        self.base = _validate.positive_float("rope_base", base)
+        self.head_dim = validate.positive_int("head_dim", head_dim)
+        self.max_seq_len = validate.positive_int("max_seq_len", max_seq_len)
+        self.base = validate.positive_float("rope_base", base)
         cos, sin = rotary_cos_sin(max_seq_len, head_dim, base)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0):
         T = q.shape[-2]
-        _validate.seq_len(offset + T, self.max_seq_len)
+        validate.seq_len(offset + T, self.max_seq_len)
         cos = self.cos[offset : offset + T].to(q.dtype)
         sin = self.sin[offset : offset + T].to(q.dtype)
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .config import GPTConfig
-from .model import GPT
+from ..nn.config import GPTConfig
+from ..nn.model import GPT
 
 LOSSES = ("lm", "sum")     # the losses notebook 06 and its widgets offer
 # The output each summed loss adds up: "sum" the final norm's (notebook 06), "stack_sum" the

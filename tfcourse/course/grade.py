@@ -14,7 +14,7 @@ grader does (write it with ``--restamped DIR``). But as a grader nbval falls sho
 after one timed-out cell it marks every later cell as an expected failure (so one
 hanging cell hides every later verdict), it reports a mismatch as a diff with the
 reference as "+", and its results come back as pytest reports to be parsed. Executing
-with nbclient (``tfcourse.nbrun``) gives per-cell results directly, carries on after a
+with nbclient (``tfcourse.course.run``) gives per-cell results directly, carries on after a
 timeout, and lets the report say "expected ... / got ..." in plain words.
 
 Exit status: 0 only if every exercise of every notebook passes; 1 otherwise; 2 for bad
@@ -34,16 +34,16 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import nbio
-from .nbrun import CellRun, kernel_env, run_notebook
-from .notebooks import STUB_SIGNATURE
+from . import notebook_format
+from .build import STUB_SIGNATURE
 from .restamp import restamp
+from .run import CellRun, kernel_env, run_notebook
 from .sanitize import sanitize
 
 # Output fields nbval does not compare (nbval's skip list, without --nbdime): pictures,
 # widget model ids, tracebacks, counters and the like.
 _SKIP = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
-         nbio.WIDGET_MIME, "image/png", "image/jpeg"}
+         notebook_format.WIDGET_MIME, "image/png", "image/jpeg"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -150,20 +150,20 @@ def judge(solution, executed, run_by_id: dict[str, CellRun]) -> list[ExerciseRes
     learner_cells = {cell.get("id"): cell for cell in executed.cells}
     results: dict[str, ExerciseResult] = {}
     for cell in solution.cells:
-        name = nbio.exercise_name(cell)
-        if name and (nbio.is_exercise(cell) or nbio.is_check(cell)) and name not in results:
+        name = notebook_format.exercise_name(cell)
+        if name and (notebook_format.is_exercise(cell) or notebook_format.is_check(cell)) and name not in results:
             results[name] = ExerciseResult(name=name, passed=True, check_cells=[])
     for cell in solution.cells:
-        name = nbio.exercise_name(cell)
+        name = notebook_format.exercise_name(cell)
         if name not in results:
             continue
         result = results[name]
         run = run_by_id.get(cell.get("id"))
-        if nbio.is_exercise(cell):
+        if notebook_format.is_exercise(cell):
             if run is not None and run.status != "ok":
                 result.notes.append(f"its exercise cell {cell.id!r} {_verb(run)}")
             continue
-        if not nbio.is_check(cell):
+        if not notebook_format.is_check(cell):
             continue
         result.check_cells.append(cell.id)
         expected = comparable(cell.outputs)
@@ -217,7 +217,7 @@ def find_solution(learner, path: Path, solutions_dir: Path) -> Path:
                    key=lambda p: len(p.stem))
     if stems:
         return stems[-1]
-    raise ValueError(f"no solution notebook for {path.name} in {nbio.shown(solutions_dir)} "
+    raise ValueError(f"no solution notebook for {path.name} in {notebook_format.shown(solutions_dir)} "
                      f"(pass --solutions DIR)")
 
 
@@ -234,18 +234,18 @@ def grade(learner, solution, *, cwd: str | Path, timeout: float = 120,
     notebook, repairs = restamp(learner, solution)
     result.restamped = [repair.describe() for repair in repairs]
     if restamped_path:
-        nbio.write_notebook(notebook, restamped_path)
+        notebook_format.write_notebook(notebook, restamped_path)
     run = run_notebook(notebook, cwd=cwd, timeout=timeout,
                        env=env if env is not None else kernel_env())
     result.exercises = judge(solution, notebook, run.by_id())
     if not result.exercises:
         result.error = "the solution notebook has no exercises"
     judged = {cell.get("id") for cell in solution.cells
-              if nbio.is_check(cell) or nbio.is_exercise(cell)}
+              if notebook_format.is_check(cell) or notebook_format.is_exercise(cell)}
     for cell_run in run.failures():
         if cell_run.cell_id not in judged and cell_run.status != "not-run":
             cell = notebook.cells[cell_run.index]
-            result.notes.append(f"{nbio.cell_label(cell, cell_run.index)} {_verb(cell_run)}")
+            result.notes.append(f"{notebook_format.cell_label(cell, cell_run.index)} {_verb(cell_run)}")
     result.seconds = time.monotonic() - started
     return result, notebook
 
@@ -258,21 +258,21 @@ def grade_notebook(path: str | Path, *, solutions_dir: str | Path | None = None,
     path = Path(path)
     try:
         folder = (Path(solutions_dir) if solutions_dir
-                  else nbio.course_root(path.parent) / "solutions")
-        learner = nbio.read_notebook(path, require_ids=False)
+                  else notebook_format.course_root(path.parent) / "solutions")
+        learner = notebook_format.read_notebook(path, require_ids=False)
         solution_path = find_solution(learner, path, folder)
-        solution = nbio.read_notebook(solution_path)
+        solution = notebook_format.read_notebook(solution_path)
     except ValueError as error:
-        return NotebookGrade(notebook=nbio.shown(path), error=str(error))
+        return NotebookGrade(notebook=notebook_format.shown(path), error=str(error))
     try:
         result, _ = grade(learner, solution, cwd=path.parent, timeout=timeout, env=env,
-                          label=nbio.shown(path),
+                          label=notebook_format.shown(path),
                           restamped_path=Path(restamped_dir) / path.name if restamped_dir
                           else None)
     except Exception as error:  # noqa: BLE001 - e.g. no kernel; report it, grade the rest
-        return NotebookGrade(notebook=nbio.shown(path), solution=nbio.shown(solution_path),
+        return NotebookGrade(notebook=notebook_format.shown(path), solution=notebook_format.shown(solution_path),
                              error=f"could not run the notebook: {type(error).__name__}: {error}")
-    result.solution = nbio.shown(solution_path)
+    result.solution = notebook_format.shown(solution_path)
     return result
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from . import nbio
-from .notebooks import learner_check_cell
+from . import notebook_format
+from .build import learner_check_cell
 
 
 @dataclass(frozen=True)
@@ -42,24 +42,24 @@ def restamp(learner, solution) -> tuple[object, list[Restamp]]:
     repairs = []
     solution_ids = [cell.get("id") for cell in solution.cells]
     for solution_index, reference in enumerate(solution.cells):
-        if not nbio.is_check(reference):
+        if not notebook_format.is_check(reference):
             continue
         stamped = learner_check_cell(reference)
         positions = {cell.get("id"): index for index, cell in enumerate(nb.cells)}
         index = positions.get(reference.id)
         if index is None:
             nb.cells.insert(_insert_position(nb, solution_ids, solution_index, positions), stamped)
-            repairs.append(Restamp(reference.id, nbio.exercise_name(reference), "deleted"))
+            repairs.append(Restamp(reference.id, notebook_format.exercise_name(reference), "deleted"))
             continue
         current = nb.cells[index]
         if (current.get("cell_type") != "code" or current.get("source") != reference.source
-                or sorted(nbio.tags(current)) != sorted(nbio.tags(reference))):
-            repairs.append(Restamp(reference.id, nbio.exercise_name(reference), "edited"))
+                or sorted(notebook_format.tags(current)) != sorted(notebook_format.tags(reference))):
+            repairs.append(Restamp(reference.id, notebook_format.exercise_name(reference), "edited"))
         nb.cells[index] = stamped
     for cell in nb.cells:
-        if cell.get("cell_type") == "code" and not nbio.is_check(cell):
+        if cell.get("cell_type") == "code" and not notebook_format.is_check(cell):
             cell.outputs, cell.execution_count = [], None
-        elif nbio.is_check(cell) and cell.get("id") not in solution_ids:
+        elif notebook_format.is_check(cell) and cell.get("id") not in solution_ids:
             # A copy of a check cell the learner made: no stored verdict to trust.
             cell.outputs, cell.execution_count = [], None
     nb.nbformat, nb.nbformat_minor = 4, max(5, int(nb.get("nbformat_minor", 5)))

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import nbio
+from . import notebook_format
 from .sanitize import find_machine_paths
 
 HINT_PREFIX = "# Hint: "
@@ -60,20 +60,20 @@ def solution_regions(source: str) -> list[Region]:
     regions, begin = [], None
     for number, line in enumerate(source.split("\n")):
         marker = line.strip()
-        if marker == nbio.BEGIN_MARKER:
+        if marker == notebook_format.BEGIN_MARKER:
             if begin is not None:
-                raise ValueError(f"line {number + 1}: '{nbio.BEGIN_MARKER}' inside another "
+                raise ValueError(f"line {number + 1}: '{notebook_format.BEGIN_MARKER}' inside another "
                                  f"solution region (opened on line {begin + 1})")
             begin = number
-        elif marker == nbio.END_MARKER:
+        elif marker == notebook_format.END_MARKER:
             if begin is None:
-                raise ValueError(f"line {number + 1}: '{nbio.END_MARKER}' without a "
-                                 f"'{nbio.BEGIN_MARKER}' before it")
+                raise ValueError(f"line {number + 1}: '{notebook_format.END_MARKER}' without a "
+                                 f"'{notebook_format.BEGIN_MARKER}' before it")
             opening = source.split("\n")[begin]
             regions.append(Region(begin, number, opening[: len(opening) - len(opening.lstrip())]))
             begin = None
     if begin is not None:
-        raise ValueError(f"line {begin + 1}: '{nbio.BEGIN_MARKER}' has no '{nbio.END_MARKER}'")
+        raise ValueError(f"line {begin + 1}: '{notebook_format.BEGIN_MARKER}' has no '{notebook_format.END_MARKER}'")
     return regions
 
 
@@ -91,7 +91,7 @@ def make_stub(source: str, name: str, hint: str | None = None) -> str:
     lines = source.split("\n")
     regions = solution_regions(source)
     if not regions:
-        raise ValueError(f"no '{nbio.BEGIN_MARKER}' / '{nbio.END_MARKER}' region")
+        raise ValueError(f"no '{notebook_format.BEGIN_MARKER}' / '{notebook_format.END_MARKER}' region")
     out, position = [], 0
     for number, region in enumerate(regions):
         out += lines[position:region.begin]
@@ -154,7 +154,7 @@ def validate_solution(nb) -> list[str]:
     problems, seen_ids = [], {}
     exercises, checks = {}, {}
     for index, cell in enumerate(nb.cells):
-        label = nbio.cell_label(cell, index)
+        label = notebook_format.cell_label(cell, index)
         cell_id = cell.get("id")
         if not cell_id or not _CELL_ID.match(str(cell_id)):
             problems.append(f"{label}: id must be 1-64 letters, digits, '-' or '_'")
@@ -165,22 +165,22 @@ def validate_solution(nb) -> list[str]:
         source = cell.get("source", "")
         for path in find_machine_paths(source):
             problems.append(f"{label}: machine-specific path {path!r} in the source")
-        for text in nbio.text_of_outputs(cell.get("outputs", [])):
+        for text in notebook_format.text_of_outputs(cell.get("outputs", [])):
             for path in find_machine_paths(text):
                 problems.append(f"{label}: machine-specific path {path!r} in an output "
                                 f"(run `tfcourse execute` to re-run and strip it)")
         if cell.cell_type != "code":
             continue
-        has_markers = nbio.BEGIN_MARKER in source or nbio.END_MARKER in source
-        name = nbio.exercise_name(cell)
-        if nbio.is_exercise(cell):
+        has_markers = notebook_format.BEGIN_MARKER in source or notebook_format.END_MARKER in source
+        name = notebook_format.exercise_name(cell)
+        if notebook_format.is_exercise(cell):
             if name is None:
                 problems.append(f"{label}: exercise cell without metadata tfcourse.exercise "
                                 f"(the exercise's name)")
             try:
                 if not solution_regions(source):
-                    problems.append(f"{label}: exercise cell without a '{nbio.BEGIN_MARKER}' "
-                                    f"/ '{nbio.END_MARKER}' region")
+                    problems.append(f"{label}: exercise cell without a '{notebook_format.BEGIN_MARKER}' "
+                                    f"/ '{notebook_format.END_MARKER}' region")
                 else:
                     error = _compiles(make_stub(source, name or "?"))
                     if error:
@@ -191,14 +191,14 @@ def validate_solution(nb) -> list[str]:
                 exercises.setdefault(name, index)
         elif has_markers:
             problems.append(f"{label}: solution markers in a cell not tagged "
-                            f"'{nbio.EXERCISE_TAG}'")
-        if nbio.is_check(cell):
+                            f"'{notebook_format.EXERCISE_TAG}'")
+        if notebook_format.is_check(cell):
             if name is None:
                 problems.append(f"{label}: check cell without metadata tfcourse.exercise")
             else:
                 checks.setdefault(name, index)
-            if nbio.CHECK_OUTPUT_TAG not in nbio.tags(cell):
-                problems.append(f"{label}: check cell without the '{nbio.CHECK_OUTPUT_TAG}' tag "
+            if notebook_format.CHECK_OUTPUT_TAG not in notebook_format.tags(cell):
+                problems.append(f"{label}: check cell without the '{notebook_format.CHECK_OUTPUT_TAG}' tag "
                                 f"(nbval would not compare it)")
             if not cell.get("outputs") or cell.get("execution_count") is None:
                 problems.append(f"{label}: check cell has no stored output; run "
@@ -206,15 +206,15 @@ def validate_solution(nb) -> list[str]:
             elif any(out.get("output_type") == "error" for out in cell.outputs):
                 problems.append(f"{label}: check cell's stored output is an error, not a "
                                 f"verdict")
-            if nbio.is_exercise(cell):
+            if notebook_format.is_exercise(cell):
                 problems.append(f"{label}: a cell cannot be both an exercise and a check")
     for name, index in exercises.items():
         if name not in checks:
-            problems.append(f"{nbio.cell_label(nb.cells[index], index)}: exercise {name!r} has "
-                            f"no check cell (tag '{nbio.CHECK_TAG}', tfcourse.exercise={name!r})")
+            problems.append(f"{notebook_format.cell_label(nb.cells[index], index)}: exercise {name!r} has "
+                            f"no check cell (tag '{notebook_format.CHECK_TAG}', tfcourse.exercise={name!r})")
     for name, index in checks.items():
         if name not in exercises:
-            problems.append(f"{nbio.cell_label(nb.cells[index], index)}: check for {name!r}, "
+            problems.append(f"{notebook_format.cell_label(nb.cells[index], index)}: check for {name!r}, "
                             f"but no exercise cell has that name")
     return problems
 
@@ -231,17 +231,17 @@ def learner_check_cell(cell):
 def make_learner(solution, name: str):
     """The learner notebook for a (validated) solution notebook; ``name`` is its stem."""
     nb = copy.deepcopy(solution)
-    nbio.normalize_metadata(nb)
+    notebook_format.normalize_metadata(nb)
     nb.metadata.setdefault("tfcourse", {})["notebook"] = name
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        if nbio.is_check(cell):
+        if notebook_format.is_check(cell):
             nb.cells[index] = learner_check_cell(cell)
             continue
-        if nbio.is_exercise(cell):
+        if notebook_format.is_exercise(cell):
             hint = cell.metadata.get("tfcourse", {}).get("hint")
-            cell.source = make_stub(cell.source, nbio.exercise_name(cell), hint)
+            cell.source = make_stub(cell.source, notebook_format.exercise_name(cell), hint)
         cell.outputs, cell.execution_count = [], None
     return nb
 
@@ -252,7 +252,7 @@ def solve(learner, solution):
     nb = copy.deepcopy(learner)
     reference = {cell.get("id"): cell for cell in solution.cells}
     for cell in nb.cells:
-        if nbio.is_exercise(cell) and cell.get("id") in reference:
+        if notebook_format.is_exercise(cell) and cell.get("id") in reference:
             cell.source = fill_in(cell.source, reference[cell.id].source)
     return nb
 
@@ -284,16 +284,16 @@ def build(solutions_dir: str | Path, out_dir: str | Path, *, only: list[Path] | 
     sources = sorted(only) if only else sorted(solutions_dir.glob("*.ipynb"))
     for source in sources:
         try:
-            solution = nbio.read_notebook(source)
+            solution = notebook_format.read_notebook(source)
         except ValueError as error:
             report.problems.append(str(error))
             continue
         problems = validate_solution(solution)
         if problems:
-            report.problems += [f"{nbio.shown(source)}: {problem}" for problem in problems]
+            report.problems += [f"{notebook_format.shown(source)}: {problem}" for problem in problems]
             continue
         target = out_dir / source.name
-        text = nbio.dumps(make_learner(solution, source.stem))
+        text = notebook_format.dumps(make_learner(solution, source.stem))
         current = target.read_text(encoding="utf-8") if target.exists() else None
         if current == text:
             report.unchanged.append(target)
@@ -325,7 +325,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    root = nbio.course_root()
+    root = notebook_format.course_root()
     solutions_dir = Path(args.solutions) if args.solutions else root / "solutions"
     out_dir = Path(args.out) if args.out else root / "notebooks"
     only = []
@@ -334,26 +334,26 @@ def run(args: argparse.Namespace) -> int:
         if not path.exists():
             path = solutions_dir / (path.name if path.suffix else f"{path.name}.ipynb")
         if not path.exists():
-            print(f"error: no solution notebook {name!r} (looked in {nbio.shown(solutions_dir)})",
+            print(f"error: no solution notebook {name!r} (looked in {notebook_format.shown(solutions_dir)})",
                   file=sys.stderr)
             return 2
         only.append(path)
     if not only and not sorted(solutions_dir.glob("*.ipynb")):
-        print(f"error: no solution notebooks in {nbio.shown(solutions_dir)}", file=sys.stderr)
+        print(f"error: no solution notebooks in {notebook_format.shown(solutions_dir)}", file=sys.stderr)
         return 2
     report = build(solutions_dir, out_dir, only=only or None, check=args.check)
     for problem in report.problems:
         print(f"error: {problem}", file=sys.stderr)
     for path in report.written:
-        print(f"wrote {nbio.shown(path)}")
+        print(f"wrote {notebook_format.shown(path)}")
     for path in report.out_of_sync:
         state = "differs from what its solution generates" if path.exists() else "is missing"
-        print(f"out of sync: {nbio.shown(path)} {state}")
+        print(f"out of sync: {notebook_format.shown(path)} {state}")
     for path in report.orphans:
         if args.check:
-            print(f"orphan: {nbio.shown(path)} has no solution in {nbio.shown(solutions_dir)}")
+            print(f"orphan: {notebook_format.shown(path)} has no solution in {notebook_format.shown(solutions_dir)}")
         else:
-            print(f"removed {nbio.shown(path)} (no solution notebook)")
+            print(f"removed {notebook_format.shown(path)} (no solution notebook)")
     if args.check:
         if report.ok:
             print(f"{len(report.unchanged)} learner notebooks in sync with their solutions")

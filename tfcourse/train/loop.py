@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import sys
 from dataclasses import asdict, dataclass, field, fields
 
@@ -24,66 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _validate
+from ..nn import validate
+from .checkpoint import CHECKPOINT_FORMAT
 from .data import IGNORE_INDEX
-
-CHECKPOINT_FORMAT = 1
-
-
-# --------------------------------------------------------------------------- schedule
-
-
-def lr_at(step: int, *, max_lr: float, warmup_steps: int, total_steps: int,
-          min_lr: float = 0.0) -> float:
-    """Learning rate of optimizer step ``step`` (0-based): linear warmup, then cosine decay.
-
-    - ``step < warmup_steps``: ``max_lr * (step + 1) / (warmup_steps + 1)``, a straight
-      line that starts above 0 (a step at lr 0 would be wasted) and reaches
-      ``max_lr`` at ``step == warmup_steps``.
-    - ``warmup_steps <= step <= total_steps``: half a cosine from ``max_lr`` (at
-      ``warmup_steps``) down to ``min_lr`` (at ``total_steps``).
-    - ``step > total_steps``: ``min_lr``.
-
-    ``warmup_steps=0`` means no warmup: the first step already uses ``max_lr``.
-    """
-    for name, value in (("step", step), ("warmup_steps", warmup_steps)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-    _validate.positive_int("total_steps", total_steps)
-    if warmup_steps > total_steps:
-        raise ValueError(f"warmup_steps must be <= total_steps, got warmup_steps={warmup_steps}, "
-                         f"total_steps={total_steps}")
-    if not (0.0 <= min_lr <= max_lr):
-        raise ValueError(f"need 0 <= min_lr <= max_lr, got min_lr={min_lr}, max_lr={max_lr}")
-    if step < warmup_steps:
-        return max_lr * (step + 1) / (warmup_steps + 1)
-    if step >= total_steps:
-        return min_lr
-    progress = (step - warmup_steps) / (total_steps - warmup_steps)       # 0 -> 1
-    return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + math.cos(math.pi * progress))
-
-
-# --------------------------------------------------------------------------- pieces
-
-
-def configure_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.1,
-                        betas: tuple[float, float] = (0.9, 0.95), eps: float = 1e-8):
-    """AdamW with weight decay on the 2-D weights only (matrices and embeddings).
-
-    Biases and norm gains are 1-D: decaying them pulls a LayerNorm's scale
-    towards 0 and a bias towards 0 for no benefit, so they get ``weight_decay=0``.
-    """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-    _validate.positive_float("lr", lr)
-    if weight_decay < 0:
-        raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
-    params = [p for p in model.parameters() if p.requires_grad]    # tied weights appear once
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+from .optim import configure_optimizer, lr_at
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -107,7 +50,7 @@ def step_generator(seed: int, rank: int, step: int | str) -> torch.Generator:
 def evaluate(model: nn.Module, dataset, *, batch_size: int, seq_len: int, n_batches: int = 4,
              seed: int = 0, split: str = "val", device=None) -> float:
     """Mean loss over ``n_batches`` fixed batches (the same batches at every call)."""
-    _validate.positive_int("n_batches", n_batches)
+    validate.positive_int("n_batches", n_batches)
     device = next(model.parameters()).device if device is None else torch.device(device)
     was_training = model.training
     model.eval()
@@ -149,20 +92,20 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "seq_len", "eval_batches"):
-            _validate.positive_int(name, getattr(self, name))
+            validate.positive_int(name, getattr(self, name))
         for name in ("warmup_steps", "eval_every", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
         if self.warmup_steps > self.steps:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) must be <= steps ({self.steps})")
-        _validate.positive_float("max_lr", self.max_lr)
+        validate.positive_float("max_lr", self.max_lr)
         if self.min_lr is not None and not 0 <= self.min_lr <= self.max_lr:
             raise ValueError(f"min_lr must be in [0, max_lr={self.max_lr}], got {self.min_lr}")
         if self.grad_clip is not None:
-            _validate.positive_float("grad_clip", self.grad_clip)
+            validate.positive_float("grad_clip", self.grad_clip)
         for name in ("beta1", "beta2"):
-            _validate.probability(name, getattr(self, name))
+            validate.probability(name, getattr(self, name))
 
     @property
     def final_lr(self) -> float:
@@ -412,25 +355,6 @@ class Trainer:
             torch.set_rng_state(rng["cpu"][self.rank])
         if self.device.type == "cuda" and self.rank < len(rng.get("cuda", [])):
             torch.cuda.set_rng_state(rng["cuda"][self.rank], self.device)
-
-
-# --------------------------------------------------------------------------- checkpoints
-
-
-def save_checkpoint(path, state: dict) -> None:
-    """``torch.save`` to a temporary file, then rename: a crash never leaves half a checkpoint."""
-    path = os.fspath(path)
-    directory = os.path.dirname(path)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-
-
-def load_checkpoint(path, map_location="cpu") -> dict:
-    """``torch.load(path, weights_only=True)``: tensors and plain containers, no arbitrary code."""
-    return torch.load(os.fspath(path), map_location=map_location, weights_only=True)
 
 
 # --------------------------------------------------------------------------- one call

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _validate
+from . import validate
 from .positional import RotaryEmbedding
 
 ATTN_IMPLS = ("explicit", "sdpa")
@@ -20,7 +20,7 @@ def causal_mask(T: int, device=None) -> torch.Tensor:
     The convention (True = may attend) is the one ``F.scaled_dot_product_attention``
     uses for boolean masks. The diagonal is True: a token always sees itself.
     """
-    _validate.positive_int("T", T)
+    validate.positive_int("T", T)
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
@@ -40,7 +40,7 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         row sums to 1).
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
-        _validate.floating_tensor(name, t)
+        validate.floating_tensor(name, t)
         if t.dim() < 2:
             raise ValueError(f"{name} must have shape (..., seq, dim), got {tuple(t.shape)}")
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
@@ -48,7 +48,7 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
             "expected q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); "
             f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
-    _validate.probability("dropout_p", dropout_p)
+    validate.probability("dropout_p", dropout_p)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])           # (..., T_q, T_k)
     if mask is not None:
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
@@ -125,12 +125,12 @@ class MultiHeadAttention(nn.Module):
                  bias: bool = True, causal: bool = True, attn_impl: str = "explicit",
                  rope_base: float | None = None):
         super().__init__()
-        self.head_dim = _validate.divisible(d_model, n_heads)
+        self.head_dim = validate.divisible(d_model, n_heads)
         self.d_model, self.n_heads = d_model, n_heads
-        self.max_seq_len = _validate.positive_int("max_seq_len", max_seq_len)
-        self.dropout = _validate.probability("dropout", dropout)
+        self.max_seq_len = validate.positive_int("max_seq_len", max_seq_len)
+        self.dropout = validate.probability("dropout", dropout)
         self.causal = bool(causal)
-        self.attn_impl = _validate.choice("attn_impl", attn_impl, ATTN_IMPLS)
+        self.attn_impl = validate.choice("attn_impl", attn_impl, ATTN_IMPLS)
         # One (D -> 3D) matmul instead of three (D -> D): one kernel launch, and
         # the same layout as GPT-2's c_attn.
         self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
@@ -155,7 +155,7 @@ class MultiHeadAttention(nn.Module):
             if past:
                 raise ValueError(f"attn_mask must be None once the KV cache holds past tokens "
                                  f"(it holds {past}); got an attn_mask")
-            _validate.attention_mask(attn_mask, B, T)
+            validate.attention_mask(attn_mask, B, T)
         if not self.causal:
             return attn_mask
         causal = self.mask[past : past + T, : past + T]
@@ -172,10 +172,10 @@ class MultiHeadAttention(nn.Module):
                 (computed with the explicit path whatever ``attn_impl`` is).
             cache: a ``KVCache`` for incremental decoding; ``x`` holds the new tokens.
         """
-        _validate.activations(x, self.d_model)
+        validate.activations(x, self.d_model)
         B, T, D = x.shape
         past = len(cache) if cache is not None else 0
-        _validate.seq_len(past + T, self.max_seq_len)
+        validate.seq_len(past + T, self.max_seq_len)
 
         q, k, v = self.qkv_proj(x).split(D, dim=-1)                           # 3 x (B, T, D)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)

@@ -155,7 +155,7 @@ def course_root(start: str | Path | None = None) -> Path:
     for folder in (start, *start.parents):
         if (folder / "solutions").is_dir():
             return folder
-    checkout = Path(__file__).resolve().parents[1]
+    checkout = Path(__file__).resolve().parents[2]          # tfcourse/course/ -> the checkout
     if (checkout / "solutions").is_dir():
         return checkout
     return start

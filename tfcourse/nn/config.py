@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from . import _validate
+from . import validate
 from .attention import ATTN_IMPLS
 from .block import MLPS
 from .mlp import ACTIVATIONS
@@ -43,19 +43,19 @@ class GPTConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "max_seq_len", "n_layers", "n_heads", "d_model"):
-            _validate.positive_int(name, getattr(self, name))
-        _validate.divisible(self.d_model, self.n_heads)
+            validate.positive_int(name, getattr(self, name))
+        validate.divisible(self.d_model, self.n_heads)
         if self.d_hidden is not None:
-            _validate.positive_int("d_hidden", self.d_hidden)
-        _validate.probability("dropout", self.dropout)
+            validate.positive_int("d_hidden", self.d_hidden)
+        validate.probability("dropout", self.dropout)
         if self.norm_eps is not None:
-            _validate.positive_float("norm_eps", self.norm_eps)
-        _validate.positive_float("rope_base", self.rope_base)
-        _validate.choice("norm", self.norm, NORMS)
-        _validate.choice("mlp", self.mlp, MLPS)
-        _validate.choice("activation", self.activation, ACTIVATIONS)
-        _validate.choice("positional", self.positional, POSITIONAL)
-        _validate.choice("attn_impl", self.attn_impl, ATTN_IMPLS)
+            validate.positive_float("norm_eps", self.norm_eps)
+        validate.positive_float("rope_base", self.rope_base)
+        validate.choice("norm", self.norm, NORMS)
+        validate.choice("mlp", self.mlp, MLPS)
+        validate.choice("activation", self.activation, ACTIVATIONS)
+        validate.choice("positional", self.positional, POSITIONAL)
+        validate.choice("attn_impl", self.attn_impl, ATTN_IMPLS)
         if self.positional == "rope" and (self.d_model // self.n_heads) % 2:
             raise ValueError(f"rotary embeddings need an even head_dim, got {self.d_model // self.n_heads}")
 
@@ -79,7 +79,7 @@ class GPTConfig:
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "GPTConfig":
-        _validate.choice("preset", name, PRESETS)
+        validate.choice("preset", name, PRESETS)
         return cls(**{**PRESETS[name], **overrides})
 
 

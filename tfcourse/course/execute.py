@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import nbio
-from .nbrun import kernel_env, run_notebook
+from . import notebook_format
+from .run import kernel_env, run_notebook
 from .sanitize import sanitize
 
 
@@ -38,7 +38,7 @@ def clean_outputs(nb) -> None:
                 output.text = sanitize(output.text)
             elif kind in ("display_data", "execute_result"):
                 data = output.get("data", {})
-                data.pop(nbio.WIDGET_MIME, None)
+                data.pop(notebook_format.WIDGET_MIME, None)
                 if not data:
                     continue
                 for mime, value in data.items():
@@ -60,20 +60,20 @@ def execute_notebook(path: str | Path, *, timeout: float = 600, threads: int | N
     the slowest cells ("train 8.1 s") help keep a notebook within its time budget.
     """
     path = Path(path)
-    nb = nbio.read_notebook(path)
+    nb = notebook_format.read_notebook(path)
     run = run_notebook(nb, cwd=path.parent, timeout=timeout, env=kernel_env(threads),
                        kernel_log=True)
     problems = []
     for cell_run in run.failures():
         cell = nb.cells[cell_run.index]
-        if cell_run.status == "error" and "raises-exception" in nbio.tags(cell):
+        if cell_run.status == "error" and "raises-exception" in notebook_format.tags(cell):
             continue
-        problems.append(f"{nbio.cell_label(cell, cell_run.index)}: {cell_run.status}: "
+        problems.append(f"{notebook_format.cell_label(cell, cell_run.index)}: {cell_run.status}: "
                         f"{cell_run.error_text}")
     clean_outputs(nb)
-    nbio.normalize_metadata(nb)
+    notebook_format.normalize_metadata(nb)
     if not problems and write:
-        nbio.write_notebook(nb, path)
+        notebook_format.write_notebook(nb, path)
     slowest = sorted(run.cells, key=lambda cell_run: -cell_run.seconds)[:3]
     return problems, run.seconds, [f"{r.cell_id or r.index} {r.seconds:.1f} s" for r in slowest]
 
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.notebooks:
         paths = [Path(name) for name in args.notebooks]
     else:
-        paths = sorted((nbio.course_root() / "solutions").glob("*.ipynb"))
+        paths = sorted((notebook_format.course_root() / "solutions").glob("*.ipynb"))
     missing = [path for path in paths if not path.is_file()]
     if missing or not paths:
         print(f"error: no such notebook: {', '.join(map(str, missing)) or 'solutions/*.ipynb'}",
@@ -106,11 +106,11 @@ def run(args: argparse.Namespace) -> int:
             problems, seconds, slowest = [str(error)], 0.0, []
         if problems:
             failed += 1
-            print(f"FAILED {nbio.shown(path)} ({seconds:.1f} s), not written:")
+            print(f"FAILED {notebook_format.shown(path)} ({seconds:.1f} s), not written:")
             for problem in problems:
                 print(f"  {problem}")
         else:
-            print(f"executed {nbio.shown(path)} in {seconds:.1f} s (slowest cells: "
+            print(f"executed {notebook_format.shown(path)} in {seconds:.1f} s (slowest cells: "
                   f"{', '.join(slowest)})")
     print(f"{len(paths) - failed}/{len(paths)} notebooks executed in "
           f"{time.monotonic() - started:.1f} s"

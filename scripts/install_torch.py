@@ -1,0 +1,175 @@
+"""Install torch into the course's virtual environment from the index that suits this machine.
+
+``make setup`` runs this before ``pip install -e .[dev]``: torch is installed first, so the
+package's range (torch>=2.4,<3) is already satisfied and pip does not pull a second build.
+
+Which index:
+
+- ``--index URL`` wins; ``--index default`` means pip's default index (PyPI).
+- Linux without an NVIDIA GPU: PyTorch's CPU index. PyPI's Linux torch is the CUDA build,
+  several GB that a machine without a GPU cannot use; the CPU wheel is a fraction of that.
+  The CPU index is probed first (5 s at most); where it cannot be reached (an offline mirror,
+  a firewall), torch comes from the default index instead, and a line says so.
+- Linux with an NVIDIA GPU: the default index, whose Linux torch is the CUDA build.
+- macOS and other systems: the default index (macOS wheels use the Apple GPU through MPS).
+
+Where a torch that satisfies ``--torch`` is already installed, nothing is done.
+
+Standard library only: it runs before anything is installed.
+
+Usage: python scripts/install_torch.py --python .venv/bin/python --torch "torch==2.13.0" [--index URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+DEFAULT = "default"                 # --index value meaning pip's default index
+PROBE_SECONDS = 5.0
+# pip's defaults (15 s per read, 5 retries; PIP_DEFAULT_TIMEOUT may raise the former) let an
+# index that stopped answering after the probe hold setup for minutes; fail within seconds.
+FAIL_FAST = ["--timeout", "10", "--retries", "1"]
+
+# Run by the target interpreter: its installed torch version when that satisfies the spec.
+# pip's vendored `packaging` reads the spec the way pip does (so "==2.13.0" accepts
+# "2.13.0+cpu"); a venv always has pip, and the stdlib has no version-specifier parser.
+INSTALLED_CHECK = """
+import sys
+from importlib import metadata
+from pip._vendor.packaging.requirements import Requirement
+requirement = Requirement(sys.argv[1])
+version = metadata.version(requirement.name)
+if requirement.specifier.contains(version, prereleases=True):
+    print(version)
+"""
+
+
+def has_nvidia_gpu(gpus: Path = Path("/proc/driver/nvidia/gpus")) -> bool:
+    """True where the NVIDIA driver sees a GPU (an entry in ``gpus``, or ``nvidia-smi -L``)."""
+    if gpus.is_dir() and any(gpus.iterdir()):
+        return True
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        listing = subprocess.run([smi, "-L"], check=False, capture_output=True, text=True,
+                                 timeout=15)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    # nvidia-smi is installed with the driver and exits non-zero without a usable GPU.
+    return listing.returncode == 0 and "GPU" in listing.stdout
+
+
+def choose_index(system: str, has_gpu: bool, explicit: str | None = None) -> tuple[str | None, str]:
+    """``(index URL or None for pip's default index, the reason in words)``.
+
+    ``system`` is ``platform.system()``: "Linux", "Darwin", "Windows", ...
+    """
+    if explicit == DEFAULT:
+        return None, "index given (default) -> pip's default index"
+    if explicit:
+        return explicit, f"index given -> {explicit}"
+    if system == "Linux" and not has_gpu:
+        return CPU_INDEX, f"Linux, no NVIDIA GPU -> CPU wheel from {CPU_INDEX}"
+    if system == "Linux":
+        return None, "Linux with an NVIDIA GPU -> CUDA build from the default index"
+    if system == "Darwin":
+        return None, "macOS -> the default index (its wheel uses the Apple GPU through MPS)"
+    return None, f"{system or 'unknown system'} -> the default index"
+
+
+def reachable(url: str, timeout: float = PROBE_SECONDS) -> tuple[bool, str]:
+    """``(True, "HTTP 200")`` when ``url`` answers within ``timeout`` seconds in all, else
+    ``(False, why)``.
+
+    urllib's own timeout covers each socket operation but not the DNS lookup, which can hang
+    far longer without a resolver; a daemon thread bounds the whole probe.
+    """
+    answer: list[tuple[bool, str]] = []
+
+    def probe() -> None:
+        try:
+            request = urllib.request.Request(url, method="HEAD")
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                answer.append((True, f"HTTP {response.status}"))
+        except urllib.error.HTTPError as error:     # it answered, but not with the index page
+            answer.append((False, f"HTTP {error.code}"))
+        except urllib.error.URLError as error:
+            reason = error.reason
+            answer.append((False, getattr(reason, "strerror", None) or str(reason)))
+        # Timeouts, resets, garbled answers, malformed URLs: all mean "cannot be reached".
+        except (OSError, ValueError, http.client.HTTPException) as error:
+            answer.append((False, str(error) or type(error).__name__))
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return answer[0] if answer else (False, f"no answer within {timeout:g} s")
+
+
+def pip_command(python: str, spec: str, index: str | None) -> list[str]:
+    """The pip command that installs ``spec`` into ``python`` from ``index`` (None: the default)."""
+    command = [python, "-m", "pip", "install", spec]
+    if index is not None:
+        command += ["--index-url", index, *FAIL_FAST]
+    return command
+
+
+def installed_version(python: str, spec: str) -> str | None:
+    """The version of torch installed in ``python`` when it satisfies ``spec``, else None."""
+    try:
+        check = subprocess.run([python, "-c", INSTALLED_CHECK, spec],
+                               check=False, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    # Not installed, not satisfying, or a spec that is a path or URL: all mean "install".
+    return check.stdout.strip() or None
+
+
+def run_pip(command: list[str]) -> int:
+    """Run ``command`` and return its exit status (replaced in tests)."""
+    return subprocess.call(command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter to install into (default: this one)")
+    parser.add_argument("--torch", default="torch", help="pip requirement, e.g. torch==2.13.0")
+    parser.add_argument("--index", default=None,
+                        help=f"package index URL, or '{DEFAULT}' for pip's default index "
+                             "(default: chosen for this machine)")
+    args = parser.parse_args(argv)
+
+    version = installed_version(args.python, args.torch)
+    if version is not None:
+        print(f"torch: {version} is already installed in {args.python} ({args.torch}); "
+              f"nothing to do", flush=True)
+        return 0
+
+    system = platform.system()
+    # Only Linux's choice depends on the GPU; elsewhere nvidia-smi need not run.
+    index, why = choose_index(system, system == "Linux" and has_nvidia_gpu(), args.index or None)
+    print(f"torch: {why}", flush=True)
+    if index == CPU_INDEX and not args.index:
+        ok, detail = reachable(f"{CPU_INDEX}/torch/")
+        if not ok:
+            print(f"torch: the PyTorch CPU index {CPU_INDEX} cannot be reached ({detail}); "
+                  f"installing torch from the default index instead - on Linux that may be the "
+                  f"larger CUDA build (set TORCH_INDEX to choose)", flush=True)
+            index = None
+    return run_pip(pip_command(args.python, args.torch, index))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""`tfcourse lab`: the jupyter lab command it runs, the URL it prints, and running as root.
+
+The fast tests record the command instead of starting Jupyter; the slow one starts it for real.
+"""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tfcourse import cli
+from tfcourse.course import launch
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """The commands `tfcourse lab` would run; nothing is started. Not root unless a test says so."""
+    commands = []
+    monkeypatch.setattr(launch, "serve", lambda command: commands.append(command) or 0)
+    monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(launch.os, "geteuid", lambda: 1000, raising=False)
+    return commands
+
+
+def notebooks(folder: Path, *names: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        (folder / name).write_text("{}")
+    return folder
+
+
+def lab(capsys, folder, *extra) -> tuple[int, str]:
+    status = cli.main(["lab", "--dir", str(folder), *(["--", *extra] if extra else [])])
+    return status, capsys.readouterr().out
+
+
+def printed_url(out: str) -> str:
+    return re.search(r"^tfcourse lab: open (http://\S+)$", out, re.MULTILINE)[1]
+
+
+def test_lab_without_notebooks_says_what_to_do(capsys, tmp_path, served):
+    status = cli.main(["lab", "--dir", str(tmp_path / "missing")])
+    err = capsys.readouterr().err
+    assert status == 1 and served == []
+    assert "no notebook folder found" in err and "tfcourse build-notebooks" in err
+
+
+def test_lab_prints_the_url_of_the_first_notebook_with_the_port_and_token_it_passes(
+        capsys, tmp_path, served):
+    folder = notebooks(tmp_path / "nb", "10_later.ipynb", "9_first.ipynb", "notes.ipynb",
+                       ".hidden.ipynb", "readme.md")
+    status, out = lab(capsys, folder)
+    assert status == 0
+    (command,) = served
+    assert command[:4] == [sys.executable, "-m", "jupyterlab", str(folder.resolve())]
+    url = printed_url(out)
+    match = re.fullmatch(r"http://localhost:(\d+)/lab/tree/9_first\.ipynb\?token=(\w{32,})", url)
+    assert match, url
+    port, token = match.groups()
+    assert int(port) >= launch.FIRST_PORT
+    assert f"--ServerApp.port={port}" in command
+    assert f"--IdentityProvider.token={token}" in command
+    assert f"--ServerApp.file_to_run={folder.resolve() / '9_first.ipynb'}" in command
+    assert "--ServerApp.port_retries=0" in command       # else the printed URL could be wrong
+    assert "--allow-root" not in command and "running as root" not in out
+    # a fresh token every time
+    lab(capsys, folder)
+    assert served[1] != command
+
+
+def test_lab_on_a_folder_without_notebooks_opens_the_lab(capsys, tmp_path, served):
+    status, out = lab(capsys, tmp_path)
+    assert status == 0
+    assert re.fullmatch(r"http://localhost:\d+/lab\?token=\w+", printed_url(out))
+    assert not any("file_to_run" in arg for arg in served[0])
+
+
+def test_lab_as_root_allows_root_and_says_why(capsys, tmp_path, served, monkeypatch):
+    monkeypatch.setattr(launch.os, "geteuid", lambda: 0, raising=False)
+    status, out = lab(capsys, notebooks(tmp_path / "nb", "00_setup.ipynb"), "--no-browser")
+    assert status == 0
+    (command,) = served
+    assert command.count("--allow-root") == 1
+    assert command[-1] == "--no-browser"                 # the user's arguments come last
+    line = next(line for line in out.splitlines() if "running as root" in line)
+    assert "--allow-root" in line and "containers" in line
+    assert out.index(line) < out.index("tfcourse lab: open http://")
+
+
+def test_lab_as_root_keeps_the_users_own_allow_root(capsys, tmp_path, served, monkeypatch):
+    monkeypatch.setattr(launch.os, "geteuid", lambda: 0, raising=False)
+    status, out = lab(capsys, tmp_path, "--allow-root")
+    assert status == 0 and served[0].count("--allow-root") == 1 and "running as root" not in out
+
+
+@pytest.mark.parametrize("given", [["--port", "8899"], ["--port=8899"], ["--ServerApp.port=8899"]])
+def test_lab_respects_the_users_port_and_extra_args(capsys, tmp_path, served, given):
+    folder = notebooks(tmp_path / "nb", "00_setup.ipynb")
+    status, out = lab(capsys, folder, *given, "--no-browser")
+    assert status == 0
+    (command,) = served
+    assert command[-len(given) - 1 :] == [*given, "--no-browser"]
+    assert not any(arg.startswith("--ServerApp.port=") for arg in command[: -len(given) - 1])
+    assert printed_url(out).startswith("http://localhost:8899/lab/tree/00_setup.ipynb?token=")
+
+
+def test_lab_respects_the_users_token(capsys, tmp_path, served):
+    status, out = lab(capsys, tmp_path, "--IdentityProvider.token=abc")
+    assert status == 0 and printed_url(out).endswith("/lab?token=abc")
+    assert [arg for arg in served[0] if "token" in arg] == ["--IdentityProvider.token=abc"]
+
+
+def test_free_port_skips_a_port_in_use():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        assert launch.free_port(taken) != taken
+
+
+def test_serve_waits_for_jupyter_after_ctrl_c(monkeypatch):
+    """Ctrl+C reaches Jupyter as well; the launcher waits for it to shut down, not kills it."""
+    class Jupyter:
+        waits = 0
+
+        def __init__(self, command):
+            self.command = command
+
+        def wait(self):
+            Jupyter.waits += 1
+            if Jupyter.waits == 1:
+                raise KeyboardInterrupt
+            return 0
+
+        def kill(self):
+            pytest.fail("killed Jupyter")
+
+    monkeypatch.setattr(launch.subprocess, "Popen", Jupyter)
+    assert launch.serve(["jupyter"]) == 0 and Jupyter.waits == 2
+
+
+def test_lab_finds_notebooks_next_to_the_package_or_in_the_cwd(tmp_path, monkeypatch):
+    repository_notebooks = Path(launch.__file__).resolve().parents[2] / "notebooks"
+    monkeypatch.chdir(tmp_path)
+    if repository_notebooks.is_dir():
+        assert launch.find_notebooks() == repository_notebooks
+    else:
+        assert launch.find_notebooks() is None
+        (tmp_path / "notebooks").mkdir()
+        assert launch.find_notebooks() == (tmp_path / "notebooks").resolve()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.name != "posix", reason="stops the server with a process-group SIGINT")
+def test_tfcourse_lab_serves_the_first_notebook_and_stops_cleanly(tmp_path):
+    """A real server, as this user (root in containers): the printed URL answers 200, and
+    Ctrl+C twice in a terminal (SIGINT to the process group; Jupyter's "twice to skip
+    confirmation") shuts Jupyter down cleanly instead of the launcher killing it."""
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    nbformat.write(notebook, folder / "00_tiny.ipynb")
+    runtime, out_file, err_file = tmp_path / "runtime", tmp_path / "out.txt", tmp_path / "err.txt"
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime),
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
+    import pty  # POSIX only
+
+    # A terminal as stdin: Jupyter handles Ctrl+C the interactive way only on a tty.
+    terminal, terminal_end = pty.openpty()
+    with open(out_file, "w") as out, open(err_file, "w") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tfcourse", "lab", "--dir", str(folder), "--", "--no-browser"],
+            stdin=terminal_end, stdout=out, stderr=err, env=env, start_new_session=True)
+    os.close(terminal_end)
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # no proxy for localhost
+    deadline = time.monotonic() + 60
+    try:
+        status = None
+        while status != 200:
+            assert process.poll() is None, f"tfcourse lab exited:\n{err_file.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no answer in 60 s:\n{err_file.read_text()[-3000:]}"
+            time.sleep(0.5)
+            match = re.search(r"^tfcourse lab: open (\S+)$", out_file.read_text(), re.MULTILINE)
+            if match:
+                try:
+                    with direct.open(match[1], timeout=5) as response:
+                        status = response.status
+                except OSError:
+                    pass
+        assert "/lab/tree/00_tiny.ipynb?token=" in match[1]
+        if os.geteuid() == 0:
+            assert "passing --allow-root" in out_file.read_text()
+        # the page Jupyter opens in a browser (--no-browser: written, not opened) is the notebook
+        (opener,) = runtime.glob("jpserver-file-to-run-*-open.html")
+        assert "lab/tree/00_tiny.ipynb" in opener.read_text()
+        assert list(runtime.glob("jpserver-*.json"))
+
+        os.killpg(process.pid, signal.SIGINT)
+        time.sleep(1)
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        # a clean shutdown removes the server's runtime files; a killed server leaves them
+        assert not list(runtime.glob("jpserver-*")), err_file.read_text()[-3000:]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        os.close(terminal)

@@ -1,0 +1,175 @@
+"""The package's shape: four wings plus the checks, and which may import which.
+
+``tfcourse.nn`` (the model) imports no other part of the package; ``tfcourse.course``
+(notebooks as files) imports none of ``nn``, ``lab``, ``train``; the module import
+graph has no cycles. Every ``import`` counts for the directions, including those
+inside functions (a lazy import is still a dependency); cycles are looked for among
+module-level imports, since an import inside a function is the sanctioned way to
+load something on first use.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tfcourse"
+WINGS = ("nn", "checks", "lab", "train", "course")
+FORBIDDEN = {
+    "nn": {"checks", "lab", "train", "course", "<top>"},
+    "course": {"nn", "lab", "train", "checks", "<top>"},
+}
+
+
+def module_name(path: Path, package: Path) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path, package: Path) -> list[tuple[str, bool]]:
+    """``(imported module, at module level?)`` for each import of the package's own modules."""
+    name = module_name(path, package)
+    is_package = path.name == "__init__.py"
+    here = name.split(".") if is_package else name.split(".")[:-1]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    top_level = {id(node) for node in tree.body}
+    root = package.name
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # `from pkg import submodule` imports the submodule too.
+            targets = [target] + [f"{target}.{alias.name}" for alias in node.names
+                                  if (package.parent / f"{target}.{alias.name}".replace(".", "/")
+                                      ).with_suffix(".py").exists()
+                                  or (package.parent / f"{target}.{alias.name}".replace(".", "/")
+                                      ).is_dir()]
+        else:
+            continue
+        for target in targets:
+            if target == root or target.startswith(root + "."):
+                found.append((target, id(node) in top_level))
+    return found
+
+
+def wing_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in WINGS) else "<top>"
+
+
+def import_graph(package: Path) -> dict[str, list[tuple[str, bool]]]:
+    return {module_name(p, package): imports_of(p, package) for p in sorted(package.rglob("*.py"))}
+
+
+def direction_violations(package: Path) -> list[str]:
+    problems = []
+    for module, targets in import_graph(package).items():
+        banned = FORBIDDEN.get(wing_of(module), set())
+        for target, _ in targets:
+            if wing_of(target) in banned and wing_of(target) != wing_of(module):
+                problems.append(f"{module} imports {target} ({wing_of(module)} may not import "
+                                f"{wing_of(target)})")
+    return problems
+
+
+def module_level_cycle(package: Path) -> list[str] | None:
+    graph = {module: sorted({t for t, top in targets if top and t != module})
+             for module, targets in import_graph(package).items()}
+    state: dict[str, int] = {}          # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module):
+        state[module] = 1
+        path.append(module)
+        for target in graph.get(module, []):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in graph:
+        if module not in state and (cycle := visit(module)):
+            return cycle
+    return None
+
+
+# --------------------------------------------------------------------------- the real package
+
+
+def test_the_top_level_holds_only_the_public_face_and_the_commands():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert top == ["__init__.py", "__main__.py", "cli.py", "demo.py", "doctor.py", "runtime.py"]
+    wings = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    assert wings == sorted(WINGS)
+
+
+def test_import_directions():
+    assert direction_violations(PACKAGE) == []
+
+
+def test_no_import_cycles():
+    assert module_level_cycle(PACKAGE) is None
+
+
+def test_modules_are_readable_in_one_sitting():
+    too_long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+                if (n := len(p.read_text().splitlines())) > 520}
+    assert too_long == {}
+
+
+# --------------------------------------------------------------------------- the test can fail
+
+
+def _fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
+    package = tmp_path / "tfcourse"
+    for wing in WINGS:
+        (package / wing).mkdir(parents=True, exist_ok=True)
+        (package / wing / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("from .nn.model import GPT\n")
+    (package / "nn" / "model.py").write_text("GPT = object\n")
+    for name, text in files.items():
+        (package / name).write_text(text)
+    return package
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("nn/attention.py", "from ..lab import plots\n", "nn may not import lab"),
+    ("nn/attention.py", "def f():\n    from tfcourse.train import loop\n", "nn may not import train"),
+    ("nn/attention.py", "from .. import runtime\n", "nn may not import <top>"),
+    ("course/grade.py", "from ..nn.model import GPT\n", "course may not import nn"),
+    ("course/grade.py", "import tfcourse\n", "course may not import <top>"),
+])
+def test_a_wrong_import_direction_is_found(tmp_path, name, text, expected):
+    package = _fake_package(tmp_path, {name: text})
+    problems = direction_violations(package)
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_a_cycle_is_found(tmp_path):
+    package = _fake_package(tmp_path, {"lab/a.py": "from . import b\n", "lab/b.py": "from .a import x\n"})
+    assert module_level_cycle(package) in (["tfcourse.lab.a", "tfcourse.lab.b", "tfcourse.lab.a"],
+                                           ["tfcourse.lab.b", "tfcourse.lab.a", "tfcourse.lab.b"])
+    lazy = _fake_package(tmp_path / "lazy", {"lab/a.py": "from . import b\n",
+                                              "lab/b.py": "def f():\n    from .a import x\n"})
+    assert module_level_cycle(lazy) is None
+
+
+def test_allowed_imports_pass(tmp_path):
+    package = _fake_package(tmp_path, {"lab/plots.py": "from ..nn.model import GPT\n",
+                                       "course/build.py": "from . import notebook_format\n",
+                                       "course/notebook_format.py": "TAG = 'x'\n"})
+    assert direction_violations(package) == []
+    assert module_level_cycle(package) is None

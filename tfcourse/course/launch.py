@@ -1,0 +1,135 @@
+"""``tfcourse lab``: open the course's ``notebooks/`` folder in JupyterLab.
+
+Starts ``jupyter lab`` on a free localhost port (the first from 8888) with a fresh token,
+prints the URL of the first notebook and opens it there. Extra arguments after ``--`` go to
+``jupyter lab`` unchanged, e.g. ``tfcourse lab -- --port 8889 --no-browser``. As root
+(containers, cloud VMs) it adds ``--allow-root``, without which Jupyter refuses to start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+FOLDER = "notebooks"
+FIRST_PORT = 8888
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", default=None,
+                        help=f"folder to open (default: the course's {FOLDER}/ next to the "
+                             f"package, else ./{FOLDER}/)")
+    parser.add_argument("jupyter_args", nargs="*", metavar="-- JUPYTER_ARGS",
+                        help="passed to `jupyter lab` (put them after --)")
+
+
+def find_notebooks(explicit: str | None = None) -> Path | None:
+    """The folder to open: ``explicit``, else the checkout's ``notebooks/``, else ./notebooks/."""
+    if explicit is not None:
+        candidates = [Path(explicit)]
+    else:
+        repository = Path(__file__).resolve().parents[2]    # tfcourse/course/ -> the checkout
+        candidates = [repository / FOLDER, Path.cwd() / FOLDER]
+    return next((c.resolve() for c in candidates if c.is_dir()), None)
+
+
+def first_notebook(folder: Path) -> str | None:
+    """The lowest-numbered ``*.ipynb`` in ``folder`` (``00_setup_and_shapes.ipynb``), or None."""
+    def number(name: str) -> tuple[float, str]:
+        digits = re.match(r"\d+", name)
+        return (int(digits[0]) if digits else float("inf"), name)
+
+    names = [p.name for p in folder.glob("*.ipynb") if not p.name.startswith(".")]
+    return min(names, key=number, default=None)
+
+
+def option(args: list[str], *names: str) -> str | None:
+    """The value of the last ``--name VALUE`` / ``--name=VALUE`` in ``args`` for any of ``names``."""
+    value = None
+    for i, arg in enumerate(args):
+        name, equals, given = arg.partition("=")
+        if name in names:
+            value = given if equals else next(iter(args[i + 1 : i + 2]), None)
+    return value
+
+
+def free_port(start: int = FIRST_PORT, tries: int = 50) -> int:
+    """The first port from ``start`` that nothing on localhost holds (else one the OS picks)."""
+    for port in [*range(start, start + tries), 0]:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return probe.getsockname()[1]
+    raise OSError("no free localhost port")
+
+
+def running_as_root() -> bool:
+    """True for root on POSIX, where Jupyter refuses to start without ``--allow-root``."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0     # no geteuid on Windows
+
+
+def serve(command: list[str]) -> int:
+    """Run Jupyter until it exits, and return its exit status.
+
+    Ctrl+C in the terminal reaches Jupyter too, which stops its kernels and exits (or asks
+    first); so keep waiting. ``subprocess.call`` would kill it 0.25 s later instead, leaving
+    the kernels running.
+    """
+    process = subprocess.Popen(command)
+    while True:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+def run(args: argparse.Namespace) -> int:
+    folder = find_notebooks(args.dir)
+    if folder is None:
+        where = args.dir or f"{FOLDER}/ next to the tfcourse package or in the current directory"
+        print(f"tfcourse lab: no notebook folder found (looked for {where}).\n"
+              f"Run this from the course folder (the one with solutions/ and notebooks/), or pass "
+              f"--dir FOLDER. If notebooks/ is missing but solutions/ exists, create it with "
+              f"`tfcourse build-notebooks`. Meanwhile, `tfcourse demo` runs without notebooks.",
+              file=sys.stderr)
+        return 1
+    if importlib.util.find_spec("jupyterlab") is None:
+        print("tfcourse lab: JupyterLab is not installed in this environment; install it with "
+              "`pip install -e '.[lab]'` (or run `make lab`).", file=sys.stderr)
+        return 1
+    extra = list(args.jupyter_args)
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    # The URL printed below must be the one that serves: choose the port and token here
+    # (the user's own --port / token win) and stop Jupyter moving to another port.
+    ours = ["--ServerApp.port_retries=0"]
+    port = option(extra, "--port", "--ServerApp.port")
+    if port is None:
+        port = str(free_port())
+        ours.append(f"--ServerApp.port={port}")
+    token = option(extra, "--IdentityProvider.token", "--ServerApp.token")
+    if token is None:
+        token = secrets.token_hex(24)
+        ours.append(f"--IdentityProvider.token={token}")
+    notebook = first_notebook(folder)
+    if notebook is not None:                 # Jupyter opens it in the browser it starts
+        ours.append(f"--ServerApp.file_to_run={folder / notebook}")
+    if running_as_root() and not {"--allow-root", "--ServerApp.allow_root=True"} & set(extra):
+        ours.append("--allow-root")
+        print("tfcourse lab: running as root, so passing --allow-root to Jupyter (usual in "
+              "containers and cloud VMs; Jupyter refuses root without it)", flush=True)
+    command = [sys.executable, "-m", "jupyterlab", str(folder), *ours, *extra]
+    url = f"http://localhost:{port}/lab" + (f"/tree/{quote(notebook)}" if notebook else "")
+    print(f"tfcourse lab: opening {folder} in JupyterLab (Ctrl+C stops the server)\n"
+          f"tfcourse lab: open {url}" + (f"?token={token}" if token else ""), flush=True)
+    return serve(command)

@@ -1,0 +1,6 @@
+"""Training: data sets that need no download, the loop, its optimizer and checkpoints, the command.
+
+``data`` (Markov chain, copy task, stdlib text), ``optim`` (AdamW and the
+warmup + cosine schedule), ``loop`` (``Trainer`` and ``train``), ``checkpoint``
+(atomic save, safe load), ``command`` (``tfcourse train``, also under torchrun).
+"""
