@@ -1,0 +1,290 @@
+"""``tfcourse site``: the static HTML site of the course, built and checked offline.
+
+The fast tests build a tiny course of their own (two notebooks, a README, a docs/ page) and
+two real notebooks. The browser test (``-m browser``) builds the whole site, serves it on
+127.0.0.1 and reads it in headless Chromium, recording every request: nothing may leave the
+machine. Screenshots go to ``artifacts/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tfcourse import cli
+from tfcourse.course.offline import check_offline, external_resources
+from tfcourse.course.site import SiteError, build_site
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts"
+REAL = ["01_attention", "04_mlp"]          # math, figures, exercise and check cells
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
+       "rkJggg==")
+# Independent of the implementation's own check: a tag that loads, with a remote address.
+REMOTE_LOAD = re.compile(r"<(script|link|img|iframe|source|embed|object|video|audio)\b[^>]*"
+                         r"\b(src|href|data)\s*=\s*[\"']?(https?:)?//", re.IGNORECASE)
+
+
+def _notebook(path: Path, cells):
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                           "display_name": "Python 3"}})
+    nb.cells = cells
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def course(tmp_path) -> Path:
+    """A two-notebook course with links of every kind, a figure, math and a widget output."""
+    root = tmp_path / "course"
+    for folder in ("solutions", "notebooks", "docs"):
+        (root / folder).mkdir(parents=True)
+    figure = nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"})
+    widget = nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2,
+                                                     "version_minor": 0},
+        "text/plain": "VBox(children=(Dropdown(...),))"})
+    script = nbformat.v4.new_output("display_data", data={
+        "application/javascript": "fetch('https://example.com/track')", "text/plain": "<JS>"})
+    _notebook(root / "solutions" / "01_first.ipynb", [
+        nbformat.v4.new_markdown_cell(
+            "# 01 · First steps\n\n**Goal:** meet $\\sqrt{d_k}$ and the mask. More text.\n\n"
+            "See [the guide](../docs/guide.md#part-two), [the next notebook](02_second.ipynb), "
+            "[the learner copy](../notebooks/02_second.ipynb), [the README](../README.md) and "
+            "[a paper](https://arxiv.org/abs/1706.03762).\n\n$$\\frac{q k^\\top}{\\sqrt{d_k}}$$",
+            id="intro"),
+        nbformat.v4.new_code_cell("plot()", id="plot", outputs=[figure]),
+        nbformat.v4.new_code_cell("explorer()", id="explorer", outputs=[widget, script])])
+    _notebook(root / "solutions" / "02_second.ipynb", [
+        nbformat.v4.new_markdown_cell("# 02 · Second steps\n\nBack to [01](01_first.ipynb).", id="intro"),
+        nbformat.v4.new_code_cell("print('hello')", id="hello",
+                                  outputs=[nbformat.v4.new_output("stream", text="hello\n")])])
+    for name in ("01_first.ipynb", "02_second.ipynb"):
+        (root / "notebooks" / name).write_text((root / "solutions" / name).read_text())
+    (root / "README.md").write_text("# A tiny course\n\nIt has [a guide](docs/guide.md#part-two) "
+                                    "and [notebook 01](notebooks/01_first.ipynb).\n\n"
+                                    "## Part two\n\n[Up](#a-tiny-course)\n")
+    (root / "docs" / "guide.md").write_text("# Guide\n\n[Home](../README.md), [a sibling](other.md), "
+                                            "[notebook 02](../solutions/02_second.ipynb).\n\n"
+                                            "## Part two\n\nText.\n")
+    (root / "docs" / "other.md").write_text("# Other\n")
+    return root
+
+
+def _pages(out: Path) -> dict[str, str]:
+    return {p.relative_to(out).as_posix(): p.read_text(encoding="utf-8") for p in out.rglob("*.html")}
+
+
+def test_fixture_course_pages_and_downloads(course, tmp_path):
+    report = build_site(course, tmp_path / "site")
+    out = tmp_path / "site"
+    assert sorted(report.pages) == sorted(_pages(out)) == [
+        "01_first.html", "02_second.html", "README.html", "docs/guide.html", "docs/other.html",
+        "index.html"]
+    for folder in ("notebooks", "solutions"):
+        for name in ("01_first.ipynb", "02_second.ipynb"):
+            assert (out / folder / name).read_bytes() == (course / folder / name).read_bytes()
+    page = (out / "01_first.html").read_text()
+    assert 'href="notebooks/01_first.ipynb" download' in page
+    assert 'href="solutions/01_first.ipynb" download' in page
+    assert 'rel="next" href="02_second.html">02 · Second steps →' in page
+    assert 'rel="prev" href="01_first.html">← 01 · First steps' in (out / "02_second.html").read_text()
+    index = (out / "index.html").read_text()
+    assert "<h1>A tiny course</h1>" in index
+    assert 'href="01_first.html">01 · First steps</a>' in index
+    assert "Meet <math" in index                     # the goal's first sentence, math and all
+    assert "More text" not in index
+
+
+def test_md_and_notebook_links_are_rewritten(course, tmp_path):
+    build_site(course, tmp_path / "site")
+    pages = _pages(tmp_path / "site")
+    assert 'href="docs/guide.html#part-two"' in pages["README.html"]
+    assert 'href="01_first.html"' in pages["README.html"]           # notebooks/ -> the page
+    assert 'id="part-two"' in pages["docs/guide.html"]              # GitHub-style anchors
+    assert 'href="#a-tiny-course"' in pages["README.html"] and 'id="a-tiny-course"' in pages["README.html"]
+    guide = pages["docs/guide.html"]
+    assert 'href="../README.html"' in guide and 'href="other.html"' in guide
+    assert 'href="../02_second.html"' in guide                      # solutions/ -> the page
+    first = pages["01_first.html"]
+    for href in ("docs/guide.html#part-two", "02_second.html", "README.html"):
+        assert f'href="{href}"' in first
+    assert first.count('href="02_second.html"') >= 2                # solution and learner links
+    assert 'href="https://arxiv.org/abs/1706.03762"' in first        # prose links stay, as <a>
+    assert not re.search(r'href="[^"]*\.md[#"]', "".join(pages.values()))
+
+
+def test_outputs_math_and_widgets(course, tmp_path):
+    build_site(course, tmp_path / "site")
+    page = (tmp_path / "site" / "01_first.html").read_text()
+    assert re.search(r'<img [^>]*src="data:image/png;base64,' + re.escape(PNG[:20]), page)
+    assert '<math display="block">' in page and "<msqrt>" in page and "$" not in page
+    assert "interactive widget" in page and "widget-view+json" not in page
+    assert "example.com/track" not in page                          # JavaScript outputs dropped
+    assert "VBox(children" not in page
+
+
+def test_no_page_loads_anything_remote(course, tmp_path):
+    build_site(course, tmp_path / "site")
+    pages = _pages(tmp_path / "site")
+    assert check_offline(tmp_path / "site") == []
+    for name, text in pages.items():
+        assert not REMOTE_LOAD.search(text), (name, REMOTE_LOAD.search(text).group(0))
+        assert "mathjax" not in text.lower() and "require.js" not in text and "unpkg" not in text
+
+
+@pytest.mark.parametrize("tag", [
+    '<script src="https://cdn.example.com/require.min.js"></script>',
+    '<link rel="stylesheet" href="//fonts.example.com/css">',
+    "<img src='http://example.com/x.png'>",
+    '<iframe src="https://example.com"></iframe>',
+    '<script src="\\\\example.com\\x.js"></script>',            # browsers read \\ as //
+    '<img srcset="a.png 1x, https://example.com/b.png 2x">',
+    "<style>@import url(https://example.com/theme.css);</style>",
+    '<div style="background: url(\'https://example.com/bg.png\')"></div>',
+])
+def test_offline_check_catches_injected_resources(course, tmp_path, tag):
+    build_site(course, tmp_path / "site")
+    page = tmp_path / "site" / "02_second.html"
+    page.write_text(page.read_text().replace("</main>", tag + "\n</main>"))
+    found = check_offline(tmp_path / "site")
+    assert len(found) == 1 and found[0].startswith("02_second.html: "), found
+
+
+def test_offline_check_allows_what_loads_nothing():
+    assert external_resources('<a href="https://example.com">paper</a> <img src="data:image/png;'
+                              'base64,AAAA"> <link rel="stylesheet" href="style.css"> '
+                              '<img src="file:///tmp/x.png"> <a href="#top">top</a>') == []
+
+
+def test_a_remote_image_in_a_notebook_fails_the_build(course, tmp_path):
+    nb = nbformat.read(course / "solutions" / "02_second.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("![logo](https://example.com/logo.png)", id="logo"))
+    nbformat.write(nb, course / "solutions" / "02_second.ipynb")
+    with pytest.raises(SiteError, match=r"02_second.html: <img src=https://example.com/logo.png>"):
+        build_site(course, tmp_path / "site")
+
+
+def test_missing_solutions_folder_is_a_clear_error(tmp_path, capsys):
+    assert cli.main(["site", "--root", str(tmp_path), "--out", str(tmp_path / "site")]) == 1
+    err = capsys.readouterr().err
+    assert f"no solutions/ folder in {tmp_path.resolve()}" in err and "--root" in err
+    assert not (tmp_path / "site").exists()
+
+
+def test_unknown_notebook_and_foreign_folder_are_refused(course, tmp_path):
+    with pytest.raises(SiteError, match="no solution notebook '07_nothing'"):
+        build_site(course, tmp_path / "site", ["07_nothing"])
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    with pytest.raises(SiteError, match="not a site built by"):
+        build_site(course, precious)
+    assert (precious / "thesis.tex").exists()
+
+
+def test_cli_builds_a_subset_and_rebuilds_in_place(course, tmp_path, capsys):
+    out = tmp_path / "site"
+    assert cli.main(["site", "01_first", "--root", str(course), "--out", str(out)]) == 0
+    assert cli.main(["site", "01_first.ipynb", "--root", str(course), "--out", str(out)]) == 0
+    assert "wrote 5 pages" in capsys.readouterr().out
+    assert not (out / "02_second.html").exists()
+
+
+def test_real_notebooks(tmp_path):
+    report = build_site(ROOT, tmp_path / "site", REAL)
+    out = tmp_path / "site"
+    for name in REAL:
+        page = (out / f"{name}.html").read_text()
+        assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) >= 2, name
+        assert "Exercise" in page and "celltag_check" in page
+        assert (out / "notebooks" / f"{name}.ipynb").exists()
+    assert "<math" in (out / "01_attention.html").read_text()
+    assert {"index.html", "README.html"} <= set(report.pages)
+    assert check_offline(out) == []
+    for name, text in _pages(out).items():
+        assert not REMOTE_LOAD.search(text), name
+
+
+# ------------------------------------------------------------------------- in a browser
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_site_in_chromium_offline(tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs the "
+                                   "`playwright` package (pip install -e '.[dev]')")
+    # test_browser's Chromium lookup (skips when there is none) and flags for a machine offline.
+    import test_browser
+
+    chromium = test_browser._chromium()
+    # The whole course: its build takes ~7 s (measured on a shared 2-core machine; 12 s for
+    # `tfcourse site` with its imports), well within a browser test's budget.
+    out, started = tmp_path / "site", time.monotonic()
+    report = build_site(ROOT, out)
+    seconds = time.monotonic() - started
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(out)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}/"
+    ARTIFACTS.mkdir(exist_ok=True)
+    requests, errors = [], []
+    try:
+        with sync_api.sync_playwright() as playwright:
+            context = playwright.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"), executable_path=chromium,
+                headless=True, args=test_browser.CHROMIUM_FLAGS, viewport={"width": 1280, "height": 1000})
+            page = context.new_page()
+            page.on("request", lambda request: requests.append(request.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(base + "index.html")
+            assert page.locator(".toc a.title").count() == len(list((ROOT / "solutions").glob("*.ipynb")))
+            page.screenshot(path=str(ARTIFACTS / "site-index.png"))
+            for name in REAL:
+                page.get_by_role("link", name="Course", exact=True).click()
+                page.wait_for_url("**/index.html")
+                page.locator(f'.toc a.title[href="{name}.html"]').click()
+                page.wait_for_url(f"**/{name}.html")
+                _assert_rendered(page)
+                page.screenshot(path=str(ARTIFACTS / f"site-{name}.png"))
+            page.get_by_role("link", name="README", exact=True).click()
+            page.wait_for_url("**/README.html")
+            page.goto((out / "03_norms.html").as_uri())            # from the file system
+            _assert_rendered(page)
+            page.screenshot(path=str(ARTIFACTS / "site-file-03_norms.png"))
+            # The recorder itself: a page that does load something remote is seen (TEST-NET
+            # address, nothing answers; the request is recorded when it starts).
+            probe = "http://203.0.113.1/probe.png"
+            with page.expect_request(probe, timeout=10_000):
+                page.set_content(f'<img src="{probe}">', wait_until="commit")
+            assert requests.pop() == probe
+            context.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    (ARTIFACTS / "site-timing.json").write_text(json.dumps(
+        {"build_s": round(seconds, 1), "pages": len(report.pages)}, indent=1) + "\n")
+    allowed = (base, "data:", "file://")
+    assert requests and not [url for url in requests if not url.startswith(allowed)], requests
+    assert not errors, errors
+
+
+def _assert_rendered(page):
+    """The page has its stylesheet, a loaded figure and rendered math or code."""
+    page.wait_for_function("() => [...document.images].some(i => i.complete && i.naturalWidth > 0)",
+                           timeout=30_000)
+    assert page.evaluate("getComputedStyle(document.querySelector('main')).maxWidth") != "none"
+    assert page.locator(".jp-CodeCell .highlight").count() > 0
+    if page.locator("math").count():
+        assert page.locator("math").first.bounding_box()["width"] > 0
