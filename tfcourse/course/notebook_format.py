@@ -1,6 +1,6 @@
 """Course notebook files: the tag/metadata conventions, strict reading, deterministic writing.
 
-Conventions (see README, "Notebook conventions"):
+Conventions (see CONTRIBUTING.md, "Notebook conventions"):
 
 - exercise cell: tag ``exercise``, metadata ``tfcourse.exercise`` (name) and ``tfcourse.hint``;
   the reference code sits between ``### BEGIN SOLUTION`` and ``### END SOLUTION``;
