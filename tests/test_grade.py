@@ -21,16 +21,9 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 
 from tfcourse import cli
 from tfcourse.course import notebook_format
-from tfcourse.course.grade import (
-    ExerciseResult,
-    NotebookGrade,
-    comparable,
-    describe_outputs,
-    find_solution,
-    format_report,
-    judge,
-    write_csv,
-)
+from tfcourse.course.grade import find_solution
+from tfcourse.course.judge import ExerciseResult, NotebookGrade, comparable, describe_outputs, judge
+from tfcourse.course.report import format_report, write_csv
 from tfcourse.course.run import CellRun
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.restamp import restamp
@@ -114,6 +107,66 @@ def test_restamp_keeps_learner_cells_and_clears_their_outputs(solution, learner)
             assert c.outputs == [] and c.execution_count is None, c.id
     ids = [c.id for c in stamped.cells]
     assert len(ids) == len(set(ids)) and "title-2" in ids
+
+
+def _without_ids(nb, prefix=None):
+    """The notebook as another editor saves it: ids dropped (nbformat 4.4) or regenerated."""
+    nb = copy.deepcopy(nb)
+    for index, c in enumerate(nb.cells):
+        if prefix is None:
+            c.pop("id", None)
+        else:
+            c["id"] = f"{prefix}{index:04x}"
+    return nb
+
+
+@pytest.mark.parametrize("prefix", [None, "colab-"])
+def test_restamp_finds_checks_without_their_ids(solution, learner, prefix):
+    """Ids stripped or regenerated: the checks are found by content, then by exercise name;
+    a deleted one comes back right after its exercise, not at the top before the imports."""
+    learner = _without_ids(learner, prefix)
+    for c in learner.cells:
+        if notebook_format.is_check(c) and notebook_format.exercise_name(c) == "Causal mask":
+            c.source = 'print("Causal mask: 5/5 checks passed")'       # edited
+    learner.cells = [c for c in learner.cells if c.get("source") != "check_rmsnorm(RMSNorm)"]
+    if prefix is None:
+        notebook_format.normalize_metadata(learner)
+        for index, c in enumerate(learner.cells):      # what reading a 4.4 file gives
+            c["id"] = f"cell{index}"
+    stamped, repairs = restamp(learner, solution)
+    assert sorted((r.cell_id, r.action) for r in repairs) == [("check-causal-mask", "edited"),
+                                                               ("check-rmsnorm", "deleted")]
+    order = [c.get("source", "").splitlines()[0] for c in stamped.cells if c.cell_type == "code"]
+    assert order.index("check_causal_mask(causal_mask)") == order.index("def causal_mask(T):") + 1
+    assert order.index("check_rmsnorm(RMSNorm)") == order.index(
+        "class RMSNorm(torch.nn.Module):") + 1
+    ids = [c.id for c in stamped.cells]
+    assert len(ids) == len(set(ids)) and {"check-causal-mask", "check-rmsnorm"} <= set(ids)
+
+
+def test_restamp_places_a_missing_check_after_the_exercise_found_by_its_definition(solution,
+                                                                                   learner):
+    """Tags gone too (an editor that keeps no metadata): the exercise cell is the one that
+    defines what the solution's exercise cell defines."""
+    learner = _without_ids(learner, "x-")
+    for c in learner.cells:
+        c.metadata = {}
+    learner.cells = [c for c in learner.cells if not c.get("source", "").startswith("check_")]
+    learner.cells.insert(2, new_code_cell("def helper():\n    return 1", id="mine"))
+    stamped, repairs = restamp(learner, solution)
+    assert {(r.cell_id, r.action) for r in repairs} == {("check-causal-mask", "deleted"),
+                                                        ("check-rmsnorm", "deleted")}
+    sources = [c.get("source", "") for c in stamped.cells]
+    assert sources[sources.index("check_rmsnorm(RMSNorm)") - 1].startswith("class RMSNorm(")
+    assert sources[sources.index("check_causal_mask(causal_mask)") - 1].startswith(
+        "def causal_mask(T):")
+
+
+def test_restamp_puts_a_check_with_nothing_to_follow_at_the_end_not_the_top(solution, learner):
+    learner.cells = [c for c in learner.cells if c.id in ("setup", "summary")]
+    stamped, _ = restamp(learner, solution)
+    ids = [c.id for c in stamped.cells]
+    assert ids.index("setup") < ids.index("check-causal-mask") < ids.index("check-rmsnorm")
 
 
 # --- judging (no kernel) ----------------------------------------------------------------
@@ -211,13 +264,57 @@ def test_csv_has_one_row_per_notebook_and_one_column_per_exercise(tmp_path):
     ]
 
 
-def test_find_solution_by_metadata_by_name_and_by_contained_name(tmp_path, learner):
-    assert find_solution(learner, tmp_path / "anything.ipynb", SOLUTIONS) == FIXTURE
-    learner.metadata["tfcourse"].pop("notebook")
-    assert find_solution(learner, tmp_path / "99_fixture.ipynb", SOLUTIONS) == FIXTURE
-    assert find_solution(learner, tmp_path / "alice_99_fixture (1).ipynb", SOLUTIONS) == FIXTURE
+def test_find_solution_by_name_by_contained_name_and_by_against(tmp_path):
+    assert find_solution(tmp_path / "99_fixture.ipynb", SOLUTIONS) == FIXTURE
+    assert find_solution(tmp_path / "alice_99_fixture (1).ipynb", SOLUTIONS) == FIXTURE
+    assert find_solution(tmp_path / "anything.ipynb", SOLUTIONS, against="99_fixture") == FIXTURE
+    assert find_solution(tmp_path / "x.ipynb", SOLUTIONS, against="99_fixture.ipynb") == FIXTURE
     with pytest.raises(ValueError, match="no solution notebook for other.ipynb"):
-        find_solution(learner, tmp_path / "other.ipynb", SOLUTIONS)
+        find_solution(tmp_path / "other.ipynb", SOLUTIONS)
+
+
+@pytest.mark.parametrize("against", ["../solutions/99_fixture", "/etc/passwd", "99_fixture/../x",
+                                     "00_unknown", "", ".hidden"])
+def test_against_takes_only_a_course_notebook_name(tmp_path, against):
+    with pytest.raises(ValueError, match="is not one of the course's notebooks"):
+        find_solution(tmp_path / "99_fixture.ipynb", SOLUTIONS, against=against)
+
+
+def test_the_submission_cannot_choose_its_answer_key(tmp_path, solution):
+    """A crafted ``metadata.tfcourse.notebook`` (a path to a file of its own) is ignored."""
+    key = tmp_path / "key.ipynb"
+    key.write_text("{}")
+    learner = make_learner(solution, "99_fixture")
+    learner.metadata["tfcourse"]["notebook"] = str(key.with_suffix(""))
+    path = tmp_path / "99_fixture.ipynb"
+    notebook_format.write_notebook(learner, path)
+    assert find_solution(path, SOLUTIONS) == FIXTURE
+    learner.metadata["tfcourse"]["notebook"] = "../" + key.stem
+    notebook_format.write_notebook(learner, tmp_path / "homework.ipynb")
+    with pytest.raises(ValueError, match="no solution notebook for homework.ipynb"):
+        find_solution(tmp_path / "homework.ipynb", SOLUTIONS)
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--csv", "{missing}/x.csv", "does not exist"),
+    ("--gradescope", "{missing}/results.json", "does not exist"),
+    ("--csv", "{tmp}", "is a folder"),
+    ("--restamped", "{file}/sub", "cannot create it"),
+])
+def test_output_paths_are_checked_before_any_grading(tmp_path, capsys, monkeypatch, flag, value,
+                                                     message):
+    from tfcourse.course import grade as grade_module
+
+    monkeypatch.setattr(grade_module, "grade_notebook",
+                        lambda *a, **k: pytest.fail("graded before checking the output paths"))
+    (tmp_path / "afile").write_text("")
+    notebook_format.write_notebook(make_learner(notebook_format.read_notebook(FIXTURE), "99_fixture"),
+                                   tmp_path / "99_fixture.ipynb")
+    value = value.format(missing=tmp_path / "missing", tmp=tmp_path, file=tmp_path / "afile")
+    status = cli.main(["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions", str(SOLUTIONS),
+                       flag, value])
+    assert status == 2
+    assert message in capsys.readouterr().err
 
 
 def test_bad_arguments_exit_2(tmp_path, capsys):
@@ -267,7 +364,8 @@ def graded_folder(tmp_path_factory, solution):
     out = tmp_path_factory.mktemp("out")
     result = subprocess.run(
         [sys.executable, "-m", "tfcourse", "grade", str(folder), "--json", "--csv",
-         str(out / "grades.csv"), "--timeout", str(TIMEOUT), "--solutions", str(SOLUTIONS)],
+         str(out / "grades.csv"), "--timeout", str(TIMEOUT), "--solutions", str(SOLUTIONS),
+         "--against", "99_fixture", "--jobs", "2"],
         capture_output=True, text=True, timeout=900, check=False)
     grades = {Path(g["notebook"]).name: g for g in json.loads(result.stdout)}
     return result.returncode, grades, out / "grades.csv"
@@ -336,6 +434,7 @@ def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(tmp_path, 
             c.outputs = stdout("whatever ran last\n")
     notebook_format.write_notebook(solved, tmp_path / "solved.ipynb")
     code = cli.main(["grade", str(tmp_path / "solved.ipynb"), "--solutions", str(SOLUTIONS),
+                     "--against", "99_fixture",
                      "--timeout", str(TIMEOUT), "--restamped", str(tmp_path / "restamped")])
     report = capsys.readouterr().out
     assert code == 0, report
@@ -359,3 +458,62 @@ def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(tmp_path, 
     assert solved_cells and not any(solved_cells[0]), failed
     # The stub fails at exactly its two check cells (code cells #2 and #6).
     assert [i for i, f in enumerate(stub_cells[0]) if f] == [2, 6], failed
+
+
+# --- honest variants and a neighbour's attack, graded together (real kernels) -----------
+
+
+def _honest_and_attacked(folder: Path, solution, learner) -> None:
+    """Submissions that must score full marks, however they were saved, and one that
+    tries to overwrite its neighbour."""
+    solved = solve(learner, solution)
+    notebook_format.write_notebook(solved, folder / "victim.ipynb")
+    # Alternative correct implementations.
+    other = copy.deepcopy(solved)
+    cell(other, "ex-causal-mask").source = (
+        "def causal_mask(T):\n    return ~torch.triu(torch.ones(T, T, dtype=torch.bool), 1)")
+    rmsnorm = cell(other, "ex-rmsnorm")
+    rmsnorm.source = rmsnorm.source.replace(
+        "rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)\n"
+        "        return self.weight * (x / rms)",
+        "return self.weight * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps)")
+    assert rmsnorm.source != cell(solved, "ex-rmsnorm").source
+    notebook_format.write_notebook(other, folder / "alternative.ipynb")
+    # Saved by an older editor: nbformat 4.4, no ids at all.
+    old = _without_ids(solved)
+    old.nbformat_minor = 4
+    (folder / "no_ids.ipynb").write_text(json.dumps(old), encoding="utf-8")
+    # Round-tripped through another editor: every id regenerated; extra cells with outputs.
+    regenerated = _without_ids(solved, "colab-")
+    regenerated.cells.insert(2, new_code_cell("print('my notes')", id="extra",
+                                              outputs=stdout("my notes\n"), execution_count=3))
+    regenerated.cells.append(new_markdown_cell("I enjoyed this.", id="thanks"))
+    notebook_format.write_notebook(regenerated, folder / "作业 99 张三 (final).ipynb")
+    # Overwrites the neighbour it expects beside it, then scores nothing itself.
+    attacker = copy.deepcopy(learner)
+    attacker.cells.insert(2, new_code_cell(
+        "import glob, os\n"
+        "for path in glob.glob('*.ipynb') + glob.glob('../*.ipynb') + glob.glob('../*/*.ipynb'):\n"
+        "    if 'attacker' not in path:\n"
+        "        open(path, 'w').write('{}')", id="vandal"))
+    notebook_format.write_notebook(attacker, folder / "attacker.ipynb")
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_honest_variants_score_full_marks_and_a_neighbour_cannot_harm_them(tmp_path, solution,
+                                                                         learner):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    _honest_and_attacked(folder, solution, learner)
+    names = sorted(p.name for p in folder.glob("*.ipynb"))
+    result = subprocess.run(
+        [sys.executable, "-m", "tfcourse", "grade", str(folder), "--json", "--against",
+         "99_fixture", "--solutions", str(SOLUTIONS), "--timeout", str(TIMEOUT), "--jobs", "2"],
+        capture_output=True, text=True, timeout=900, check=False)
+    grades = {Path(g["notebook"]).name: g for g in json.loads(result.stdout)}
+    assert sorted(grades) == names
+    scores = {name: (g["passed"], g["total"], g["error"]) for name, g in grades.items()}
+    assert scores == {name: ((0, 2, "") if name == "attacker.ipynb" else (2, 2, ""))
+                      for name in names}
+    assert all(json.loads((folder / name).read_text()) for name in names)   # none emptied

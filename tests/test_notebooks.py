@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from tfcourse.course import notebook_format
-from tfcourse.course.grade import comparable, grade
+from tfcourse.course.grade import grade
+from tfcourse.course.judge import comparable
 from tfcourse.course.run import kernel_env, run_notebook
 from tfcourse.course.build import build, fill_in, make_learner, solve
 

@@ -86,7 +86,7 @@ def check_torch() -> list[Finding]:
         import torch
     except (ImportError, OSError, RuntimeError, AttributeError) as error:   # a broken wheel
         return [Finding("FAIL", "torch", f"{version} is installed but does not import: {error}",
-                        "reinstall it: `make clean setup` (see docs/troubleshooting.md, "Setup")")]
+                        "reinstall it: `make clean setup` (see docs/troubleshooting.md, 'Setup')")]
     findings = [Finding("ok", "torch", f"{torch.__version__}")]
     if torch.cuda.is_available():
         names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))

@@ -1,9 +1,16 @@
-"""Restamp a learner notebook's check cells from its solution notebook, by cell id.
+"""Restamp a learner notebook's check cells from its solution notebook.
 
 Once a learner runs a check cell and saves, its stored output (the expected verdict) is
-their own output, and the cell may have been edited or deleted. Before grading, every
-check cell of the solution is put back: same source, same stored output, same position
-if it was deleted. Everything the learner wrote elsewhere is left alone.
+their own output, and the cell may have been edited, moved or deleted. Before grading,
+every check cell of the solution is put back: same source, same id, same stored output.
+
+Cell ids cannot be trusted to find them: notebooks round-tripped through another editor
+(Colab, nbformat 4.4 files, "Save as") lose or regenerate ids. So a solution check cell
+is found in the learner notebook by, in this order: identical source; the same id; a
+check tag for the same exercise. One that is missing is restored right after the
+learner's exercise cell of that exercise (found by its exercise tag, else by the
+function or class it defines), else after the nearest earlier cell that was found,
+else at the end. Everything the learner wrote elsewhere is left alone.
 
 Other code cells lose their stored outputs, so that ``pytest --nbval-lax`` on the
 restamped notebook compares exactly what ``tfcourse grade`` judges: the check cells
@@ -12,7 +19,9 @@ restamped notebook compares exactly what ``tfcourse grade`` judges: the check ce
 
 from __future__ import annotations
 
+import ast
 import copy
+import re
 from dataclasses import dataclass
 
 from . import notebook_format
@@ -40,38 +49,108 @@ def restamp(learner, solution) -> tuple[object, list[Restamp]]:
     nb = copy.deepcopy(learner)
     _dedupe_ids(nb)
     repairs = []
-    solution_ids = [cell.get("id") for cell in solution.cells]
-    for solution_index, reference in enumerate(solution.cells):
+    stamped_ids: set[str] = set()
+    stamped_cells = []                  # the cells put back (identity, not id: ids may clash)
+    for reference in solution.cells:
         if not notebook_format.is_check(reference):
             continue
-        stamped = learner_check_cell(reference)
-        positions = {cell.get("id"): index for index, cell in enumerate(nb.cells)}
-        index = positions.get(reference.id)
+        exercise = notebook_format.exercise_name(reference)
+        index = _find_check(nb, reference, stamped_ids)
         if index is None:
-            nb.cells.insert(_insert_position(nb, solution_ids, solution_index, positions), stamped)
-            repairs.append(Restamp(reference.id, notebook_format.exercise_name(reference), "deleted"))
-            continue
-        current = nb.cells[index]
-        if (current.get("cell_type") != "code" or current.get("source") != reference.source
-                or sorted(notebook_format.tags(current)) != sorted(notebook_format.tags(reference))):
-            repairs.append(Restamp(reference.id, notebook_format.exercise_name(reference), "edited"))
-        nb.cells[index] = stamped
-    for cell in nb.cells:
-        if cell.get("cell_type") == "code" and not notebook_format.is_check(cell):
-            cell.outputs, cell.execution_count = [], None
-        elif notebook_format.is_check(cell) and cell.get("id") not in solution_ids:
-            # A copy of a check cell the learner made: no stored verdict to trust.
+            index = _insert_position(nb, solution, reference, stamped_ids)
+            nb.cells.insert(index, learner_check_cell(reference))
+            stamped_cells.append(nb.cells[index])
+            repairs.append(Restamp(reference.id, exercise, "deleted"))
+        else:
+            current = nb.cells[index]
+            if (current.get("cell_type") != "code" or current.get("source") != reference.source
+                    or sorted(notebook_format.tags(current)) != sorted(notebook_format.tags(reference))):
+                repairs.append(Restamp(reference.id, exercise, "edited"))
+            nb.cells[index] = learner_check_cell(reference)
+            stamped_cells.append(nb.cells[index])
+        stamped_ids.add(reference.id)
+    for index, cell in enumerate(nb.cells):
+        stamped = any(cell is other for other in stamped_cells)
+        if cell.get("id") in stamped_ids and not stamped:
+            cell["id"] = _fresh_id(nb, f"learner-{index}")       # a learner cell using our id
+        if cell.get("cell_type") == "code" and not stamped:
+            # Learner cells, and copies of check cells the learner made: no stored verdict
+            # to trust, and nothing for nbval to compare.
             cell.outputs, cell.execution_count = [], None
     nb.nbformat, nb.nbformat_minor = 4, max(5, int(nb.get("nbformat_minor", 5)))
     return nb, repairs
 
 
-def _insert_position(nb, solution_ids, solution_index, positions) -> int:
-    """After the nearest earlier solution cell the learner still has, else at the top."""
-    for earlier in reversed(solution_ids[:solution_index]):
-        if earlier in positions:
-            return positions[earlier] + 1
-    return 0
+def _find_check(nb, reference, taken: set[str]) -> int | None:
+    """Where the learner notebook holds ``reference`` (a solution check cell), or None."""
+    candidates = [(index, cell) for index, cell in enumerate(nb.cells)
+                  if cell.get("cell_type") == "code" and cell.get("id") not in taken]
+    exercise = notebook_format.exercise_name(reference)
+    same_source = lambda cell: cell.get("source", "").strip() == reference.source.strip()  # noqa: E731
+    rules = (lambda cell: cell.get("id") == reference.id and same_source(cell),
+             same_source,
+             lambda cell: cell.get("id") == reference.id,
+             lambda cell: notebook_format.is_check(cell)
+             and notebook_format.exercise_name(cell) == exercise)
+    for rule in rules:
+        for index, cell in candidates:
+            if rule(cell):
+                return index
+    return None
+
+
+def defined_names(source: str) -> set[str]:
+    """Top-level functions and classes a cell defines (by regex if it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set(re.findall(r"^(?:def|class)\s+(\w+)", source, flags=re.MULTILINE))
+    return {node.name for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def _insert_position(nb, solution, reference, stamped_ids: set[str]) -> int:
+    """Right after the learner's exercise cell for this check, else after the nearest
+    earlier solution cell the learner still has, else at the end."""
+    exercise = notebook_format.exercise_name(reference)
+    solution_exercise = next((cell for cell in solution.cells if notebook_format.is_exercise(cell)
+                              and notebook_format.exercise_name(cell) == exercise), None)
+    wanted = defined_names(solution_exercise.source) if solution_exercise is not None else set()
+    by_tag = [index for index, cell in enumerate(nb.cells) if notebook_format.is_exercise(cell)
+              and notebook_format.exercise_name(cell) == exercise]
+    by_definition = [index for index, cell in enumerate(nb.cells)
+                     if cell.get("cell_type") == "code" and wanted
+                     and wanted <= defined_names(cell.get("source", ""))]
+    for found in (by_tag, by_definition):
+        if found:
+            return _after_own_checks(nb, found[-1], stamped_ids)
+    position = {cell.get("id"): index for index, cell in enumerate(nb.cells)}
+    solution_ids = [cell.get("id") for cell in solution.cells]
+    for earlier in reversed(solution_ids[:solution_ids.index(reference.id)]):
+        if earlier in position and (earlier in stamped_ids or not _is_check_id(solution, earlier)):
+            return _after_own_checks(nb, position[earlier], stamped_ids)
+    return len(nb.cells)
+
+
+def _is_check_id(solution, cell_id) -> bool:
+    return any(cell.get("id") == cell_id and notebook_format.is_check(cell) for cell in solution.cells)
+
+
+def _after_own_checks(nb, index: int, stamped_ids: set[str]) -> int:
+    """Just after ``index`` and the check cells already restored right behind it, so that
+    an exercise with two checks gets them back in order."""
+    index += 1
+    while index < len(nb.cells) and nb.cells[index].get("id") in stamped_ids:
+        index += 1
+    return index
+
+
+def _fresh_id(nb, base: str) -> str:
+    taken = {cell.get("id") for cell in nb.cells}
+    number = 2
+    while f"{base}-{number}" in taken:
+        number += 1
+    return f"{base}-{number}"
 
 
 def _dedupe_ids(nb) -> None:

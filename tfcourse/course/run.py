@@ -103,6 +103,22 @@ def kernel_env(threads: int | None = None, extra: dict[str, str] | None = None) 
     return env
 
 
+# What a graded kernel keeps of the grader's environment: enough to run Python, torch and
+# matplotlib the same way; no tokens, credentials or paths of other tools.
+_GRADING_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "MPLCONFIGDIR",
+                "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "TFCOURSE_DEVICE", "TFCOURSE_LANG")
+_GRADING_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_")
+
+
+def grading_env(threads: int | None = 1) -> dict[str, str]:
+    """``kernel_env(threads)`` scrubbed for running a submission: only the variables in
+    ``_GRADING_ENV`` (and locale and thread settings) are kept."""
+    env = kernel_env(threads)
+    return {name: value for name, value in env.items()
+            if name in _GRADING_ENV or name.startswith(_GRADING_PREFIXES)
+            or name == "PYDEVD_DISABLE_FILE_VALIDATION"}
+
+
 def run_notebook(nb, *, cwd: str | Path, timeout: float = 120, startup_timeout: float = 60,
                  env: dict[str, str] | None = None, kernel_log: bool = False) -> NotebookRun:
     """Execute every code cell of ``nb`` in place (outputs replaced) in a fresh kernel.

@@ -1,0 +1,199 @@
+"""Judging an executed notebook: each exercise passes when its check cells printed what the
+solution's stored output says, compared on the fields nbval compares.
+
+``judge`` turns a solution notebook and an executed, restamped learner notebook into one
+``ExerciseResult`` per exercise; ``NotebookGrade`` collects them for one submission.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from . import notebook_format
+from .build import STUB_SIGNATURE
+from .run import CellRun
+from .sanitize import sanitize
+
+# Output fields nbval does not compare (nbval's skip list, without --nbdime): pictures,
+# widget model ids, tracebacks, counters and the like.
+_SKIP = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
+         notebook_format.WIDGET_MIME, "image/png", "image/jpeg"}
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@dataclass
+class ExerciseResult:
+    name: str
+    passed: bool
+    check_cells: list[str]
+    expected: str = ""
+    got: str = ""
+    reason: str = ""  # "" when passed; mismatch | error | timeout | kernel-died | not-run
+    notes: list[str] = field(default_factory=list)
+    points: float = 1.0  # what the exercise is worth (the solution's metadata.tfcourse.points)
+
+    @property
+    def score(self) -> float:
+        """Points earned: all of them or none (a grade is earned only when every case matches)."""
+        return self.points if self.passed else 0.0
+
+
+@dataclass
+class NotebookGrade:
+    notebook: str
+    solution: str = ""
+    exercises: list[ExerciseResult] = field(default_factory=list)
+    restamped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str = ""  # set when the notebook could not be graded at all
+
+    @property
+    def passed(self) -> int:
+        return sum(result.passed for result in self.exercises)
+
+    @property
+    def total(self) -> int:
+        return len(self.exercises)
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and self.total > 0 and self.passed == self.total
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.update(passed=self.passed, total=self.total, ok=self.ok,
+                    seconds=round(self.seconds, 2))
+        return data
+
+
+def comparable(outputs) -> dict[str, list]:
+    """The outputs as nbval compares them: streams merged per name (``\\r`` and ``\\b``
+    applied), data flattened per MIME type, skipped fields dropped, text sanitized."""
+    merged, streams = [], {}
+    for output in outputs:
+        if output.get("output_type") == "stream":
+            name = output.get("name", "stdout")
+            if name in streams:
+                streams[name]["text"] += output.get("text", "")
+            else:
+                streams[name] = {"output_type": "stream", "name": name,
+                                 "text": output.get("text", "")}
+                merged.append(streams[name])
+        else:
+            merged.append(output)
+    fields = defaultdict(list)
+    for output in merged:
+        if output.get("output_type") == "stream":
+            fields[output["name"]].append(sanitize(_terminal(output["text"])))
+            continue
+        for key, value in output.items():
+            if key in _SKIP:
+                continue
+            if key == "data":
+                for mime, content in value.items():
+                    if mime not in _SKIP:
+                        fields[mime].append(sanitize(content) if isinstance(content, str)
+                                            else content)
+            else:
+                fields[key].append(sanitize(value) if isinstance(value, str) else value)
+    return dict(fields)
+
+
+def _terminal(text: str) -> str:
+    """Apply backspaces and carriage returns the way a terminal (and nbval) does."""
+    previous = None
+    while previous != text:
+        previous, text = text, re.sub("[^\n]\x08", "", text)
+    return re.sub(r"^.*\r(?=[^\n])", "", text, flags=re.MULTILINE)
+
+
+def describe_outputs(fields: dict[str, list]) -> str:
+    """Outputs (as from ``comparable``) in words: the printed text, other fields named."""
+    parts = []
+    for key, values in fields.items():
+        text = "".join(str(value) for value in values).rstrip("\n")
+        if key == "stdout":
+            parts.append(text)
+        elif key == "stderr":
+            parts.append(f"(on stderr) {text}")
+        elif key == "text/plain":
+            parts.append(f"(displayed) {text}")
+        else:
+            parts.append(f"({key}) {text[:200]}")
+    return "\n".join(parts) if parts else "(no output)"
+
+
+def exercise_points(solution, name: str) -> float:
+    """What exercise ``name`` is worth: ``metadata.tfcourse.points`` of its exercise cell in
+    the solution notebook (a number >= 0), else 1."""
+    for cell in solution.cells:
+        if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == name:
+            points = cell.metadata.get("tfcourse", {}).get("points", 1)
+            if isinstance(points, bool) or not isinstance(points, (int, float)) or not points >= 0:
+                raise ValueError(f"exercise {name!r}: metadata tfcourse.points must be a number "
+                                 f">= 0, got {points!r}")
+            return float(points)
+    return 1.0
+
+
+def judge(solution, executed, run_by_id: dict[str, CellRun]) -> list[ExerciseResult]:
+    """One result per exercise of ``solution``, in notebook order, from an executed,
+    restamped learner notebook and its per-cell run records."""
+    learner_cells = {cell.get("id"): cell for cell in executed.cells}
+    results: dict[str, ExerciseResult] = {}
+    for cell in solution.cells:
+        name = notebook_format.exercise_name(cell)
+        if name and (notebook_format.is_exercise(cell) or notebook_format.is_check(cell)) and name not in results:
+            results[name] = ExerciseResult(name=name, passed=True, check_cells=[],
+                                           points=exercise_points(solution, name))
+    for cell in solution.cells:
+        name = notebook_format.exercise_name(cell)
+        if name not in results:
+            continue
+        result = results[name]
+        run = run_by_id.get(cell.get("id"))
+        if notebook_format.is_exercise(cell):
+            if run is not None and run.status != "ok":
+                result.notes.append(f"its exercise cell {cell.id!r} {verb(run)}")
+            continue
+        if not notebook_format.is_check(cell):
+            continue
+        result.check_cells.append(cell.id)
+        expected = comparable(cell.outputs)
+        if not result.passed:  # report the first failing check cell of an exercise
+            continue
+        if run is None or run.status != "ok":
+            result.passed = False
+            result.reason = run.status if run else "not-run"
+            result.expected = describe_outputs(expected)
+            result.got = _plain(run.error_text) if run else "the check cell did not run"
+            if STUB_SIGNATURE in result.got:
+                result.got += "\n(the exercise is not implemented yet)"
+            continue
+        got = comparable(learner_cells[cell.id].outputs)
+        if got != expected:
+            result.passed = False
+            result.reason = "mismatch"
+            result.expected = describe_outputs(expected)
+            result.got = describe_outputs(got)
+    for result in results.values():
+        if result.passed:
+            result.notes = []  # an exercise cell's hiccup does not matter if its check passes
+        elif not result.check_cells:
+            result.passed, result.reason = False, "missing"
+    return list(results.values())
+
+
+def verb(run: CellRun) -> str:
+    if run.status == "error":
+        return f"raised {_plain(run.error_text)}"
+    return _plain(run.error_text)
+
+
+def _plain(text: str) -> str:
+    return sanitize(_ANSI.sub("", text)).strip()
+
+
