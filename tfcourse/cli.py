@@ -18,6 +18,7 @@ COMMANDS = {
     "build-notebooks": ("tfcourse.course.build", "regenerate notebooks/ from solutions/ (--check: verify)"),
     "execute": ("tfcourse.course.execute", "re-execute solution notebooks in place to refresh stored outputs"),
     "grade": ("tfcourse.course.grade", "grade learner notebooks against the solutions"),
+    "autograder": ("tfcourse.course.autograder", "build a Gradescope autograder zip for one notebook"),
     "train": ("tfcourse.train.command", "train a GPT from the shell (checkpoints, resume, torchrun)"),
     "doctor": ("tfcourse.doctor", "check the installation and say how to fix what is wrong"),
     "site": ("tfcourse.course.site", "build the static HTML site of the course into build/site/"),

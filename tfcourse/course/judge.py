@@ -7,6 +7,7 @@ solution's stored output says, compared on the fields nbval compares.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -132,7 +133,8 @@ def exercise_points(solution, name: str) -> float:
     for cell in solution.cells:
         if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == name:
             points = cell.metadata.get("tfcourse", {}).get("points", 1)
-            if isinstance(points, bool) or not isinstance(points, (int, float)) or not points >= 0:
+            if (isinstance(points, bool) or not isinstance(points, (int, float))
+                    or not 0 <= points < math.inf):
                 raise ValueError(f"exercise {name!r}: metadata tfcourse.points must be a number "
                                  f">= 0, got {points!r}")
             return float(points)

@@ -86,7 +86,9 @@ def _find_check(nb, reference, taken: set[str]) -> int | None:
     candidates = [(index, cell) for index, cell in enumerate(nb.cells)
                   if cell.get("cell_type") == "code" and cell.get("id") not in taken]
     exercise = notebook_format.exercise_name(reference)
-    same_source = lambda cell: cell.get("source", "").strip() == reference.source.strip()  # noqa: E731
+    def same_source(cell):
+        return cell.get("source", "").strip() == reference.source.strip()
+
     rules = (lambda cell: cell.get("id") == reference.id and same_source(cell),
              same_source,
              lambda cell: cell.get("id") == reference.id,

@@ -1,0 +1,238 @@
+"""``tfcourse autograder NOTEBOOK``: build Gradescope's autograder zip for one course notebook.
+
+Gradescope wants a zip with ``setup.sh`` and ``run_autograder`` at its top level
+(https://gradescope-autograders.readthedocs.io/en/latest/specs/). It unpacks the zip in
+``/autograder/source`` and runs ``setup.sh`` once, as root, to build its image; then, for
+each submission, it runs ``run_autograder`` with the submission in ``/autograder/submission``
+and reads ``/autograder/results/results.json``. The zip built here holds:
+
+- ``setup.sh``: Python (from apt, if the image lacks it), a virtual environment in
+  ``/autograder/venv``, PyTorch's CPU build, then the bundled ``tfcourse``;
+- ``run_autograder``: picks the submitted notebook, runs ``tfcourse grade --against NAME
+  --solutions source/solutions --gradescope results/results.json`` on it (the same grader as
+  on the teacher's machine), and always leaves a valid ``results.json``: a submission that
+  cannot be graded scores 0 with a message that says why;
+- the package source from this checkout (``tfcourse/``, ``pyproject.toml``, ``README.md``)
+  and ``solutions/NAME.ipynb``, the only answer key the bundle needs.
+
+NAME must be one of the course's notebooks (a ``solutions/*.ipynb`` stem); a path is
+refused, so nothing outside the course's ``solutions/`` can end up in the zip. The zip is
+reproducible: sorted entries, fixed timestamps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shlex
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from . import notebook_format
+
+NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]*")  # also keeps the name safe in a shell script
+# The same torch as `make setup` installs (the Makefile's TORCH), from PyTorch's CPU index:
+# Gradescope's machines have no GPU, and PyPI's Linux torch is the much larger CUDA build.
+TORCH = "torch==2.13.0"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+PACKAGE_FILES = ("pyproject.toml", "README.md")
+EXECUTABLE = 0o100755 << 16  # zip external_attr: a regular file, rwxr-xr-x
+REGULAR = 0o100644 << 16
+STAMP = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold: same bytes on every build
+
+SETUP_SH = """\
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, on its Ubuntu image, with this bundle unpacked beside
+# it (/autograder/source). It installs a virtual environment in /autograder/venv holding
+# PyTorch's CPU build and the bundled tfcourse; run_autograder uses it.
+set -euo pipefail
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+SOURCE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Debian and Ubuntu ship venv's pip (ensurepip) in python3-venv, not with python3 itself.
+if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+        python3 python3-venv python3-pip
+fi
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    echo "setup.sh: tfcourse needs Python 3.10 or newer; this image has $(python3 --version)" >&2
+    exit 1
+fi
+python3 -m venv "$ROOT/venv"
+PY="$ROOT/venv/bin/python"
+"$PY" -m pip install --upgrade pip
+# torch first, so the package's torch range is already met and pip pulls no CUDA build.
+"$PY" -m pip install __TORCH__ --index-url __CPU_INDEX__ || {
+    echo "setup.sh: PyTorch's CPU index failed; installing torch from the default index" >&2
+    "$PY" -m pip install __TORCH__
+}
+"$PY" -m pip install "$SOURCE"
+"$ROOT/venv/bin/tfcourse" --version
+"""
+
+RUN_AUTOGRADER = """\
+#!/usr/bin/env bash
+# Gradescope runs this for every submission. It grades the submitted notebook against the
+# bundled solution of __NAME__ with `tfcourse grade` and always leaves a valid results.json:
+# a submission that cannot be graded scores 0, with a message that says why.
+# AUTOGRADER_ROOT (default /autograder) lets tests run it in a temporary folder.
+set -u
+NAME=__NAME__
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+RESULTS="$ROOT/results/results.json"
+# setup.sh's environment when there is one; else the `tfcourse` on PATH.
+if [ -x "$ROOT/venv/bin/tfcourse" ]; then PATH="$ROOT/venv/bin:$PATH"; fi
+PYTHON="$(command -v python3 || command -v python || true)"
+mkdir -p "$ROOT/results"
+rm -f "$RESULTS"
+
+fail() {  # $1: why, in words. Writes a results.json worth 0 points, then stops.
+    echo "autograder: $1"
+    if [ -z "$PYTHON" ] || ! "$PYTHON" - "$1" "$RESULTS" <<'PY'
+import json, sys
+result = {"score": 0.0, "output": sys.argv[1], "output_format": "text",
+          "stdout_visibility": "visible", "tests": []}
+with open(sys.argv[2], "w", encoding="utf-8") as out:
+    json.dump(result, out, indent=2, ensure_ascii=False)
+PY
+    then
+        echo '{"score": 0.0, "output": "The submission could not be graded.", "tests": []}' \\
+            > "$RESULTS"
+    fi
+    exit 0
+}
+
+found=()
+if [ -d "$ROOT/submission" ]; then
+    while IFS= read -r -d '' file; do found+=("$file"); done < <(
+        find "$ROOT/submission" -type f -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' \\
+            -print0 | sort -z)
+fi
+[ "${#found[@]}" -gt 0 ] || fail "No notebook (.ipynb file) was found in the submission. Submit your $NAME.ipynb."
+chosen="${found[0]}"
+if [ "${#found[@]}" -gt 1 ]; then
+    # Several notebooks: the one named $NAME.ipynb, else the only one whose name holds $NAME.
+    matching=()
+    for file in "${found[@]}"; do
+        case "${file##*/}" in
+            "$NAME.ipynb") matching=("$file"); break ;;
+            *"$NAME"*) matching+=("$file") ;;
+        esac
+    done
+    [ "${#matching[@]}" -eq 1 ] || fail "The submission holds ${#found[@]} notebooks and ${#matching[@]} of them have $NAME in their name: submit only your $NAME.ipynb."
+    chosen="${matching[0]}"
+fi
+command -v tfcourse >/dev/null || fail "The autograder is broken: tfcourse is not installed (did setup.sh fail?)."
+
+# Grade a copy in a folder of its own; its name stays the learner's, shown in the report.
+WORK="$(mktemp -d)" || fail "The autograder could not create a work folder."
+trap 'rm -rf "$WORK"' EXIT
+base="${chosen##*/}"
+cp -- "$chosen" "$WORK/$base" || fail "The autograder could not copy $base."
+cd "$WORK" || fail "The autograder could not enter its work folder."
+tfcourse grade "./$base" --against "$NAME" --solutions "$ROOT/source/solutions" \\
+    --timeout __TIMEOUT__ --gradescope "$RESULTS"
+status=$?
+# 0: all passed, 1: some failed; either way results.json must be there and readable.
+if [ -z "$PYTHON" ]; then
+    [ -s "$RESULTS" ] && exit 0
+elif "$PYTHON" -c 'import json, sys; json.load(open(sys.argv[1], encoding="utf-8"))["tests"]' \\
+        "$RESULTS" 2>/dev/null; then
+    exit 0
+fi
+fail "The grader stopped (exit status $status) before writing its results; the autograder output says why."
+"""
+
+
+def course_notebook(solutions: Path, name: str) -> Path:
+    """``solutions/NAME.ipynb`` for a course notebook name such as ``03_norms``.
+
+    Raises ``ValueError`` for anything else: a path, an unknown name, a name a shell script
+    could not carry as it is.
+    """
+    stem = name.removesuffix(".ipynb")
+    names = sorted(p.stem for p in solutions.glob("*.ipynb") if p.is_file())
+    if not NAME.fullmatch(stem) or stem not in names:
+        raise ValueError(f"{name!r} is not one of the course's notebooks (in "
+                         f"{notebook_format.shown(solutions)}: {', '.join(names) or 'none'})")
+    return solutions / f"{stem}.ipynb"
+
+
+def _package_files(root: Path) -> list[tuple[str, Path]]:
+    """(name in the zip, file) for the package source: what `pip install` needs to build it."""
+    missing = [name for name in (*PACKAGE_FILES, "tfcourse") if not (root / name).exists()]
+    if missing:
+        raise ValueError(f"{notebook_format.shown(root)} is not a tfcourse checkout: "
+                         f"{', '.join(missing)} missing")
+    files = [(name, root / name) for name in PACKAGE_FILES]
+    for path in sorted((root / "tfcourse").rglob("*")):
+        relative = path.relative_to(root)
+        if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".pyc":
+            files.append((relative.as_posix(), path))
+    return files
+
+
+def build_bundle(root: str | Path, name: str, out: str | Path, *, timeout: float = 120) -> Path:
+    """Write the autograder zip for course notebook ``name`` of the checkout ``root`` to
+    ``out`` and return ``out``. Raises ``ValueError`` for a bad name or checkout."""
+    root, out = Path(root), Path(out)
+    solution = course_notebook(root / "solutions", name)
+    scripts = {"setup.sh": SETUP_SH.replace("__TORCH__", shlex.quote(TORCH))
+                                   .replace("__CPU_INDEX__", shlex.quote(CPU_INDEX)),
+               "run_autograder": RUN_AUTOGRADER.replace("__NAME__", shlex.quote(solution.stem))
+                                               .replace("__TIMEOUT__", f"{timeout:g}")}
+    files = [*_package_files(root), (f"solutions/{solution.name}", solution)]
+    # Written beside `out`, then renamed: a failed build leaves no half-written zip.
+    handle, temporary = tempfile.mkstemp(prefix=".autograder-", suffix=".zip", dir=out.parent)
+    os.close(handle)
+    try:
+        with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as bundle:
+            for entry, text in scripts.items():
+                _add(bundle, entry, text.encode("utf-8"), EXECUTABLE)
+            for entry, path in files:
+                _add(bundle, entry, path.read_bytes(), REGULAR)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, out)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return out
+
+
+def _add(bundle: zipfile.ZipFile, entry: str, data: bytes, mode: int) -> None:
+    info = zipfile.ZipInfo(entry, date_time=STAMP)
+    info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, mode
+    bundle.writestr(info, data)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", metavar="NOTEBOOK",
+                        help="the course notebook to grade, by name (e.g. 03_norms)")
+    parser.add_argument("--out", metavar="FILE.zip",
+                        help="where to write the zip (default: NOTEBOOK-autograder.zip here)")
+    parser.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
+                        help="per-cell time limit on Gradescope (default: 120)")
+
+
+def run(args: argparse.Namespace) -> int:
+    root = notebook_format.course_root()
+    out = Path(args.out or f"{args.notebook.removesuffix('.ipynb')}-autograder.zip")
+    try:
+        solution = course_notebook(root / "solutions", args.notebook)
+        if not (math.isfinite(args.timeout) and args.timeout > 0):
+            raise ValueError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}")
+        if out.is_dir():
+            raise ValueError(f"--out {out}: is a folder; name a file")
+        if not out.parent.resolve().is_dir():
+            raise ValueError(f"--out {out}: the folder {out.parent} does not exist")
+        build_bundle(root, solution.stem, out, timeout=args.timeout)
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {notebook_format.shown(out)}: upload it as the autograder of a Gradescope "
+          f"programming assignment for {solution.stem} (see docs/grading.md)")
+    return 0

@@ -1,0 +1,127 @@
+"""Grades as Gradescope's ``results.json`` (``tfcourse grade --gradescope OUT``).
+
+The format is Gradescope's autograder results schema
+(https://gradescope-autograders.readthedocs.io/en/latest/specs/): a top-level ``score``,
+``output`` and ``execution_time``, and one entry in ``tests`` per exercise with its
+``score``, ``max_score``, ``status`` and an ``output`` that says "expected ... / got ..."
+like the text report. ``tfcourse autograder`` bundles a script that writes this file on
+Gradescope; see docs/grading.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from .judge import ExerciseResult, NotebookGrade
+
+# Every string is plain text: Gradescope renders the top-level output as HTML by default
+# ("simple_format"), and a diagnosis such as "x < 0" or "<lambda>" must show as written.
+TEXT = "text"
+# Shown to learners at once: the verdicts are what their own check cells print anyway,
+# and nothing in the report is secret (the expected lines are in the learner notebook).
+VISIBLE = "visible"
+
+
+def _course_name(grade: NotebookGrade) -> str:
+    """The course notebook's name (``03_norms``): the solution's stem, which is the same for
+    every submission whatever the learner called the file, else the submission's stem."""
+    return Path(grade.solution or grade.notebook).stem
+
+
+def _points(result: ExerciseResult) -> float:
+    points = float(result.points)
+    # JSON has no NaN or Infinity; a bad points value must fail here, not in Gradescope.
+    if not math.isfinite(points) or points < 0:
+        raise ValueError(f"exercise {result.name!r}: points must be a finite number >= 0, "
+                         f"got {result.points!r}")
+    return points
+
+
+def _test_output(result: ExerciseResult) -> str:
+    """PASS, or the failure in the text report's words: reason, expected, got, notes."""
+    if result.passed:
+        return "PASS"
+    lines = [f"FAIL ({result.reason})" if result.reason else "FAIL",
+             f"expected: {result.expected}", f"got:      {result.got}"]
+    lines += [f"note: {note}" for note in result.notes]
+    return "\n".join(lines)
+
+
+def _test(name: str, score: float, max_score: float, passed: bool, output: str) -> dict:
+    # status is explicit: by default Gradescope calls a test passed when score == max_score,
+    # which would make a 0/0 "not graded" test look passed.
+    return {"name": name, "score": score, "max_score": max_score,
+            "status": "passed" if passed else "failed", "output": output,
+            "visibility": VISIBLE}
+
+
+def _summary(grade: NotebookGrade, score: float, max_score: float) -> str:
+    """The top-level text for one notebook: its verdict in one line, then its notes."""
+    # The course notebook's name, not the solution's path (a folder on Gradescope's machine).
+    against = f" (against {_course_name(grade)})" if grade.solution else ""
+    if grade.error:
+        lines = [f"{grade.notebook}{against}: NOT GRADED — {grade.error}"]
+    else:
+        verdict = f"{grade.passed}/{grade.total} exercises passed, {score:g}/{max_score:g} points"
+        lines = [f"{grade.notebook}{against}: {verdict}"]
+    lines += [f"  note: {note}" for note in grade.restamped + grade.notes]
+    return "\n".join(lines)
+
+
+def results(grades: list[NotebookGrade]) -> dict:
+    """Gradescope's results for the graded notebooks: one test per exercise.
+
+    A notebook that could not be graded (``grade.error``) scores 0 on each of its known
+    exercises, with the error as their output; with no exercise known it gives one test
+    worth 0 points, marked failed. The error is also in the top-level output.
+    """
+    tests, summaries = [], []
+    total = seconds = 0.0
+    for grade in grades:
+        course = _course_name(grade)
+        score = max_score = 0.0
+        for result in grade.exercises:
+            points = _points(result)
+            passed = result.passed and not grade.error
+            earned = points if passed else 0.0
+            output = f"not graded: {grade.error}" if grade.error else _test_output(result)
+            tests.append(_test(f"{course}: {result.name}", earned, points, passed, output))
+            score, max_score = score + earned, max_score + points
+        if grade.error and not grade.exercises:
+            tests.append(_test(f"{course}: not graded", 0.0, 0.0, False, grade.error))
+        summaries.append(_summary(grade, score, max_score))
+        total += score
+        seconds += grade.seconds if math.isfinite(grade.seconds) else 0.0
+    return {
+        "score": total,
+        "execution_time": round(seconds),  # whole seconds, as in Gradescope's example
+        "output": "\n".join(summaries) if summaries else "no notebook was graded",
+        "output_format": TEXT,
+        "test_output_format": TEXT,
+        "test_name_format": TEXT,
+        "stdout_visibility": VISIBLE,
+        "tests": tests,
+    }
+
+
+def write_results(grades: list[NotebookGrade], path: str | Path) -> None:
+    """Write ``results(grades)`` to ``path`` as UTF-8 JSON.
+
+    Written to a temporary file beside it, then renamed: Gradescope reads whatever is at
+    ``path`` when the run ends, and a half-written file would lose the whole grade.
+    """
+    path = Path(path)
+    text = json.dumps(results(grades), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    handle, temporary = tempfile.mkstemp(prefix=".results-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from other users
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
