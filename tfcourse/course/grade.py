@@ -39,10 +39,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import notebook_format
-from .judge import NotebookGrade, judge, verb
+from .judge import ExerciseResult, NotebookGrade, judge, verb
 from .report import format_report, write_csv
 from .restamp import restamp
 from .run import grading_env, run_notebook
+from .scan import Finding, scan
 
 NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]*")
 
@@ -95,6 +96,7 @@ def grade(learner, solution, *, cwd: str | Path, timeout: float = 120,
     run = run_notebook(notebook, cwd=cwd, timeout=timeout,
                        env=env if env is not None else grading_env())
     result.exercises = judge(solution, notebook, run.by_id())
+    refuse(result.exercises, scan(solution, notebook))
     if not result.exercises:
         result.error = "the solution notebook has no exercises"
     judged = {cell.get("id") for cell in solution.cells
@@ -105,6 +107,17 @@ def grade(learner, solution, *, cwd: str | Path, timeout: float = 120,
             result.notes.append(f"{notebook_format.cell_label(cell, cell_run.index)} {verb(cell_run)}")
     result.seconds = time.monotonic() - started
     return result, notebook
+
+
+def refuse(exercises: list[ExerciseResult], findings: list[Finding]) -> None:
+    """No points where the static scan found the reference, a built-in that does the whole
+    exercise, or tampering (which voids every exercise): whatever the check cells printed."""
+    for result in exercises:
+        mine = [f for f in findings if f.exercise in (None, result.name)]
+        if mine:
+            result.passed, result.reason = False, mine[0].kind
+            result.got = "\n".join(finding.describe() for finding in mine)
+            result.expected = result.expected or "your own implementation, judged by its check"
 
 
 def grade_notebook(path: str | Path, *, solutions_dir: str | Path | None = None,

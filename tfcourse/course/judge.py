@@ -31,7 +31,8 @@ class ExerciseResult:
     check_cells: list[str]
     expected: str = ""
     got: str = ""
-    reason: str = ""  # "" when passed; mismatch | error | timeout | kernel-died | not-run
+    reason: str = ""  # "" when passed; mismatch | error | timeout | kernel-died | not-run | missing
+    #                   | reference | builtin | tampering (the static scan, see scan.py)
     notes: list[str] = field(default_factory=list)
     points: float = 1.0  # what the exercise is worth (the solution's metadata.tfcourse.points)
 
