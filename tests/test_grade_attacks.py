@@ -8,7 +8,6 @@ several would otherwise pass (the check cells run in the learner's kernel).
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys

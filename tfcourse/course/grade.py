@@ -39,7 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import notebook_format
-from .judge import ExerciseResult, NotebookGrade, judge, verb
+from .build import STUB_SIGNATURE
+from .judge import ExerciseResult, NotebookGrade, exercise_points, judge, verb
 from .report import format_report, write_csv
 from .restamp import restamp
 from .run import grading_env, run_notebook
@@ -81,32 +82,86 @@ def find_solution(path: Path, solutions_dir: Path, against: str | None = None) -
 
 def grade(learner, solution, *, cwd: str | Path, timeout: float = 120,
           env: dict[str, str] | None = None, label: str = "notebook",
-          restamped_path: str | Path | None = None):
-    """Restamp, run and judge an in-memory learner notebook against ``solution``.
+          restamped_path: str | Path | None = None, sealed: bool = True):
+    """Restamp and judge an in-memory learner notebook against ``solution``.
 
-    Returns ``(NotebookGrade, executed notebook)``; ``cwd`` is the kernel's working
-    directory, ``restamped_path`` (optional) receives the restamped notebook before it runs.
+    ``sealed``: each exercise is judged by the sealed path (the learner's code in a worker,
+    the check here); the notebook itself runs in a kernel (in ``cwd``) only when an
+    exercise cannot be judged that way, or when ``sealed`` is False. Returns
+    ``(NotebookGrade, notebook)``; ``restamped_path`` (optional) receives the restamped
+    notebook before anything runs.
     """
     started = time.monotonic()
+    env = env if env is not None else grading_env()
     result = NotebookGrade(notebook=label)
     notebook, repairs = restamp(learner, solution)
     result.restamped = [repair.describe() for repair in repairs]
     if restamped_path:
         notebook_format.write_notebook(notebook, restamped_path)
-    run = run_notebook(notebook, cwd=cwd, timeout=timeout,
-                       env=env if env is not None else grading_env())
-    result.exercises = judge(solution, notebook, run.by_id())
+    names = exercise_names(solution)
+    verdicts = {}
+    if sealed:
+        from .sealed.session import grade_exercise
+
+        verdicts = {name: grade_exercise(notebook, solution, name, env=env, timeout=timeout)
+                    for name in names}
+    if not sealed or any(v.status == "unsupported" for v in verdicts.values()):
+        run = run_notebook(notebook, cwd=cwd, timeout=timeout, env=env)
+        result.exercises = judge(solution, notebook, run.by_id())
+        judged = {cell.get("id") for cell in solution.cells
+                  if notebook_format.is_check(cell) or notebook_format.is_exercise(cell)}
+        for cell_run in run.failures():
+            if cell_run.cell_id not in judged and cell_run.status != "not-run":
+                cell = notebook.cells[cell_run.index]
+                result.notes.append(f"{notebook_format.cell_label(cell, cell_run.index)} "
+                                    f"{verb(cell_run)}")
+    else:
+        result.exercises = [ExerciseResult(name=name, passed=False, check_cells=[],
+                                           points=exercise_points(solution, name))
+                            for name in names]
+    for exercise in result.exercises:
+        apply_sealed(exercise, verdicts.get(exercise.name), solution)
+    result.isolation = next((v.isolation for v in verdicts.values() if v.isolation), [])
     refuse(result.exercises, scan(solution, notebook))
     if not result.exercises:
         result.error = "the solution notebook has no exercises"
-    judged = {cell.get("id") for cell in solution.cells
-              if notebook_format.is_check(cell) or notebook_format.is_exercise(cell)}
-    for cell_run in run.failures():
-        if cell_run.cell_id not in judged and cell_run.status != "not-run":
-            cell = notebook.cells[cell_run.index]
-            result.notes.append(f"{notebook_format.cell_label(cell, cell_run.index)} {verb(cell_run)}")
     result.seconds = time.monotonic() - started
     return result, notebook
+
+
+def exercise_names(solution) -> list[str]:
+    """The solution's exercises, in notebook order."""
+    names = []
+    for cell in solution.cells:
+        name = notebook_format.exercise_name(cell)
+        if name and (notebook_format.is_exercise(cell) or notebook_format.is_check(cell)) \
+                and name not in names:
+            names.append(name)
+    return names
+
+
+def apply_sealed(exercise: ExerciseResult, verdict, solution) -> None:
+    """The sealed verdict overrides what the check cells printed in the learner's kernel."""
+    if verdict is None:
+        return
+    if verdict.status == "unsupported":
+        exercise.notes.append("judged by its check cell in your kernel, not sealed: "
+                              + "; ".join(verdict.notes))
+        return
+    exercise.sealed = True
+    expected = "".join(output.get("text", "") for cell in solution.cells
+                       if notebook_format.is_check(cell)
+                       and notebook_format.exercise_name(cell) == exercise.name
+                       for output in cell.outputs if output.get("name") == "stdout").rstrip("\n")
+    if verdict.status == "passed":
+        exercise.passed, exercise.reason, exercise.expected, exercise.got = True, "", "", ""
+        exercise.notes = verdict.notes          # cells of yours that raised on the way
+        return
+    exercise.passed = False
+    exercise.reason = "builtin" if verdict.status == "builtin" else verdict.reason
+    exercise.expected, exercise.got, exercise.notes = expected, verdict.output, verdict.notes
+    if STUB_SIGNATURE in exercise.got:
+        exercise.got += "\n(the exercise is not implemented yet)"
 
 
 def refuse(exercises: list[ExerciseResult], findings: list[Finding]) -> None:
@@ -123,7 +178,7 @@ def refuse(exercises: list[ExerciseResult], findings: list[Finding]) -> None:
 def grade_notebook(path: str | Path, *, solutions_dir: str | Path | None = None,
                    against: str | None = None, timeout: float = 120,
                    restamped_dir: str | Path | None = None,
-                   env: dict[str, str] | None = None) -> NotebookGrade:
+                   env: dict[str, str] | None = None, sealed: bool = True) -> NotebookGrade:
     """Grade one learner notebook file. Never raises for a bad notebook: the problem goes
     to ``NotebookGrade.error``.
 
@@ -147,7 +202,7 @@ def grade_notebook(path: str | Path, *, solutions_dir: str | Path | None = None,
             shutil.copyfile(path, Path(work) / path.name)
             result, _ = grade(learner, solution, cwd=work, timeout=timeout, env=env, label=label,
                               restamped_path=Path(restamped_dir) / path.name if restamped_dir
-                              else None)
+                              else None, sealed=sealed)
     except Exception as error:  # noqa: BLE001 - e.g. no kernel; report it, grade the rest
         return NotebookGrade(notebook=label, solution=notebook_format.shown(solution_path),
                              error=f"could not run the notebook: {type(error).__name__}: {error}")
@@ -209,6 +264,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                         help="notebooks graded at once, each in its own kernel (default: the "
                              "number of cores)")
+    parser.add_argument("--in-kernel", action="store_true",
+                        help="judge by the check cells in the learner's own kernel only, as a "
+                             "learner's check cell does (not sealed: for debugging, not grades)")
     parser.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
                         help="per-cell time limit; a cell running longer is interrupted and "
                              "reported (default: 120)")
@@ -246,7 +304,8 @@ def run(args: argparse.Namespace) -> int:
 
     def grade_one(path: Path) -> NotebookGrade:
         return grade_notebook(path, solutions_dir=args.solutions, against=args.against,
-                              timeout=args.timeout, restamped_dir=args.restamped, env=env)
+                              timeout=args.timeout, restamped_dir=args.restamped, env=env,
+                              sealed=not args.in_kernel)
 
     # Threads are enough: each notebook runs in its own kernel process, and a crash or a
     # hang there is that notebook's verdict alone. Reports come out in the input order.

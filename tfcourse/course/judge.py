@@ -35,6 +35,7 @@ class ExerciseResult:
     #                   | reference | builtin | tampering (the static scan, see scan.py)
     notes: list[str] = field(default_factory=list)
     points: float = 1.0  # what the exercise is worth (the solution's metadata.tfcourse.points)
+    sealed: bool = False  # judged by the sealed path (else: by its check cells in the kernel)
 
     @property
     def score(self) -> float:
@@ -47,6 +48,7 @@ class NotebookGrade:
     notebook: str
     solution: str = ""
     exercises: list[ExerciseResult] = field(default_factory=list)
+    isolation: list[str] = field(default_factory=list)   # what the sealed workers ran under
     restamped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0

@@ -22,10 +22,11 @@ def format_report(grade: NotebookGrade) -> str:
     against = f"against {grade.solution}, " if grade.solution else ""
     lines = [f"{grade.notebook} ({against}{grade.seconds:.1f} s)"]
     for result in grade.exercises:
+        unsealed = "" if result.sealed or not grade.isolation else " (judged in your kernel)"
         if result.passed:
-            lines.append(f"  {result.name}: PASS")
+            lines.append(f"  {result.name}: PASS{unsealed}")
             continue
-        lines.append(f"  {result.name}: FAIL")
+        lines.append(f"  {result.name}: FAIL{unsealed}")
         pad = " " * 16
         lines.append(f"      expected: {_quoted(result.expected, pad)}")
         lines.append(f"      got:      {_quoted(result.got, pad)}")
@@ -33,7 +34,12 @@ def format_report(grade: NotebookGrade) -> str:
             lines.append(f"      note: {note}")
     for note in grade.restamped + grade.notes:
         lines.append(f"  note: {note}")
+    if grade.isolation:
+        lines.append(f"  sealed: {'; '.join(grade.isolation)}")
     lines.append(f"  score: {grade.passed}/{grade.total} exercises passed")
+    if any(result.points != 1 for result in grade.exercises):
+        lines.append(f"  points: {sum(r.score for r in grade.exercises):g}/"
+                     f"{sum(r.points for r in grade.exercises):g}")
     return "\n".join(lines)
 
 

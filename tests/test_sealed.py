@@ -1,0 +1,219 @@
+"""The sealed grader: the wire, the stand-ins, and verdicts that learner code cannot reach.
+
+The protocol tests are fast. The rest start real workers (a Python process that imports
+torch: about two seconds each) and are marked slow.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+from nbformat.v4 import new_code_cell
+
+from tfcourse.course import notebook_format
+from tfcourse.course.build import make_learner, solve
+from tfcourse.course.grade import grade
+from tfcourse.course.restamp import restamp
+from tfcourse.course.run import grading_env
+from tfcourse.course.sealed import protocol
+from tfcourse.course.sealed.session import cells_for, check_calls, grade_exercise
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "solutions" / "99_fixture.ipynb"
+
+
+# --- the wire (fast) -------------------------------------------------------------------------
+
+
+def _round_trip(header, tensors=None):
+    stream = io.BytesIO()
+    protocol.write_message(stream, header, tensors)
+    stream.seek(0)
+    return protocol.read_message(stream)
+
+
+def test_values_round_trip_with_their_tensors():
+    value = {"x": torch.arange(6.0).reshape(2, 3).t(), "pair": (1, 2.5, None, "s"),
+             "items": [True, float("inf"), torch.float64, torch.device("cpu")],
+             "mask": torch.ones(2, 2, dtype=torch.bool)}
+    encoder = protocol.Encoder()
+    header, tensors = _round_trip({"v": encoder(value)}, encoder.tensors)
+    back = protocol.decode(header["v"], tensors)
+    assert torch.equal(back["x"], value["x"]) and back["pair"] == (1, 2.5, None, "s")
+    assert back["items"] == [True, float("inf"), torch.float64, torch.device("cpu")]
+    assert back["mask"].dtype == torch.bool
+
+
+def test_requires_grad_crosses_and_objects_do_not():
+    encoder = protocol.Encoder()
+    tree = encoder(torch.ones(2, requires_grad=True))
+    assert protocol.decode(tree, encoder.tensors).requires_grad
+    with pytest.raises(TypeError, match="cannot send a object"):
+        protocol.Encoder()(object())
+
+
+@pytest.mark.parametrize("tree, message", [
+    ({"$tensor": "t9"}, "missing tensor"),
+    ({"$dtype": "os.system"}, "unknown dtype"),
+    ({"$pickle": "gASV"}, "unknown value node"),
+    (["untagged"], "untagged list"),
+    ({"$handle": 3}, "unknown value node"),          # the grader accepts no handles by default
+    ({"$dataclass": "tfcourse.nn.config:GPTConfig", "fields": {"$dict": {}}}, "unknown value"),
+])
+def test_malformed_or_hostile_values_are_refused(tree, message):
+    with pytest.raises(protocol.ProtocolError, match=message):
+        protocol.decode(tree, {})
+
+
+def test_oversized_or_broken_frames_are_refused():
+    with pytest.raises(protocol.ProtocolError, match="header of"):
+        protocol.read_message(io.BytesIO(struct.pack(">Q", protocol.MAX_HEADER + 1)))
+    body = json.dumps({"a": 1}).encode()
+    broken = struct.pack(">Q", len(body)) + body + struct.pack(">Q", 4) + b"junk"
+    with pytest.raises(protocol.ProtocolError, match="not safetensors"):
+        protocol.read_message(io.BytesIO(broken))
+    with pytest.raises(EOFError):
+        protocol.read_message(io.BytesIO(b"\x00\x00"))
+
+
+def test_check_calls_are_parsed_from_our_check_cells():
+    assert check_calls("check_rmsnorm(RMSNorm)") == [("check_rmsnorm", ["RMSNorm"])]
+    assert check_calls("check_a(f(x), 3)\ncheck_b(g)") == [("check_a", ["f(x)", "3"]),
+                                                           ("check_b", ["g"])]
+    with pytest.raises(ValueError, match="not a plain check call"):
+        check_calls("import os")
+
+
+def test_the_worker_gets_no_demos_and_nothing_after_the_exercise():
+    solution = notebook_format.read_notebook(FIXTURE)
+    learner, _ = restamp(solve(make_learner(solution, "99_fixture"), solution), solution)
+    sent = cells_for(learner, solution, "Causal mask")
+    assert sent[-1].startswith("def causal_mask(T):")
+    assert not any("plt.subplots" in cell or "check_" in cell.split("\n")[-1] for cell in sent)
+    assert any(cell.startswith("class RMSNorm(") for cell in cells_for(learner, solution,
+                                                                        "RMSNorm"))
+
+
+# --- verdicts from real workers (slow) ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def solution():
+    return notebook_format.read_notebook(FIXTURE)
+
+
+def _sealed(solution, nb, exercise):
+    stamped, _ = restamp(nb, solution)
+    return grade_exercise(stamped, solution, exercise, env=grading_env(1), timeout=30)
+
+
+def _rmsnorm_replaced(solution, source, extra=None):
+    nb = solve(make_learner(solution, "99_fixture"), solution)
+    index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex-rmsnorm")
+    nb.cells[index].source = source
+    if extra:
+        nb.cells.insert(index, new_code_cell(extra, id="extra"))
+    return nb
+
+
+@pytest.mark.slow
+def test_solved_and_unsolved_exercises(solution):
+    solved = solve(make_learner(solution, "99_fixture"), solution)
+    for exercise, line in (("Causal mask", "causal_mask: 4/4 checks passed"),
+                           ("RMSNorm", "RMSNorm: 6/6 checks passed")):
+        verdict = _sealed(solution, solved, exercise)
+        assert (verdict.status, verdict.output) == ("passed", line)
+    verdict = _sealed(solution, make_learner(solution, "99_fixture"), "RMSNorm")
+    assert verdict.status == "failed" and "NotImplementedError" in verdict.output
+
+
+@pytest.mark.slow
+def test_the_reference_is_out_of_reach_even_by_a_route_no_scan_sees(solution):
+    nb = _rmsnorm_replaced(solution, "RMSNorm = getattr(tc, 'RMS' + 'Norm')")
+    verdict = _sealed(solution, nb, "RMSNorm")
+    assert verdict.status == "failed" and "sealed" in verdict.output, verdict
+    nb = _rmsnorm_replaced(solution, "import importlib\n"
+                           "RMSNorm = importlib.import_module('tfcourse.nn.norms').RMSNorm")
+    assert _sealed(solution, nb, "RMSNorm").status == "failed"
+
+
+@pytest.mark.slow
+def test_a_hidden_builtin_is_trapped(solution):
+    source = ("class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
+              "        super().__init__()\n        self.eps = eps\n"
+              "        self.weight = torch.nn.Parameter(torch.ones(d))\n"
+              "    def forward(self, x):\n"
+              "        f = getattr(torch.nn.functional, 'rms' + '_norm')\n"
+              "        return f(x, x.shape[-1:], self.weight, self.eps)")
+    verdict = _sealed(solution, _rmsnorm_replaced(solution, source), "RMSNorm")
+    assert verdict.status == "builtin" and "rms_norm" in verdict.output
+
+
+@pytest.mark.slow
+def test_patching_the_checks_in_the_learners_process_changes_nothing(solution):
+    """The check runs in the grader: a replaced check function in the worker is never called."""
+    extra = ("import tfcourse.checks as C\n"
+             "C.check_rmsnorm = lambda cls: print('RMSNorm: 6/6 checks passed')\n"
+             "check_rmsnorm = C.check_rmsnorm")
+    nb = _rmsnorm_replaced(solution, "class RMSNorm(torch.nn.Module):\n    pass", extra)
+    verdict = _sealed(solution, nb, "RMSNorm")
+    assert verdict.status == "failed", verdict
+
+
+@pytest.mark.slow
+def test_printing_the_pass_line_from_the_learners_code_earns_nothing(solution):
+    source = ("class RMSNorm(torch.nn.Module):\n    def __init__(self, *a, **k):\n"
+              "        print('RMSNorm: 6/6 checks passed')\n        raise SystemExit\n")
+    verdict = _sealed(solution, _rmsnorm_replaced(solution, source), "RMSNorm")
+    assert verdict.status == "failed"
+
+
+@pytest.mark.slow
+def test_a_hanging_exercise_times_out_and_the_grade_says_so(solution):
+    source = ("class RMSNorm(torch.nn.Module):\n    def __init__(self, *a, **k):\n"
+              "        super().__init__()\n        while True:\n            pass\n")
+    stamped, _ = restamp(_rmsnorm_replaced(solution, source), solution)
+    verdict = grade_exercise(stamped, solution, "RMSNorm", env=grading_env(1), timeout=3)
+    assert (verdict.status, verdict.reason) == ("failed", "timeout")
+
+
+@pytest.mark.slow
+def test_grade_is_sealed_and_reports_its_isolation(solution, tmp_path):
+    result, _ = grade(solve(make_learner(solution, "99_fixture"), solution), solution,
+                      cwd=tmp_path, timeout=30, env=grading_env(1))
+    assert [(e.name, e.passed, e.sealed) for e in result.exercises] == [
+        ("Causal mask", True, True), ("RMSNorm", True, True)]
+    assert any("environment" in measure for measure in result.isolation), result.isolation
+
+
+SOLUTION_EXERCISES = [
+    (path.name, name) for path in sorted((ROOT / "solutions").glob("*.ipynb"))
+    for name in dict.fromkeys(notebook_format.exercise_name(c)
+                              for c in notebook_format.read_notebook(path).cells
+                              if notebook_format.is_exercise(c))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook, exercise", SOLUTION_EXERCISES)
+def test_every_solution_passes_sealed_or_says_why_not(notebook, exercise):
+    """The sealed path judges the course's own solutions as their check cells do."""
+    solution = notebook_format.read_notebook(ROOT / "solutions" / notebook)
+    learner = solve(make_learner(solution, Path(notebook).stem), solution)
+    verdict = _sealed(solution, learner, exercise)
+    if verdict.status == "unsupported":
+        assert (notebook, exercise) in UNSUPPORTED, verdict
+    else:
+        assert verdict.status == "passed", verdict
+
+
+# Exercises whose checks hand the learner's function a module of the check's own (a
+# reference MultiHeadAttention, an nn.Linear, a GPT): not yet forwarded to the worker, so
+# their check cells judge them in the learner's kernel, and the report says so.
+UNSUPPORTED = {("02_multi_head_attention.ipynb", "first_head_weights"),
+               ("06_stacks_and_gradients.ipynb", "grad_norm_probe"),
+               ("09_production.ipynb", "fuse_qkv")}

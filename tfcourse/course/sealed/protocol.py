@@ -1,0 +1,163 @@
+"""The wire between the grader and a worker: JSON headers and tensors as safetensors.
+
+Nothing that crosses can run code: a message is a JSON header plus, optionally, one
+safetensors blob (tensors only, no pickle). Values are encoded as a JSON tree with tagged
+nodes for what JSON lacks: tuples, dicts, non-finite floats, dtypes, devices, tensors
+(``{"$tensor": key}``, the key into the blob) and objects that stay on the worker's side
+(``{"$handle": n}``).
+
+This file is also copied beside the worker script and imported there by file, so it
+imports nothing but the standard library, torch and safetensors.
+
+Frame: 8-byte big-endian length + header (UTF-8 JSON), 8-byte length + blob (may be 0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import math
+import struct
+
+import torch
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+MAX_HEADER = 16 * 2**20          # bytes: a header bigger than this is a broken or hostile peer
+MAX_BLOB = 2 * 2**30
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a well-formed message."""
+
+
+def write_message(stream, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
+    body = json.dumps(header, allow_nan=False).encode()
+    blob = save_tensors(tensors) if tensors else b""
+    stream.write(struct.pack(">Q", len(body)) + body + struct.pack(">Q", len(blob)) + blob)
+    stream.flush()
+
+
+def _read_exactly(stream, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            raise EOFError("the peer closed the channel")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(stream) -> tuple[dict, dict[str, torch.Tensor]]:
+    (size,) = struct.unpack(">Q", _read_exactly(stream, 8))
+    if size > MAX_HEADER:
+        raise ProtocolError(f"header of {size} bytes (limit {MAX_HEADER})")
+    try:
+        header = json.loads(_read_exactly(stream, size))
+    except ValueError as error:
+        raise ProtocolError(f"header is not JSON: {error}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("header is not a JSON object")
+    (size,) = struct.unpack(">Q", _read_exactly(stream, 8))
+    if size > MAX_BLOB:
+        raise ProtocolError(f"tensor blob of {size} bytes (limit {MAX_BLOB})")
+    try:
+        tensors = load_tensors(_read_exactly(stream, size)) if size else {}
+    except Exception as error:  # noqa: BLE001 - any malformed blob is the peer's fault
+        raise ProtocolError(f"tensor blob is not safetensors: {error}") from None
+    return header, tensors
+
+
+class Encoder:
+    """Turns a value into a JSON tree, collecting its tensors (moved to the CPU) by key."""
+
+    def __init__(self, handle=None):
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.handle = handle            # callable(object) -> dict, for what cannot cross
+
+    def tensor(self, value: torch.Tensor) -> dict:
+        key = f"t{len(self.tensors)}"
+        # safetensors wants dense, contiguous, unshared storage.
+        self.tensors[key] = value.detach().to("cpu").contiguous().clone()
+        return {"$tensor": key, "requires_grad": bool(value.requires_grad)}
+
+    def __call__(self, value):
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, float):
+            return value if math.isfinite(value) else {"$float": repr(value)}
+        if isinstance(value, torch.Tensor):
+            return self.tensor(value)
+        if isinstance(value, torch.dtype):
+            return {"$dtype": str(value).removeprefix("torch.")}
+        if isinstance(value, torch.device):
+            return {"$device": str(value)}
+        if isinstance(value, tuple):
+            return {"$tuple": [self(item) for item in value]}
+        if isinstance(value, list):
+            return {"$list": [self(item) for item in value]}
+        if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+            return {"$dict": {key: self(item) for key, item in value.items()}}
+        if (dataclasses.is_dataclass(value) and not isinstance(value, type)
+                and type(value).__module__.startswith("tfcourse.")):
+            # A course config (GPTConfig): sent as its fields, rebuilt from the worker's copy.
+            return {"$dataclass": f"{type(value).__module__}:{type(value).__qualname__}",
+                    "fields": self({f.name: getattr(value, f.name)
+                                    for f in dataclasses.fields(value) if f.init})}
+        if self.handle is not None:
+            return self.handle(value)
+        raise TypeError(f"cannot send a {type(value).__name__} to the worker")
+
+
+def decode(tree, tensors: dict[str, torch.Tensor], *, device=None, handle=None,
+           requires_grad: bool = True, dataclasses_from_tfcourse: bool = False):
+    """The value a JSON tree stands for; tensors go to ``device``; ``handle(node)`` turns
+    a ``{"$handle": ...}`` node into an object (refused when ``handle`` is None). Course
+    dataclasses are rebuilt only where ``dataclasses_from_tfcourse`` (the worker side)."""
+    if tree is None or isinstance(tree, (bool, int, float, str)):
+        return tree
+    if isinstance(tree, list):
+        raise ProtocolError("untagged list")
+    if not isinstance(tree, dict) or len(tree) < 1:
+        raise ProtocolError("malformed value")
+
+    def again(node):
+        return decode(node, tensors, device=device, handle=handle, requires_grad=requires_grad,
+                      dataclasses_from_tfcourse=dataclasses_from_tfcourse)
+
+    if "$tensor" in tree:
+        if tree["$tensor"] not in tensors:
+            raise ProtocolError(f"missing tensor {tree['$tensor']!r}")
+        value = tensors[tree["$tensor"]]
+        value = value.to(device) if device is not None else value
+        if requires_grad and tree.get("requires_grad") and value.is_floating_point():
+            value = value.requires_grad_(True)
+        return value
+    if "$float" in tree:
+        return float(tree["$float"])
+    if "$dtype" in tree:
+        dtype = getattr(torch, str(tree["$dtype"]), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ProtocolError(f"unknown dtype {tree['$dtype']!r}")
+        return dtype
+    if "$device" in tree:
+        return torch.device(str(tree["$device"]))
+    if "$tuple" in tree:
+        return tuple(again(item) for item in tree["$tuple"])
+    if "$list" in tree:
+        return [again(item) for item in tree["$list"]]
+    if "$dict" in tree:
+        return {str(key): again(item) for key, item in tree["$dict"].items()}
+    if "$dataclass" in tree and dataclasses_from_tfcourse:
+        module, _, name = str(tree["$dataclass"]).partition(":")
+        if not module.startswith("tfcourse."):
+            raise ProtocolError(f"not a course dataclass: {tree['$dataclass']!r}")
+        cls = getattr(importlib.import_module(module), name, None)
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise ProtocolError(f"not a course dataclass: {tree['$dataclass']!r}")
+        return cls(**again(tree["fields"]))
+    if "$handle" in tree and handle is not None:
+        return handle(tree)
+    raise ProtocolError(f"unknown value node {sorted(tree)[:3]}")

@@ -1,0 +1,272 @@
+"""The grader's side of a worker: stand-ins that look like the learner's code to a check.
+
+A check such as ``check_rmsnorm(cls)`` runs unchanged in the grader's own process. It is
+handed a stand-in for the learner's class: calling it builds the learner's module in the
+worker and returns a ``RemoteModule``, an ``nn.Module`` whose parameters and buffers
+mirror the learner's names, shapes and ties. The check loads weights into the mirror as
+usual (``load_state_dict(strict=True)``); a forward call sends the mirror's parameters
+and the inputs to the worker and returns the learner's outputs; a backward pass through
+them asks the worker for the gradients of the inputs and parameters. So the check's
+comparison and diagnosis happen here, and the worker only ever computes.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import torch
+from torch import nn
+
+from . import protocol
+
+# Exceptions a learner's code may raise that a check treats by type; others arrive as
+# RuntimeError("TypeName: message").
+_BUILTIN_ERRORS = {cls.__name__: cls for cls in (
+    ValueError, TypeError, RuntimeError, NotImplementedError, AssertionError, IndexError,
+    KeyError, AttributeError, ZeroDivisionError, ArithmeticError, OverflowError)}
+
+
+class WorkerFailed(Exception):
+    """The worker died, hung, broke the protocol, or refused (not the learner's exception)."""
+
+
+class SealedUnsupported(Exception):
+    """The check asked for something the stand-ins cannot forward (not the learner's fault)."""
+
+
+class Worker:
+    """One worker process and its channel; ``request`` waits at most ``timeout`` seconds."""
+
+    def __init__(self, process, timeout: float):
+        self.process, self.timeout = process, timeout
+        self.trapped: list[str] = []
+        self._replies: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                self._replies.put(protocol.read_message(self.process.stdout))
+        except BaseException as error:  # noqa: BLE001 - reported to the waiting request
+            self._replies.put(error)
+
+    def receive(self, timeout: float | None = None) -> tuple[dict, dict]:
+        timeout = self.timeout if timeout is None else timeout
+        try:
+            reply = self._replies.get(timeout=timeout)
+        except queue.Empty:
+            self.kill()
+            raise WorkerFailed(f"no answer within {timeout:g} s (the learner's code hung "
+                               f"or ran too long)") from None
+        if isinstance(reply, BaseException):
+            raise WorkerFailed(f"the worker stopped ({type(reply).__name__}: {reply})")
+        header, tensors = reply
+        self.trapped = list(header.get("trapped", []))
+        return header, tensors
+
+    def request(self, header: dict, tensors: dict | None = None) -> tuple[dict, dict]:
+        try:
+            protocol.write_message(self.process.stdin, header, tensors)
+        except (BrokenPipeError, OSError) as error:
+            raise WorkerFailed(f"the worker stopped ({error})") from None
+        reply, blob = self.receive()
+        if "error" in reply:
+            error = reply["error"]
+            kind = _BUILTIN_ERRORS.get(error.get("type"), None)
+            message = str(error.get("message", ""))
+            if kind is None:
+                raise RuntimeError(f"{error.get('type')}: {message}")
+            raise kind(message)
+        return reply, blob
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+
+    # -- what the stand-ins use --------------------------------------------------------
+
+    def stand_in(self, node: dict):
+        """A local object for a worker-side handle."""
+        if node.get("kind") == "module":
+            return RemoteModule(self, node)
+        if node.get("kind") in ("class", "function"):
+            return RemoteCallable(self, node)
+        return RemoteObject(self, node)
+
+    def evaluate(self, expression: str):
+        """The value of a check call's argument (``RMSNorm``, ``count(stack)``), evaluated in
+        the learner's namespace in the worker: a stand-in, or plain data."""
+        reply, tensors = self.request({"op": "evaluate", "expression": expression})
+        return protocol.decode(reply["value"], tensors, handle=self.stand_in,
+                               requires_grad=False)
+
+    def call(self, target: dict, args: tuple, kwargs: dict, module: RemoteModule | None = None):
+        encoder = protocol.Encoder(handle=_send_handle)
+        header = {"op": "call", "target": target, "args": encoder(args),
+                  "kwargs": encoder(kwargs)}
+        leaves = [t for t in _walk((args, kwargs)) if t.requires_grad and t.is_floating_point()]
+        tensors_in = list(_walk((args, kwargs)))
+        if module is not None:
+            params = dict(module.named_parameters())          # tied parameters once
+            header.update(params=encoder(params), training=module.training,
+                          buffers=encoder(dict(module.named_buffers())))
+            leaves += [p for p in params.values() if p.requires_grad]
+            tensors_in += list(params.values())
+        device = next((t.device for t in tensors_in), torch.device("cpu"))
+        header["device"] = str(device)
+        header["grad"] = torch.is_grad_enabled() and bool(leaves)
+        reply, blob = self.request(header, encoder.tensors)
+        result = protocol.decode(reply["result"], blob, device=device, handle=self.stand_in,
+                                 requires_grad=False)
+        _copy_back(args, kwargs, protocol.decode(reply["inputs_after"], blob, device=device,
+                                                 handle=lambda node: None, requires_grad=False))
+        if "graph" not in reply:
+            return result
+        produced = list(_walk(result))
+        if reply.get("leaves") != len(leaves):
+            raise SealedUnsupported("the worker and the grader disagree on what needs a gradient")
+        differentiable = [produced[i] for i in reply["differentiable"]]
+        linked = _RemoteGradient.apply(self, reply["graph"], differentiable, *leaves)
+        return _replace(result, dict(zip(reply["differentiable"], linked)))
+
+    def backward(self, graph: int, grads, n_leaves: int):
+        blob = {f"g{i}": g.detach().to("cpu").contiguous() for i, g in enumerate(grads)
+                if g is not None}
+        reply, tensors = self.request({"op": "backward", "graph": graph}, blob)
+        return [tensors[key] if key is not None else None for key in reply["grads"]]
+
+
+def _send_handle(value) -> dict:
+    if isinstance(value, (RemoteModule, RemoteCallable, RemoteObject)):
+        return value._node
+    raise SealedUnsupported(f"cannot pass a {type(value).__name__} to the learner's code in "
+                            f"the sealed worker")
+
+
+def _walk(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _walk(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _walk(item)
+
+
+def _replace(value, mapping: dict[int, torch.Tensor], counter=None):
+    """``value`` with its i-th tensor (depth first) replaced by ``mapping[i]``."""
+    counter = counter if counter is not None else [0]
+    if isinstance(value, torch.Tensor):
+        index = counter[0]
+        counter[0] += 1
+        return mapping.get(index, value)
+    if isinstance(value, (list, tuple)):
+        items = [_replace(item, mapping, counter) for item in value]
+        return type(value)(items) if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {key: _replace(item, mapping, counter) for key, item in value.items()}
+    return value
+
+
+def _copy_back(args, kwargs, after) -> None:
+    """An input the learner's code modified in place is modified here too."""
+    for mine, theirs in zip(_walk((args, kwargs)), _walk(after)):
+        if mine.shape == theirs.shape and not mine.requires_grad and not torch.equal(
+                mine, theirs.to(mine.dtype)):
+            with torch.no_grad():
+                mine.copy_(theirs)
+
+
+class _RemoteGradient(torch.autograd.Function):
+    """Ties the learner's outputs to the local inputs: backward asks the worker."""
+
+    @staticmethod
+    def forward(ctx, worker, graph, outputs, *leaves):
+        ctx.worker, ctx.graph, ctx.leaves = worker, graph, leaves
+        return tuple(output.clone() for output in outputs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        found = ctx.worker.backward(ctx.graph, grads, len(ctx.leaves))
+        return (None, None, None, *(g.to(leaf.device, leaf.dtype) if g is not None else None
+                                    for g, leaf in zip(found, ctx.leaves)))
+
+
+class RemoteCallable:
+    """The learner's function or class; calling it runs it in the worker."""
+
+    def __init__(self, worker: Worker, node: dict):
+        self._worker, self._node = worker, node
+        self.__name__ = str(node.get("name", "function"))
+
+    def __call__(self, *args, **kwargs):
+        return self._worker.call(self._node, args, kwargs)
+
+    def __repr__(self):
+        return f"<{self.__name__} (learner's code, in the sealed worker)>"
+
+
+class RemoteObject(RemoteCallable):
+    """Any other object of the learner's: attributes are fetched from the worker."""
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        reply, tensors = self._worker.request({"op": "getattr", "target": self._node,
+                                               "name": name})
+        return protocol.decode(reply["value"], tensors, handle=self._worker.stand_in,
+                               requires_grad=False)
+
+
+class RemoteModule(nn.Module):
+    """The learner's module: a local mirror of its parameters and buffers; calls go to the
+    worker with the mirror's current values."""
+
+    def __init__(self, worker: Worker, node: dict):
+        super().__init__()
+        self._worker, self._node, self._ready = worker, node, False
+        self.__name__ = str(node.get("name", "Module"))
+        reply, tensors = worker.request({"op": "describe", "target": node})
+        tied: dict[int, nn.Parameter] = {}
+        for spec in reply["params"]:
+            if spec["tie"] not in tied:
+                value = tensors.get(spec.get("value", ""), None)
+                empty = torch.zeros(spec["shape"], dtype=getattr(torch, spec["dtype"]))
+                tied[spec["tie"]] = nn.Parameter(value if value is not None else empty,
+                                                 requires_grad=spec["requires_grad"])
+            owner, leaf = self._owner(spec["name"])
+            owner.register_parameter(leaf, tied[spec["tie"]])
+        for name, node_value in reply["buffers"].items():
+            owner, leaf = self._owner(name)
+            owner.register_buffer(leaf, protocol.decode(node_value, tensors, requires_grad=False))
+        self.train(reply["training"])
+        self._ready = True              # from now on, unknown attributes are the learner's
+
+    def _owner(self, dotted: str) -> tuple[nn.Module, str]:
+        *path, leaf = dotted.split(".")
+        owner = self
+        for part in path:
+            if part not in owner._modules:
+                owner.add_module(part, nn.Module())
+            owner = owner._modules[part]
+        return owner, leaf
+
+    def forward(self, *args, **kwargs):
+        return self._worker.call(self._node, args, kwargs, module=self)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_") or not self.__dict__.get("_ready"):
+                raise
+        reply, tensors = self._worker.request({"op": "getattr", "target": self._node,
+                                               "name": name})
+        value = protocol.decode(reply["value"], tensors, handle=self._worker.stand_in,
+                                requires_grad=False)
+        if isinstance(value, RemoteCallable) and not isinstance(value, RemoteModule):
+            raise SealedUnsupported(f"the check calls {name!r} on your module, which the sealed "
+                                    f"worker cannot forward yet")
+        return value

@@ -1,0 +1,249 @@
+"""The sealed worker: runs a learner's cells, then their code on what the grader sends.
+
+Started by the grader as ``python -I worker.py SEALED_PACKAGE_DIR`` in an empty temporary
+folder that holds this file, ``protocol.py`` and nothing of the learner's but the code the
+grader sends. It never imports the real ``tfcourse``: ``import tfcourse`` finds the sealed
+copy first on ``sys.path`` (see ``seal.py``), where the reference of the exercise under
+test is a stub. It never judges anything: it answers requests (build this, call that,
+backpropagate this) with tensors, and the grader compares them with the reference.
+
+The protocol runs on copies of the original stdin/stdout; the learner's prints go to a
+log file, so no print can corrupt the channel. Built-ins that would do the whole exercise
+are replaced by traps before any learner code runs: a call is recorded and raises.
+"""
+
+import contextlib
+import itertools
+import os
+import signal
+import sys
+import traceback
+
+_CHANNEL_IN = os.fdopen(os.dup(0), "rb")
+_CHANNEL_OUT = os.fdopen(os.dup(1), "wb")
+_log = os.open("worker.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+os.dup2(_log, 1)
+os.dup2(_log, 2)
+sys.stdin = open(os.devnull)
+sys.stdout = os.fdopen(1, "w", buffering=1)
+sys.stderr = os.fdopen(2, "w", buffering=1)
+
+sys.path.insert(0, sys.argv[1])                               # the sealed tfcourse
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # protocol.py beside us
+
+import torch  # noqa: E402
+
+import protocol  # noqa: E402
+
+TRAPPED: list[str] = []
+_objects: dict[int, object] = {}
+_graphs: dict[int, tuple[list, list]] = {}
+_graph_keys = itertools.count(1)
+_cell_seconds = 120.0
+
+
+def _trap(dotted: str) -> None:
+    """Replace ``torch.x.y.name`` by a function that records the call and refuses it."""
+    parts = dotted.split(".")
+    try:
+        parent = __import__(parts[0])
+        for part in parts[1:-1]:
+            parent = getattr(parent, part)
+        getattr(parent, parts[-1])
+    except (ImportError, AttributeError):
+        return
+
+    def refused(*args, **kwargs):
+        TRAPPED.append(dotted)
+        raise RuntimeError(f"{dotted} is not allowed in this exercise: it does the whole job")
+
+    setattr(parent, parts[-1], refused)
+
+
+def _handle(value) -> dict:
+    key = len(_objects) + 1
+    _objects[key] = value
+    if isinstance(value, torch.nn.Module):
+        kind = "module"
+    elif isinstance(value, type):
+        kind = "class"
+    elif callable(value):
+        kind = "function"
+    else:
+        kind = "object"
+    return {"$handle": key, "kind": kind, "name": getattr(value, "__name__", type(value).__name__)}
+
+
+def _lookup(node):
+    key = node.get("$handle")
+    if key not in _objects:
+        raise protocol.ProtocolError(f"unknown handle {key!r}")
+    return _objects[key]
+
+
+def _describe(module: torch.nn.Module) -> tuple[dict, dict]:
+    encoder = protocol.Encoder()
+    params = [{"name": name, "shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
+               "requires_grad": p.requires_grad, "tie": id(p),
+               "value": encoder(p)["$tensor"]}
+              for name, p in module.named_parameters(remove_duplicate=False)]
+    state = module.state_dict(keep_vars=True)
+    buffers = {name: encoder(b) for name, b in module.named_buffers(remove_duplicate=False)
+               if name in state}
+    return {"params": params, "buffers": buffers, "training": module.training}, encoder.tensors
+
+
+def _call(header, tensors):
+    device = torch.device(header.get("device", "cpu"))
+    target = _lookup(header["target"])
+    args = protocol.decode(header["args"], tensors, device=device, handle=_lookup,
+                           dataclasses_from_tfcourse=True)
+    kwargs = protocol.decode(header["kwargs"], tensors, device=device, handle=_lookup,
+                             dataclasses_from_tfcourse=True)
+    leaves = [t for t in _walk((args, kwargs)) if t.requires_grad]
+    if isinstance(target, torch.nn.Module):
+        # The grader's values stand in for the learner's parameters and buffers for this
+        # call only (functional_call): nothing is modified in place, so a graph kept from
+        # an earlier call still backpropagates through the values it saw.
+        sent = protocol.decode(header["params"], tensors, device=device)
+        state = protocol.decode(header["buffers"], tensors, device=device, requires_grad=False)
+        state.update(sent)
+        leaves += [t for t in sent.values() if t.requires_grad]
+        target.train(bool(header["training"]))
+
+        def method(*args, **kwargs):
+            return torch.func.functional_call(target, state, args, kwargs, strict=False)
+    else:
+        method = target
+    with torch.set_grad_enabled(bool(header.get("grad"))):
+        result = method(*args, **kwargs)
+    encoder = protocol.Encoder(handle=_handle)
+    reply = {"result": encoder(result)}
+    # The inputs as the call left them: the grader sees an input modified in place.
+    after = protocol.Encoder()
+    reply["inputs_after"] = _prefixed(after(tuple(_walk((args, kwargs)))), "after_")
+    produced = list(_walk(result))
+    differentiable = [i for i, t in enumerate(produced) if t.requires_grad and t.grad_fn is not None]
+    if header.get("grad") and differentiable:
+        key = next(_graph_keys)
+        _graphs[key] = ([produced[i] for i in differentiable], leaves)
+        reply["graph"], reply["differentiable"] = key, differentiable
+        reply["leaves"] = len(leaves)
+    blob = dict(encoder.tensors)
+    blob.update({f"after_{k}": v for k, v in after.tensors.items()})
+    return reply, blob
+
+
+def _prefixed(tree, prefix):
+    if isinstance(tree, dict):
+        if "$tensor" in tree:
+            return dict(tree, **{"$tensor": prefix + tree["$tensor"]})
+        return {key: _prefixed(value, prefix) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [_prefixed(value, prefix) for value in tree]
+    return tree
+
+
+def _walk(value):
+    """Tensors in a value, depth first, in order."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _walk(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _walk(item)
+
+
+def _backward(header, tensors):
+    outputs, leaves = _graphs.pop(header["graph"])
+    grads = [tensors.get(f"g{i}") for i in range(len(outputs))]
+    pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
+    found = torch.autograd.grad([o for o, _ in pairs], leaves,
+                                [g.to(o.device, o.dtype) for o, g in pairs],
+                                allow_unused=True) if pairs else [None] * len(leaves)
+    blob = {f"g{i}": g.detach().to("cpu").contiguous() for i, g in enumerate(found) if g is not None}
+    return {"grads": [f"g{i}" if g is not None else None for i, g in enumerate(found)]}, blob
+
+
+class CellTimeout(Exception):
+    """A cell (or a check's argument) ran longer than the grader allows."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Interrupt the code inside after ``seconds`` (the grader's per-cell timeout)."""
+    def interrupt(signum, frame):
+        raise CellTimeout(f"did not finish within {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _run_cells(cells: list[str]) -> list[dict]:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    _objects[0] = shell.user_ns
+    results = []
+    for source in cells:
+        with _time_limit(_cell_seconds):
+            outcome = shell.run_cell(source, store_history=False, silent=True)
+        error = outcome.error_before_exec or outcome.error_in_exec
+        results.append({"ok": error is None,
+                        "error": "" if error is None else f"{type(error).__name__}: {error}"})
+    return results
+
+
+def _serve() -> None:
+    header, _ = protocol.read_message(_CHANNEL_IN)
+    global _cell_seconds
+    _cell_seconds = float(header.get("cell_seconds", 120))
+    torch.set_num_threads(int(header.get("threads", 1)))
+    for dotted in header.get("builtins", []):
+        _trap(dotted)
+    cells = _run_cells(header.get("cells", []))
+    protocol.write_message(_CHANNEL_OUT, {"cells": cells, "trapped": TRAPPED})
+    while True:
+        try:
+            header, tensors = protocol.read_message(_CHANNEL_IN)
+        except EOFError:
+            return
+        op = header.get("op")
+        try:
+            if op == "evaluate":            # an argument of a check call, e.g. RMSNorm
+                encoder = protocol.Encoder(handle=_handle)
+                with _time_limit(_cell_seconds):
+                    value = eval(compile(header["expression"], "<check argument>", "eval"),
+                                 _objects[0])
+                reply, blob = {"value": encoder(value)}, encoder.tensors
+            elif op == "describe":
+                reply, blob = _describe(_lookup(header["target"]))
+            elif op == "call":
+                reply, blob = _call(header, tensors)
+            elif op == "backward":
+                reply, blob = _backward(header, tensors)
+            elif op == "getattr":
+                encoder = protocol.Encoder(handle=_handle)
+                value = getattr(_lookup(header["target"]), header["name"])
+                reply, blob = {"value": encoder(value)}, encoder.tensors
+            else:
+                raise protocol.ProtocolError(f"unknown op {op!r}")
+        except protocol.ProtocolError:
+            raise
+        except BaseException as error:  # noqa: BLE001 - the learner's error is the answer
+            reply, blob = {"error": {"type": type(error).__name__, "message": str(error),
+                                     "traceback": traceback.format_exc(limit=-8)}}, {}
+        reply["trapped"] = TRAPPED
+        protocol.write_message(_CHANNEL_OUT, reply, blob)
+
+
+if __name__ == "__main__":
+    _serve()
