@@ -158,6 +158,19 @@ def decode(tree, tensors: dict[str, torch.Tensor], *, device=None, handle=None,
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
             raise ProtocolError(f"not a course dataclass: {tree['$dataclass']!r}")
         return cls(**again(tree["fields"]))
+    if "$module" in tree and dataclasses_from_tfcourse:
+        module, _, name = str(tree["$module"]).partition(":")
+        if not module.startswith(("torch.nn.", "tfcourse.")):
+            raise ProtocolError(f"not a module of torch.nn or the course: {tree['$module']!r}")
+        cls = getattr(importlib.import_module(module), name, None)
+        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+            raise ProtocolError(f"not a module class: {tree['$module']!r}")
+        built = cls(**again(tree["init"]))
+        if tree.get("dtype"):
+            built = built.to(dtype=getattr(torch, str(tree["dtype"])))
+        built.load_state_dict(decode(tree["state"], tensors, device=device,
+                                     requires_grad=False), strict=True)
+        return built.to(device).train(bool(tree.get("training")))
     if "$handle" in tree and handle is not None:
         return handle(tree)
     raise ProtocolError(f"unknown value node {sorted(tree)[:3]}")

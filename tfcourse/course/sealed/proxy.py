@@ -12,6 +12,7 @@ comparison and diagnosis happen here, and the worker only ever computes.
 
 from __future__ import annotations
 
+import inspect
 import queue
 import threading
 
@@ -102,7 +103,8 @@ class Worker:
                                requires_grad=False)
 
     def call(self, target: dict, args: tuple, kwargs: dict, module: RemoteModule | None = None):
-        encoder = protocol.Encoder(handle=_send_handle)
+        encoder = protocol.Encoder()
+        encoder.handle = lambda value: _send_handle(value, encoder)
         header = {"op": "call", "target": target, "args": encoder(args),
                   "kwargs": encoder(kwargs)}
         leaves = [t for t in _walk((args, kwargs)) if t.requires_grad and t.is_floating_point()]
@@ -137,11 +139,45 @@ class Worker:
         return [tensors[key] if key is not None else None for key in reply["grads"]]
 
 
-def _send_handle(value) -> dict:
+def _send_handle(value, encoder) -> dict:
     if isinstance(value, (RemoteModule, RemoteCallable, RemoteObject)):
         return value._node
+    if isinstance(value, nn.Module):
+        return _module_by_value(value, encoder)
     raise SealedUnsupported(f"cannot pass a {type(value).__name__} to the learner's code in "
                             f"the sealed worker")
+
+
+def _module_by_value(module: nn.Module, encoder) -> dict:
+    """A module of the check's own (an ``nn.Linear``, the reference attention) sent as its
+    class, constructor arguments and weights, rebuilt in the worker. The arguments are read
+    back from the attributes the constructor stored; a rebuild that does not reproduce the
+    module here is refused (the exercise is then judged in the kernel)."""
+    cls = type(module)
+    if not cls.__module__.startswith(("torch.nn.", "tfcourse.")):
+        raise SealedUnsupported(f"cannot send a {cls.__name__} to the sealed worker")
+    state = module.state_dict()
+    init = {}
+    for name, parameter in list(inspect.signature(cls.__init__).parameters.items())[1:]:
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) or name in (
+                "device", "dtype"):
+            continue
+        if hasattr(module, name):
+            value = getattr(module, name)
+            init[name] = (value is not None) if name == "bias" and (
+                value is None or isinstance(value, torch.Tensor)) else value
+        elif name == "bias":
+            init[name] = any(key.endswith("bias") for key in state)
+    try:
+        twin = cls(**init)
+        twin.load_state_dict(state, strict=True)
+    except Exception as error:  # noqa: BLE001 - any failure: not rebuildable
+        raise SealedUnsupported(f"cannot rebuild a {cls.__name__} in the sealed worker "
+                                f"({type(error).__name__})") from None
+    return {"$module": f"{cls.__module__}:{cls.__qualname__}", "init": encoder(init),
+            "state": encoder(dict(state)), "training": module.training,
+            "dtype": str(next(iter(state.values())).dtype).removeprefix("torch.") if state
+            else None}
 
 
 def _walk(value):

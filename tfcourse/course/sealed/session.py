@@ -114,6 +114,13 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
     return cells[:last] if last is not None else cells
 
 
+def sealable(solution, exercise: str) -> bool:
+    """False where the exercise cell's metadata says ``tfcourse.sealed: false``."""
+    return all(cell.metadata.get("tfcourse", {}).get("sealed", True) is not False
+               for cell in solution.cells if notebook_format.is_exercise(cell)
+               and notebook_format.exercise_name(cell) == exercise)
+
+
 def hidden_names(solution, exercise: str) -> tuple[frozenset[str], list[str]]:
     """The reference names to seal away and the built-ins to trap, for ``exercise``."""
     for cell in solution.cells:
@@ -168,6 +175,10 @@ def grade_exercise(learner, solution, exercise: str, *, env: dict[str, str],
         return SealedVerdict("unsupported", notes=[f"check cell: {error}"])
     expected = "".join(output.get("text", "") for cell in checks for output in cell.outputs
                        if output.get("output_type") == "stream" and output.get("name") == "stdout")
+    if not sealable(solution, exercise):
+        return SealedVerdict("unsupported", notes=[
+            "its check looks at what your code does to the check's own model (metadata "
+            "tfcourse.sealed is false), which a copy sent to a worker cannot show"])
     hide, builtins = hidden_names(solution, exercise)
     checks_module = importlib.import_module("tfcourse.checks")   # the judge: here, not there
     with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
