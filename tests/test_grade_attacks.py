@@ -135,7 +135,7 @@ def test_every_attack_scores_nothing_for_what_it_attacks(tmp_path, solution):
     notebook_format.write_notebook(honest, folder / "honest.ipynb")
     result = subprocess.run(
         [sys.executable, "-m", "tfcourse", "grade", str(folder), "--json", "--against",
-         "99_fixture", "--solutions", str(SOLUTIONS), "--timeout", "20", "--jobs", "2"],
+         "99_fixture", "--solutions", str(SOLUTIONS), "--timeout", "60", "--jobs", "2"],
         capture_output=True, text=True, timeout=900, check=False)
     grades = {Path(g["notebook"]).name: g for g in json.loads(result.stdout)}
     assert result.returncode == 1

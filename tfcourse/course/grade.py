@@ -101,10 +101,9 @@ def grade(learner, solution, *, cwd: str | Path, timeout: float = 120,
     names = exercise_names(solution)
     verdicts = {}
     if sealed:
-        from .sealed.session import grade_exercise
+        from .sealed.session import grade_exercises
 
-        verdicts = {name: grade_exercise(notebook, solution, name, env=env, timeout=timeout)
-                    for name in names}
+        verdicts = grade_exercises(notebook, solution, names, env=env, timeout=timeout)
     if not sealed or any(v.status == "unsupported" for v in verdicts.values()):
         run = run_notebook(notebook, cwd=cwd, timeout=timeout, env=env)
         result.exercises = judge(solution, notebook, run.by_id())

@@ -164,56 +164,124 @@ def start_worker(cells: list[str], hide: frozenset[str], builtins: list[str], *,
     return worker, reply.get("cells", []), isolation
 
 
-def grade_exercise(learner, solution, exercise: str, *, env: dict[str, str],
-                   timeout: float = 120) -> SealedVerdict:
-    """The sealed verdict on ``exercise`` (see the module docstring)."""
+def _checks_of(solution, exercise: str):
+    """``(check calls, expected stdout)`` of an exercise's check cells (``ValueError`` if a
+    check cell holds anything but check calls)."""
     checks = [cell for cell in solution.cells
               if notebook_format.is_check(cell) and notebook_format.exercise_name(cell) == exercise]
-    try:
-        calls = [call for cell in checks for call in check_calls(cell.source)]
-    except (ValueError, SyntaxError) as error:
-        return SealedVerdict("unsupported", notes=[f"check cell: {error}"])
+    calls = [call for cell in checks for call in check_calls(cell.source)]
     expected = "".join(output.get("text", "") for cell in checks for output in cell.outputs
                        if output.get("output_type") == "stream" and output.get("name") == "stdout")
+    return calls, expected
+
+
+def _unsealable(solution, exercise: str) -> SealedVerdict | None:
+    """A verdict of "unsupported" for an exercise the sealed path cannot judge, else None."""
     if not sealable(solution, exercise):
         return SealedVerdict("unsupported", notes=[
             "its check looks at what your code does to the check's own model (metadata "
             "tfcourse.sealed is false), which a copy sent to a worker cannot show"])
-    hide, builtins = hidden_names(solution, exercise)
+    try:
+        _checks_of(solution, exercise)
+    except (ValueError, SyntaxError) as error:
+        return SealedVerdict("unsupported", notes=[f"check cell: {error}"])
+    return None
+
+
+def _judge(worker, solution, exercise: str, notes: list[str], isolation: list[str]
+           ) -> SealedVerdict:
+    """Run ``exercise``'s checks here against the learner's code in ``worker``."""
+    calls, expected = _checks_of(solution, exercise)
     checks_module = importlib.import_module("tfcourse.checks")   # the judge: here, not there
+    trapped_before = len(worker.trapped)
+    try:
+        with _capture_stdout() as printed:
+            for function, args in calls:
+                values = [worker.evaluate(expression) for expression in args]
+                getattr(checks_module, function)(*values)
+        status, output, reason = "passed", printed.getvalue(), ""
+    except Exception as error:  # noqa: BLE001 - a check's verdict, or the worker's end
+        if _unsupported(error):
+            return SealedVerdict("unsupported", notes=[str(_unsupported(error))],
+                                 isolation=isolation)
+        status, reason = "failed", _reason(error)
+        output = printed.getvalue() + f"{type(error).__name__}: {error}"
+    trapped = worker.trapped[trapped_before:]
+    if trapped:
+        return SealedVerdict("builtin", output=f"called {', '.join(sorted(set(trapped)))}, "
+                             f"which does the whole exercise", notes=notes, isolation=isolation)
+    if status == "passed" and output != expected:
+        status, reason = "failed", "mismatch"
+    return SealedVerdict(status, output=output.rstrip("\n"), reason=reason, notes=notes,
+                         isolation=isolation)
+
+
+def grade_exercises(learner, solution, exercises: list[str], *, env: dict[str, str],
+                    timeout: float = 120) -> dict[str, SealedVerdict]:
+    """Sealed verdicts on several exercises of one notebook, fast when they pass.
+
+    One worker first runs the learner's cells up to the last exercise with the references
+    of *all* these exercises sealed and all their built-ins trapped, and every exercise is
+    judged there. An exercise that does not pass there is judged again alone, sealed for
+    itself only (``grade_exercise``), so that sealing a neighbour's reference never costs a
+    learner a point. (A pass there stands: the learner's code, the final version of each
+    definition, passed the check with more sealed, not less.)
+    """
+    verdicts = {name: v for name in exercises if (v := _unsealable(solution, name))}
+    shared = [name for name in exercises if name not in verdicts]
+    if len(shared) > 1:
+        hide = frozenset().union(*(hidden_names(solution, name)[0] for name in shared))
+        builtins = sorted({b for name in shared for b in hidden_names(solution, name)[1]})
+        sent = _cells_for(learner, solution, shared[-1])
+        for name in shared:     # up to the last of the exercises, in notebook order
+            cells = _cells_for(learner, solution, name)
+            if len(cells) > len(sent):
+                sent = cells
+        with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
+            try:
+                worker, ran, isolation = start_worker([src for _, src in sent], hide, builtins,
+                                                      work=Path(folder), env=env,
+                                                      timeout=timeout)
+            except proxy.WorkerFailed:
+                worker = None
+            if worker is not None:
+                try:
+                    notes = [f"{label} raised {r['error']}"
+                             for (label, _), r in zip(sent, ran) if not r["ok"]]
+                    for name in shared:
+                        verdict = _judge(worker, solution, name, notes, isolation)
+                        if verdict.status == "passed":
+                            verdicts[name] = verdict
+                finally:
+                    worker.kill()
+    for name in shared:
+        if name not in verdicts:
+            verdicts[name] = grade_exercise(learner, solution, name, env=env, timeout=timeout)
+    return {name: verdicts[name] for name in exercises}
+
+
+def grade_exercise(learner, solution, exercise: str, *, env: dict[str, str],
+                   timeout: float = 120) -> SealedVerdict:
+    """The sealed verdict on ``exercise`` alone (see the module docstring)."""
+    unsealable = _unsealable(solution, exercise)
+    if unsealable is not None:
+        return unsealable
+    hide, builtins = hidden_names(solution, exercise)
     with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
-        work = Path(folder)
         sent = _cells_for(learner, solution, exercise)
         try:
             worker, ran, isolation = start_worker([source for _, source in sent], hide,
-                                                  builtins, work=work, env=env, timeout=timeout)
+                                                  builtins, work=Path(folder), env=env,
+                                                  timeout=timeout)
         except proxy.WorkerFailed as error:
             return SealedVerdict("failed", output=f"while running your cells, {error}",
                                  reason=_reason(error))
         notes = [f"{label} raised {r['error']}" for (label, _), r in zip(sent, ran) if not r["ok"]]
         try:
-            with _capture_stdout() as printed:
-                for function, args in calls:
-                    values = [worker.evaluate(expression) for expression in args]
-                    getattr(checks_module, function)(*values)
-            status, output, reason = "passed", printed.getvalue(), ""
-        except Exception as error:  # noqa: BLE001 - a check's verdict, or the worker's end
-            if _unsupported(error):
-                return SealedVerdict("unsupported", notes=[str(_unsupported(error))],
-                                     isolation=isolation)
-            status, reason = "failed", _reason(error)
-            output = printed.getvalue() + f"{type(error).__name__}: {error}"
+            # Only calls while the check runs count: a scratch cell may try the built-in.
+            return _judge(worker, solution, exercise, notes, isolation)
         finally:
-            trapped = list(worker.trapped)
             worker.kill()
-        if trapped:
-            return SealedVerdict("builtin", output=f"called {', '.join(sorted(set(trapped)))}, "
-                                 f"which does the whole exercise", notes=notes,
-                                 isolation=isolation)
-        if status == "passed" and output != expected:
-            status, reason = "failed", "mismatch"
-        return SealedVerdict(status, output=output.rstrip("\n"), reason=reason, notes=notes,
-                             isolation=isolation)
 
 
 def _reason(error: BaseException) -> str:

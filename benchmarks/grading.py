@@ -1,0 +1,99 @@
+"""How fast `tfcourse grade` grades, at class scale (a benchmark, not a test).
+
+Three measurements, each a wall-clock time of the real command on solved learner
+notebooks (the solutions with their exercises filled in, as a learner who solved
+everything would hand them in):
+
+1. per notebook: every course notebook graded alone with ``--jobs 1``; the median is
+   the figure "seconds per notebook per core";
+2. one learner: the course's graded notebooks (those with exercises) in one call,
+   ``--jobs JOBS``;
+3. a class: COPIES submissions of one notebook (``--notebook``) in one call,
+   ``--jobs JOBS``.
+
+The targets the grader is held to (on 2 cores): median <= 3 s per notebook per core;
+one learner's notebooks <= 45 s; 100 submissions of one notebook <= 3 min with 2 jobs.
+The script prints each figure next to its target; numbers depend on the machine and
+its load, so compare runs on one machine only.
+
+    python benchmarks/grading.py                       # all three, 100 copies
+    python benchmarks/grading.py --copies 20 --skip-single
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tfcourse.course import notebook_format
+from tfcourse.course.build import make_learner, solve
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def solved_copy(solution_path: Path, folder: Path, name: str) -> Path:
+    solution = notebook_format.read_notebook(solution_path)
+    learner = solve(make_learner(solution, solution_path.stem), solution)
+    path = folder / name
+    notebook_format.write_notebook(learner, path)
+    return path
+
+
+def grade(paths: list[Path], jobs: int, against: str | None = None) -> tuple[float, list]:
+    command = [sys.executable, "-m", "tfcourse", "grade", *map(str, paths), "--json",
+               "--jobs", str(jobs)] + (["--against", against] if against else [])
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    grades = json.loads(result.stdout) if result.stdout.strip().startswith("[") else []
+    if not grades or not all(g["ok"] for g in grades):
+        print(f"  warning: not every notebook passed (exit {result.returncode}): "
+              f"{result.stderr.strip()[-300:]}")
+    return seconds, grades
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--copies", type=int, default=100)
+    parser.add_argument("--notebook", default="03_norms")
+    parser.add_argument("--skip-single", action="store_true")
+    args = parser.parse_args()
+    graded = [p for p in sorted((ROOT / "solutions").glob("*.ipynb"))
+              if any(notebook_format.is_exercise(c) for c in notebook_format.read_notebook(p).cells)]
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        learner = [solved_copy(p, folder, p.name) for p in graded]
+        if not args.skip_single:
+            print("1. each notebook alone, --jobs 1")
+            times = []
+            for path in learner:
+                seconds, grades = grade([path], 1)
+                sealed = sum(e["sealed"] for g in grades for e in g["exercises"])
+                total = sum(len(g["exercises"]) for g in grades)
+                times.append(seconds)
+                print(f"   {path.stem:28s} {seconds:6.1f} s  ({sealed}/{total} exercises sealed)")
+            print(f"   median {statistics.median(times):.1f} s per notebook per core "
+                  f"(target <= 3 s)")
+        seconds, _ = grade(learner, args.jobs)
+        print(f"2. one learner's {len(learner)} graded notebooks, --jobs {args.jobs}: "
+              f"{seconds:.1f} s (target <= 45 s)")
+        class_folder = folder / "class"
+        class_folder.mkdir()
+        source = ROOT / "solutions" / f"{args.notebook}.ipynb"
+        copies = [solved_copy(source, class_folder, f"learner{i:03d}_{args.notebook}.ipynb")
+                  for i in range(args.copies)]
+        seconds, _ = grade([class_folder], args.jobs, against=args.notebook)
+        print(f"3. {len(copies)} submissions of {args.notebook}, --jobs {args.jobs}: "
+              f"{seconds:.1f} s (target for 100: <= 180 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
