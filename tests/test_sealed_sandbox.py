@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tfcourse.course.sealed import sandbox
+from tfcourse.course.sealed import confine, sandbox
 
 NS = sandbox.namespaces()
 needs_namespaces = pytest.mark.skipif(NS.prefix is None,
@@ -227,9 +227,9 @@ def test_cover_plan_carves_out_kept_paths(tmp_path):
     (checkout / "link").symlink_to(checkout / "solutions")
     rules = {str(checkout): True, str(checkout / ".venv"): False,
              str(checkout / ".venv" / "lib" / "tfcourse"): True}
-    plan = sandbox.cover_plan(rules)
+    plan = confine.cover_plan(rules)
     assert set(plan) == {("dir", str(checkout / name)) for name in (".git", "solutions",
                                                                     "tfcourse")} | {
         ("file", str(checkout / "README.md")),
         ("dir", str(checkout / ".venv" / "lib" / "tfcourse"))}
-    assert sandbox.cover_plan({str(checkout): True}) == [("dir", str(checkout))]
+    assert confine.cover_plan({str(checkout): True}) == [("dir", str(checkout))]

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import confine
-from .confine import cover_plan, under  # noqa: F401 - cover_plan: tests call sandbox.cover_plan
+from .confine import under
 
 SCRIPT = Path(confine.__file__).resolve()
 OPEN_FILES = 256
