@@ -174,3 +174,16 @@ def decode(tree, tensors: dict[str, torch.Tensor], *, device=None, handle=None,
     if "$handle" in tree and handle is not None:
         return handle(tree)
     raise ProtocolError(f"unknown value node {sorted(tree)[:3]}")
+
+
+def tensors_of(value):
+    """The tensors in a value, depth first, in the order ``Encoder`` numbers them: both
+    sides use it to match outputs, inputs and gradients up by position."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from tensors_of(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensors_of(item)

@@ -107,8 +107,8 @@ class Worker:
         encoder.handle = lambda value: _send_handle(value, encoder)
         header = {"op": "call", "target": target, "args": encoder(args),
                   "kwargs": encoder(kwargs)}
-        leaves = [t for t in _walk((args, kwargs)) if t.requires_grad and t.is_floating_point()]
-        tensors_in = list(_walk((args, kwargs)))
+        tensors_in = list(protocol.tensors_of((args, kwargs)))
+        leaves = [t for t in tensors_in if t.requires_grad and t.is_floating_point()]
         if module is not None:
             params = dict(module.named_parameters())          # tied parameters once
             header.update(params=encoder(params), training=module.training,
@@ -125,7 +125,7 @@ class Worker:
                                                  handle=lambda node: None, requires_grad=False))
         if "graph" not in reply:
             return result
-        produced = list(_walk(result))
+        produced = list(protocol.tensors_of(result))
         if reply.get("leaves") != len(leaves):
             raise SealedUnsupported("the worker and the grader disagree on what needs a gradient")
         differentiable = [produced[i] for i in reply["differentiable"]]
@@ -180,17 +180,6 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
             else None}
 
 
-def _walk(value):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _walk(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _walk(item)
-
-
 def _replace(value, mapping: dict[int, torch.Tensor], counter=None):
     """``value`` with its i-th tensor (depth first) replaced by ``mapping[i]``."""
     counter = counter if counter is not None else [0]
@@ -208,7 +197,8 @@ def _replace(value, mapping: dict[int, torch.Tensor], counter=None):
 
 def _copy_back(args, kwargs, after) -> None:
     """An input the learner's code modified in place is modified here too."""
-    for mine, theirs in zip(_walk((args, kwargs)), _walk(after)):
+    for mine, theirs in zip(protocol.tensors_of((args, kwargs)),
+                            protocol.tensors_of(after)):
         if mine.shape == theirs.shape and not mine.requires_grad and not torch.equal(
                 mine, theirs.to(mine.dtype)):
             with torch.no_grad():

@@ -101,7 +101,7 @@ def _call(header, tensors):
                            dataclasses_from_tfcourse=True)
     kwargs = protocol.decode(header["kwargs"], tensors, device=device, handle=_lookup,
                              dataclasses_from_tfcourse=True)
-    leaves = [t for t in _walk((args, kwargs)) if t.requires_grad]
+    leaves = [t for t in protocol.tensors_of((args, kwargs)) if t.requires_grad]
     if isinstance(target, torch.nn.Module):
         # The grader's values stand in for the learner's parameters and buffers for this
         # call only (functional_call): nothing is modified in place, so a graph kept from
@@ -122,8 +122,9 @@ def _call(header, tensors):
     reply = {"result": encoder(result)}
     # The inputs as the call left them: the grader sees an input modified in place.
     after = protocol.Encoder()
-    reply["inputs_after"] = _prefixed(after(tuple(_walk((args, kwargs)))), "after_")
-    produced = list(_walk(result))
+    inputs = tuple(protocol.tensors_of((args, kwargs)))
+    reply["inputs_after"] = _prefixed(after(inputs), "after_")
+    produced = list(protocol.tensors_of(result))
     differentiable = [i for i, t in enumerate(produced) if t.requires_grad and t.grad_fn is not None]
     if header.get("grad") and differentiable:
         key = next(_graph_keys)
@@ -143,18 +144,6 @@ def _prefixed(tree, prefix):
     if isinstance(tree, list):
         return [_prefixed(value, prefix) for value in tree]
     return tree
-
-
-def _walk(value):
-    """Tensors in a value, depth first, in order."""
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _walk(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _walk(item)
 
 
 def _backward(header, tensors):
