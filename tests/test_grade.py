@@ -492,6 +492,22 @@ def _honest_and_attacked(folder: Path, solution, learner) -> None:
                                               outputs=stdout("my notes\n"), execution_count=3))
     regenerated.cells.append(new_markdown_cell("I enjoyed this.", id="thanks"))
     notebook_format.write_notebook(regenerated, folder / "作业 99 张三 (final).ipynb")
+    # Saved after running everything: every cell carries outputs, the checks their own.
+    saved = copy.deepcopy(solved)
+    for c in saved.cells:
+        if c.cell_type == "code":
+            c.outputs, c.execution_count = stdout("whatever ran last\n"), 7
+    notebook_format.write_notebook(saved, folder / "saved_outputs.ipynb")
+    # Einsum and a helper function of the learner's own, defined in a cell of its own.
+    helper = copy.deepcopy(solved)
+    index = [c.id for c in helper.cells].index("ex-rmsnorm")
+    helper.cells.insert(index, new_code_cell(
+        "def mean_square(x):\n    return torch.einsum('...d,...d->...', x, x)[..., None] / x.shape[-1]",
+        id="helper"))
+    norm = cell(helper, "ex-rmsnorm")
+    norm.source = norm.source.replace("x.pow(2).mean(dim=-1, keepdim=True)", "mean_square(x)")
+    assert "mean_square(x)" in norm.source
+    notebook_format.write_notebook(helper, folder / "helper_99_fixture.ipynb")
     # Overwrites the neighbour it expects beside it, then scores nothing itself.
     attacker = copy.deepcopy(learner)
     attacker.cells.insert(2, new_code_cell(
