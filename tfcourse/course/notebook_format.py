@@ -14,8 +14,10 @@ an unchanged notebook gives the same bytes and ``git diff`` shows only real chan
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
+import threading
 from pathlib import Path
 
 import nbformat
@@ -168,3 +170,15 @@ def shown(path: str | Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+# CPython 3.11 keeps ast.parse's recursion depth in the interpreter, not the thread: two
+# threads parsing at once (``tfcourse grade --jobs N``) can fail with "SystemError: AST
+# constructor recursion depth mismatch". Every parse in the course tooling goes through here.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_python(source: str, filename: str = "<cell>") -> ast.Module:
+    """``ast.parse``, one thread at a time."""
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=filename)

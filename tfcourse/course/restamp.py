@@ -104,7 +104,7 @@ def _find_check(nb, reference, taken: set[str]) -> int | None:
 def defined_names(source: str) -> set[str]:
     """Top-level functions and classes a cell defines (by regex if it does not parse)."""
     try:
-        tree = ast.parse(source)
+        tree = notebook_format.parse_python(source)
     except SyntaxError:
         return set(re.findall(r"^(?:def|class)\s+(\w+)", source, flags=re.MULTILINE))
     return {node.name for node in tree.body

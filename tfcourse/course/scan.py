@@ -132,7 +132,7 @@ def _bound(statement) -> set[str]:
 
 def _parse(cell):
     try:
-        return ast.parse(_without_magics(cell.get("source", "")))
+        return notebook_format.parse_python(_without_magics(cell.get("source", "")))
     except SyntaxError:
         return None             # it fails when it runs; nothing to find here
 

@@ -45,6 +45,8 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from .. import notebook_format
+
 PACKAGE_NAME = "tfcourse"
 MESSAGE = ("sealed: the course's reference {name} is not available while this exercise is "
            "graded; write your own")
@@ -176,7 +178,7 @@ class _Unparse(ast.NodeTransformer):
 
     def _stub(self, node, names, whole):
         kind = _kind_of(node) if whole else "class"
-        stubs = [ast.parse("\n".join(stub_lines(kind, name))).body[0] for name in names]
+        stubs = [notebook_format.parse_python("\n".join(stub_lines(kind, name))).body[0] for name in names]
         return stubs if whole else [node, *stubs]
 
     def visit_Module(self, node):
@@ -212,25 +214,25 @@ def seal_source(text: str, hide: set[str], filename: str = "<module>") -> str:
     names = "|".join(map(re.escape, sorted(hide)))
     if not hide or not re.search(rf"\b(?:{names})\b", text):
         return text
-    tree = ast.parse(text, filename=filename)
+    tree = notebook_format.parse_python(text, filename=filename)
     found = list(_hidden_statements(tree.body, hide))
     if not found:
         return text
     sealed = _rewrite_lines(text, found)
     if sealed is not None:
         try:
-            ast.parse(sealed, filename=filename)
+            notebook_format.parse_python(sealed, filename=filename)
             return sealed
         except SyntaxError:
             pass
-    return ast.unparse(_Unparse(hide).visit(ast.parse(text, filename=filename))) + "\n"
+    return ast.unparse(_Unparse(hide).visit(notebook_format.parse_python(text, filename=filename))) + "\n"
 
 
 # --------------------------------------------------------------------------- checks stub
 
 def check_names(checks_init: Path) -> list[str]:
     """The ``check_xxx`` names the real ``tfcourse.checks`` exports (read, not imported)."""
-    tree = ast.parse(checks_init.read_text(encoding="utf-8"))
+    tree = notebook_format.parse_python(checks_init.read_text(encoding="utf-8"))
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):

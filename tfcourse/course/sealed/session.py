@@ -50,7 +50,7 @@ def check_calls(source: str) -> list[tuple[str, list[str]]]:
     """``[(check function, [argument expression])]`` of a check cell (ours, from the
     solution). Raises ``ValueError`` for anything but plain check calls."""
     calls = []
-    for statement in ast.parse(source).body:
+    for statement in notebook_format.parse_python(source).body:
         call = statement.value if isinstance(statement, ast.Expr) else None
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                 and call.func.id.startswith("check_") and not call.keywords):

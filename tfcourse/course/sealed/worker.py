@@ -32,9 +32,8 @@ sys.stderr = os.fdopen(2, "w", buffering=1)
 sys.path.insert(0, sys.argv[1])                               # the sealed tfcourse
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # protocol.py beside us
 
-import torch  # noqa: E402
-
 import protocol  # noqa: E402
+import torch  # noqa: E402
 
 TRAPPED: list[str] = []
 _objects: dict[int, object] = {}
