@@ -536,3 +536,25 @@ def test_honest_variants_score_full_marks_and_a_neighbour_cannot_harm_them(tmp_p
     assert scores == {name: ((0, 2, "") if name == "attacker.ipynb" else (2, 2, ""))
                       for name in names}
     assert all(json.loads((folder / name).read_text()) for name in names)   # none emptied
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_in_kernel_grades_by_the_check_cells_alone(tmp_path, solution, learner, capsys):
+    """--in-kernel: the check cells in the learner's kernel are the judge (not sealed), so a
+    replaced check function fools it: the reason the sealed path is the default."""
+    faked = solve(learner, solution)
+    stub = make_learner(solution, "99_fixture")
+    cell(faked, "ex-rmsnorm").source = cell(stub, "ex-rmsnorm").source
+    cell(faked, "setup").source += "\ncheck_rmsnorm = lambda cls: print('RMSNorm: 6/6 checks passed')"
+    notebook_format.write_notebook(faked, tmp_path / "99_fixture.ipynb")
+    args = ["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions", str(SOLUTIONS),
+            "--timeout", str(TIMEOUT), "--json"]
+    assert cli.main([*args, "--in-kernel"]) == 1          # the static scan still refuses it
+    in_kernel = json.loads(capsys.readouterr().out)[0]
+    norm = _exercise(in_kernel, "RMSNorm")
+    assert (norm["sealed"], norm["reason"]) == (False, "tampering")
+    assert in_kernel["isolation"] == []
+    assert cli.main(args) == 1
+    sealed = _exercise(json.loads(capsys.readouterr().out)[0], "RMSNorm")
+    assert sealed["sealed"] and not sealed["passed"]
