@@ -40,7 +40,7 @@ from pathlib import Path
 
 from . import notebook_format
 from .build import STUB_SIGNATURE
-from .judge import ExerciseResult, NotebookGrade, exercise_points, judge, verb
+from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, judge, verb
 from .report import format_report, write_csv
 from .restamp import restamp
 from .run import grading_env, run_notebook
@@ -128,30 +128,18 @@ def grade(learner, solution, *, cwd: str | Path, timeout: float = 120,
     return result, notebook
 
 
-def exercise_names(solution) -> list[str]:
-    """The solution's exercises, in notebook order."""
-    names = []
-    for cell in solution.cells:
-        name = notebook_format.exercise_name(cell)
-        if name and (notebook_format.is_exercise(cell) or notebook_format.is_check(cell)) \
-                and name not in names:
-            names.append(name)
-    return names
-
-
 def apply_sealed(exercise: ExerciseResult, verdict, solution) -> None:
     """The sealed verdict overrides what the check cells printed in the learner's kernel."""
     if verdict is None:
         return
+    from .sealed.session import checks_of
+
     if verdict.status == "unsupported":
         exercise.notes.append("judged by its check cell in your kernel, not sealed: "
                               + "; ".join(verdict.notes))
         return
     exercise.sealed = True
-    expected = "".join(output.get("text", "") for cell in solution.cells
-                       if notebook_format.is_check(cell)
-                       and notebook_format.exercise_name(cell) == exercise.name
-                       for output in cell.outputs if output.get("name") == "stdout").rstrip("\n")
+    expected = checks_of(solution, exercise.name)[1].rstrip("\n")
     if verdict.status == "passed":
         exercise.passed, exercise.reason, exercise.expected, exercise.got = True, "", "", ""
         exercise.notes = verdict.notes          # cells of yours that raised on the way

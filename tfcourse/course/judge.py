@@ -144,16 +144,24 @@ def exercise_points(solution, name: str) -> float:
     return 1.0
 
 
+def exercise_names(solution) -> list[str]:
+    """The solution's exercises, in notebook order."""
+    names = []
+    for cell in solution.cells:
+        name = notebook_format.exercise_name(cell)
+        if name and (notebook_format.is_exercise(cell) or notebook_format.is_check(cell)) \
+                and name not in names:
+            names.append(name)
+    return names
+
+
 def judge(solution, executed, run_by_id: dict[str, CellRun]) -> list[ExerciseResult]:
     """One result per exercise of ``solution``, in notebook order, from an executed,
     restamped learner notebook and its per-cell run records."""
     learner_cells = {cell.get("id"): cell for cell in executed.cells}
-    results: dict[str, ExerciseResult] = {}
-    for cell in solution.cells:
-        name = notebook_format.exercise_name(cell)
-        if name and (notebook_format.is_exercise(cell) or notebook_format.is_check(cell)) and name not in results:
-            results[name] = ExerciseResult(name=name, passed=True, check_cells=[],
-                                           points=exercise_points(solution, name))
+    results = {name: ExerciseResult(name=name, passed=True, check_cells=[],
+                                    points=exercise_points(solution, name))
+               for name in exercise_names(solution)}
     for cell in solution.cells:
         name = notebook_format.exercise_name(cell)
         if name not in results:

@@ -164,7 +164,7 @@ def start_worker(cells: list[str], hide: frozenset[str], builtins: list[str], *,
     return worker, reply.get("cells", []), isolation
 
 
-def _checks_of(solution, exercise: str):
+def checks_of(solution, exercise: str):
     """``(check calls, expected stdout)`` of an exercise's check cells (``ValueError`` if a
     check cell holds anything but check calls)."""
     checks = [cell for cell in solution.cells
@@ -182,7 +182,7 @@ def _unsealable(solution, exercise: str) -> SealedVerdict | None:
             "its check looks at what your code does to the check's own model (metadata "
             "tfcourse.sealed is false), which a copy sent to a worker cannot show"])
     try:
-        _checks_of(solution, exercise)
+        checks_of(solution, exercise)
     except (ValueError, SyntaxError) as error:
         return SealedVerdict("unsupported", notes=[f"check cell: {error}"])
     return None
@@ -191,7 +191,7 @@ def _unsealable(solution, exercise: str) -> SealedVerdict | None:
 def _judge(worker, solution, exercise: str, notes: list[str], isolation: list[str]
            ) -> SealedVerdict:
     """Run ``exercise``'s checks here against the learner's code in ``worker``."""
-    calls, expected = _checks_of(solution, exercise)
+    calls, expected = checks_of(solution, exercise)
     checks_module = importlib.import_module("tfcourse.checks")   # the judge: here, not there
     trapped_before = len(worker.trapped)
     try:

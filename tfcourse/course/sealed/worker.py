@@ -120,9 +120,7 @@ def _call(header, tensors):
     encoder = protocol.Encoder(handle=_handle)
     reply = {"result": encoder(result)}
     # The inputs as the call left them: the grader sees an input modified in place.
-    after = protocol.Encoder()
-    inputs = tuple(protocol.tensors_of((args, kwargs)))
-    reply["inputs_after"] = _prefixed(after(inputs), "after_")
+    reply["inputs_after"] = encoder(tuple(protocol.tensors_of((args, kwargs))))
     produced = list(protocol.tensors_of(result))
     differentiable = [i for i, t in enumerate(produced) if t.requires_grad and t.grad_fn is not None]
     if header.get("grad") and differentiable:
@@ -130,19 +128,7 @@ def _call(header, tensors):
         _graphs[key] = ([produced[i] for i in differentiable], leaves)
         reply["graph"], reply["differentiable"] = key, differentiable
         reply["leaves"] = len(leaves)
-    blob = dict(encoder.tensors)
-    blob.update({f"after_{k}": v for k, v in after.tensors.items()})
-    return reply, blob
-
-
-def _prefixed(tree, prefix):
-    if isinstance(tree, dict):
-        if "$tensor" in tree:
-            return dict(tree, **{"$tensor": prefix + tree["$tensor"]})
-        return {key: _prefixed(value, prefix) for key, value in tree.items()}
-    if isinstance(tree, list):
-        return [_prefixed(value, prefix) for value in tree]
-    return tree
+    return reply, encoder.tensors
 
 
 def _backward(header, tensors):
