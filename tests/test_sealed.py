@@ -214,18 +214,52 @@ SOLUTION_EXERCISES = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook, exercise", SOLUTION_EXERCISES)
-def test_every_solution_passes_sealed_or_says_why_not(notebook, exercise):
+def test_every_solution_exercise_passes_sealed(notebook, exercise):
     """The sealed path judges the course's own solutions as their check cells do."""
     solution = notebook_format.read_notebook(ROOT / "solutions" / notebook)
     learner = solve(make_learner(solution, Path(notebook).stem), solution)
     verdict = _sealed(solution, learner, exercise)
-    if verdict.status == "unsupported":
-        assert (notebook, exercise) in UNSUPPORTED, verdict
-    else:
+    assert verdict.status == "passed", verdict
+
+
+# The gradient probe's check hands the learner's function its own model, with stale
+# gradients, and then looks for hooks left behind: the worker gets a copy with those
+# gradients, and what the learner's code left on the copy is mirrored back.
+PROBE = ROOT / "solutions" / "06_stacks_and_gradients.ipynb"
+_PROBE_SOLUTION = """\
+    model.zero_grad(set_to_none=True)
+    captured = {}
+
+    def keep(module, args):
+        args[0].retain_grad()
+        captured["x"] = args[0]
+
+    handle = model.blocks[0].register_forward_pre_hook(keep)
+    logits = model(idx)
+    HANDLE_REMOVE
+    F.cross_entropy(logits.flatten(0, 1), targets.flatten()).backward()
+    norms = [torch.cat([p.grad.flatten() for p in b.parameters()]).norm().item()
+             for b in model.blocks]
+    return captured["x"].grad.norm().item(), norms
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body, expected", [
+    (_PROBE_SOLUTION.replace("HANDLE_REMOVE", "handle.remove()"), "passed"),
+    (_PROBE_SOLUTION.replace("HANDLE_REMOVE", "handle.remove()").replace(
+        "model.zero_grad(set_to_none=True)", "pass"), "old gradients were not cleared"),
+    (_PROBE_SOLUTION.replace("HANDLE_REMOVE", "pass"), "a hook is still registered"),
+    ("    r = tc.probes.gradient_probe(model, idx, targets, 'lm')\n"
+     "    return r['embedding'], r['blocks']\n", "sealed"),
+])
+def test_the_gradient_probe_is_judged_sealed_with_its_side_effects(body, expected):
+    solution = notebook_format.read_notebook(PROBE)
+    nb = solve(make_learner(solution, PROBE.stem), solution)
+    cell = next(c for c in nb.cells if notebook_format.is_exercise(c))
+    cell.source = "def grad_norm_probe(model, idx, targets):\n" + body
+    verdict = _sealed(solution, nb, "grad_norm_probe")
+    if expected == "passed":
         assert verdict.status == "passed", verdict
-
-
-# The gradient probe's check looks at what the learner's function did to the check's own
-# model (its stale gradients cleared, no hooks left behind): side effects that a copy sent
-# to the worker cannot show. Its check cell judges it in the kernel, and the report says so.
-UNSUPPORTED = {("06_stacks_and_gradients.ipynb", "grad_norm_probe")}
+    else:
+        assert verdict.status == "failed" and expected in verdict.output, verdict

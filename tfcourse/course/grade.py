@@ -2,12 +2,15 @@
 
 For each learner notebook: choose its solution (``--against NAME``, else by file name;
 never from the submission's metadata), restamp the check cells from it (undoing edited,
-moved or deleted checks, found by content, id and exercise name; see ``restamp``), run a
-copy of the notebook alone in a fresh temporary folder, in a fresh kernel with a scrubbed
-environment and a per-cell timeout, then judge each exercise by its check cells
-(``judge``): an exercise passes when every one of its check cells ran without error and
-printed what the solution's stored output says (compared after ``sanitize``, on the same
-fields as nbval). ``--jobs N`` grades N notebooks at once.
+moved or deleted checks, found by content, id and exercise name; see ``restamp``), then
+judge each exercise the sealed way (``sealed/``): the learner's cells run in a confined
+worker process, the check runs here, and an exercise passes when the check printed what
+the solution's stored output says. ``--in-kernel`` (or an exercise whose metadata says
+``tfcourse.sealed: false``) judges by the check cells instead: a copy of the notebook runs
+alone in a fresh temporary folder, in a fresh kernel with a scrubbed environment and a
+per-cell timeout, and each check cell's output is compared with the stored one (after
+``sanitize``, on the same fields as nbval; ``judge``). ``--jobs N`` grades N notebooks at
+once.
 
 Why nbclient and not nbval under the hood. nbval is the runner in CI (the solution
 notebooks must pass ``pytest --nbval-lax``), and the restamped notebook passes or fails
@@ -21,8 +24,7 @@ timeout, and lets the report say "expected ... / got ..." in plain words.
 
 Exit status: 0 only if every exercise of every notebook passes; 1 otherwise; 2 for bad
 arguments (no notebooks found, an output path that cannot be written: all checked before
-any grading). Not yet a sandbox: the check runs in the learner's kernel, so a learner who
-sets out to fool it (say, by redefining a check function) can; see docs/grading.md.
+any grading). What is guaranteed, and what is not, is in docs/grading.md.
 """
 
 from __future__ import annotations

@@ -112,10 +112,12 @@ class Encoder:
 
 
 def decode(tree, tensors: dict[str, torch.Tensor], *, device=None, handle=None,
-           requires_grad: bool = True, dataclasses_from_tfcourse: bool = False):
+           requires_grad: bool = True, dataclasses_from_tfcourse: bool = False,
+           by_value: list | None = None):
     """The value a JSON tree stands for; tensors go to ``device``; ``handle(node)`` turns
     a ``{"$handle": ...}`` node into an object (refused when ``handle`` is None). Course
-    dataclasses are rebuilt only where ``dataclasses_from_tfcourse`` (the worker side)."""
+    dataclasses and modules are rebuilt only where ``dataclasses_from_tfcourse`` (the
+    worker side); each module rebuilt is appended to ``by_value`` when given."""
     if tree is None or isinstance(tree, (bool, int, float, str)):
         return tree
     if isinstance(tree, list):
@@ -125,7 +127,7 @@ def decode(tree, tensors: dict[str, torch.Tensor], *, device=None, handle=None,
 
     def again(node):
         return decode(node, tensors, device=device, handle=handle, requires_grad=requires_grad,
-                      dataclasses_from_tfcourse=dataclasses_from_tfcourse)
+                      dataclasses_from_tfcourse=dataclasses_from_tfcourse, by_value=by_value)
 
     if "$tensor" in tree:
         if tree["$tensor"] not in tensors:
@@ -170,7 +172,16 @@ def decode(tree, tensors: dict[str, torch.Tensor], *, device=None, handle=None,
             built = built.to(dtype=getattr(torch, str(tree["dtype"])))
         built.load_state_dict(decode(tree["state"], tensors, device=device,
                                      requires_grad=False), strict=True)
-        return built.to(device).train(bool(tree.get("training")))
+        built = built.to(device).train(bool(tree.get("training")))
+        parameters = dict(built.named_parameters())
+        for name, grad in decode(tree.get("grads", {"$dict": {}}), tensors, device=device,
+                                 requires_grad=False).items():
+            if name not in parameters or parameters[name].shape != grad.shape:
+                raise ProtocolError(f"gradient for unknown parameter {name!r}")
+            parameters[name].grad = grad.to(parameters[name].dtype)
+        if by_value is not None:
+            by_value.append(built)
+        return built
     if "$handle" in tree and handle is not None:
         return handle(tree)
     raise ProtocolError(f"unknown value node {sorted(tree)[:3]}")

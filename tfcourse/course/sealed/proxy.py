@@ -104,7 +104,8 @@ class Worker:
 
     def call(self, target: dict, args: tuple, kwargs: dict, module: RemoteModule | None = None):
         encoder = protocol.Encoder()
-        encoder.handle = lambda value: _send_handle(value, encoder)
+        by_value: list[nn.Module] = []         # the check's own modules, sent as copies
+        encoder.handle = lambda value: _send_handle(value, encoder, by_value)
         header = {"op": "call", "target": target, "args": encoder(args),
                   "kwargs": encoder(kwargs)}
         tensors_in = list(protocol.tensors_of((args, kwargs)))
@@ -117,12 +118,16 @@ class Worker:
             tensors_in += list(params.values())
         device = next((t.device for t in tensors_in), torch.device("cpu"))
         header["device"] = str(device)
-        header["grad"] = torch.is_grad_enabled() and bool(leaves)
+        # A copy of the check's module may need autograd inside the learner's code (a
+        # gradient probe runs backward on it) even when nothing here needs a gradient.
+        header["grad"] = torch.is_grad_enabled() and bool(leaves or by_value)
         reply, blob = self.request(header, encoder.tensors)
         result = protocol.decode(reply["result"], blob, device=device, handle=self.stand_in,
                                  requires_grad=False)
         _copy_back(args, kwargs, protocol.decode(reply["inputs_after"], blob, device=device,
                                                  handle=lambda node: None, requires_grad=False))
+        for local, after in zip(by_value, reply.get("modules_after", [])):
+            _mirror_module_state(local, after)
         if "graph" not in reply:
             return result
         produced = list(protocol.tensors_of(result))
@@ -139,10 +144,11 @@ class Worker:
         return [tensors[key] if key is not None else None for key in reply["grads"]]
 
 
-def _send_handle(value, encoder) -> dict:
+def _send_handle(value, encoder, by_value: list[nn.Module]) -> dict:
     if isinstance(value, (RemoteModule, RemoteCallable, RemoteObject)):
         return value._node
     if isinstance(value, nn.Module):
+        by_value.append(value)
         return _module_by_value(value, encoder)
     raise SealedUnsupported(f"cannot pass a {type(value).__name__} to the learner's code in "
                             f"the sealed worker")
@@ -174,10 +180,30 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
     except Exception as error:  # noqa: BLE001 - any failure: not rebuildable
         raise SealedUnsupported(f"cannot rebuild a {cls.__name__} in the sealed worker "
                                 f"({type(error).__name__})") from None
+    grads = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
     return {"$module": f"{cls.__module__}:{cls.__qualname__}", "init": encoder(init),
-            "state": encoder(dict(state)), "training": module.training,
+            "state": encoder(dict(state)), "grads": encoder(grads), "training": module.training,
             "dtype": str(next(iter(state.values())).dtype).removeprefix("torch.") if state
             else None}
+
+
+_HOOK_KINDS = {
+    "_forward_hooks": lambda m: m.register_forward_hook(lambda *a: None),
+    "_forward_pre_hooks": lambda m: m.register_forward_pre_hook(lambda *a: None),
+    "_backward_hooks": lambda m: m.register_full_backward_hook(lambda *a: None),
+    "_backward_pre_hooks": lambda m: m.register_full_backward_pre_hook(lambda *a: None),
+}
+
+
+def _mirror_module_state(module: nn.Module, after: dict) -> None:
+    """What the learner's code left on the copy of a check's module, shown on the module
+    itself: its mode, and a (no-op) hook wherever the copy kept one, so a check that
+    looks for leftover hooks sees them here."""
+    module.train(bool(after.get("training", module.training)))
+    submodules = dict(module.named_modules())
+    for name, kind in after.get("hooks", []):
+        if name in submodules and kind in _HOOK_KINDS and not getattr(submodules[name], kind):
+            _HOOK_KINDS[kind](submodules[name])
 
 
 def _replace(value, mapping: dict[int, torch.Tensor], counter=None):

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,9 +255,13 @@ def grade_exercises(learner, solution, exercises: list[str], *, env: dict[str, s
                             verdicts[name] = verdict
                 finally:
                     worker.kill()
-    for name in shared:
-        if name not in verdicts:
-            verdicts[name] = grade_exercise(learner, solution, name, env=env, timeout=timeout)
+    retry = [name for name in shared if name not in verdicts]
+    if retry:
+        # Each retry is a worker of its own, mostly waiting on its process: run them at once.
+        with ThreadPoolExecutor(max_workers=len(retry)) as pool:
+            for name, verdict in zip(retry, pool.map(lambda name: grade_exercise(
+                    learner, solution, name, env=env, timeout=timeout), retry)):
+                verdicts[name] = verdict
     return {name: verdicts[name] for name in exercises}
 
 

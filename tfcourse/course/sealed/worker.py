@@ -96,10 +96,11 @@ def _describe(module: torch.nn.Module) -> tuple[dict, dict]:
 def _call(header, tensors):
     device = torch.device(header.get("device", "cpu"))
     target = _lookup(header["target"])
+    by_value: list = []                 # copies of the grader's own modules
     args = protocol.decode(header["args"], tensors, device=device, handle=_lookup,
-                           dataclasses_from_tfcourse=True)
+                           dataclasses_from_tfcourse=True, by_value=by_value)
     kwargs = protocol.decode(header["kwargs"], tensors, device=device, handle=_lookup,
-                             dataclasses_from_tfcourse=True)
+                             dataclasses_from_tfcourse=True, by_value=by_value)
     leaves = [t for t in protocol.tensors_of((args, kwargs)) if t.requires_grad]
     if isinstance(target, torch.nn.Module):
         # The grader's values stand in for the learner's parameters and buffers for this
@@ -121,6 +122,13 @@ def _call(header, tensors):
     reply = {"result": encoder(result)}
     # The inputs as the call left them: the grader sees an input modified in place.
     reply["inputs_after"] = encoder(tuple(protocol.tensors_of((args, kwargs))))
+    # ... and what it left on the grader's modules: their mode and leftover hooks.
+    reply["modules_after"] = [
+        {"training": m.training,
+         "hooks": [[name, kind] for name, sub in m.named_modules() for kind in (
+             "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+             if getattr(sub, kind, None)]}
+        for m in by_value]
     produced = list(protocol.tensors_of(result))
     differentiable = [i for i, t in enumerate(produced) if t.requires_grad and t.grad_fn is not None]
     if header.get("grad") and differentiable:
