@@ -7,6 +7,7 @@ boundary of the module instead of deep inside a matmul.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -33,8 +34,8 @@ def probability(name: str, value) -> float:
 def positive_float(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a positive float, got {type(value).__name__}")
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a finite number > 0, got {value}")
     return float(value)
 
 

@@ -14,13 +14,22 @@ resumed run computes exactly the losses an uninterrupted run would (on CPU).
 
 Under ``torchrun`` every process trains a replica wrapped in
 ``DistributedDataParallel`` (gloo on CPU, nccl on GPU) on its own batches;
-gradients are averaged across processes. Only rank 0 prints and checkpoints.
+gradients are averaged across processes. Only rank 0 prints and checkpoints. A
+collective that waits longer than ``--collective-timeout`` (a frozen or dead process)
+ends the job with a message instead of hanging.
+
+Before any work (``preflight.py``) every flag is range-checked, ``--out`` is created and
+written to, a ``--resume`` checkpoint is read and compared with the flags, the device is
+looked up, and the run's memory is estimated and refused when it exceeds what is
+available (``--no-memory-check`` to try anyway). Each refusal is one line, exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
+import re
 import sys
 
 import torch
@@ -28,9 +37,11 @@ import torch
 from ..nn.config import PRESETS, GPTConfig
 from ..nn.model import GPT
 from ..runtime import default_device
-from .checkpoint import load_checkpoint, save_checkpoint
+from . import preflight
+from .checkpoint import save_checkpoint
 from .data import DATASETS, CopyTask, MarkovChain, TextDataset, make_dataset
 from .loop import TrainConfig, Trainer
+from .preflight import PreflightError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 
@@ -87,6 +98,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--sample", type=int, default=200, metavar="N",
                      help="generate N tokens at the end (0 = none; default: 200)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--no-memory-check", action="store_true",
+                     help="start even when the memory estimate exceeds what is available")
+    run.add_argument("--memory-limit", type=float, default=None, metavar="GIB",
+                     help="refuse runs estimated above GIB (default: the memory available)")
+    run.add_argument("--collective-timeout", type=float, default=300, metavar="SECONDS",
+                     help="under torchrun, end the job when a collective waits longer than "
+                          "this for a frozen or dead process (default: 300)")
 
 
 def _dataset_spec(args) -> dict:
@@ -119,11 +137,11 @@ def _train_config(args) -> TrainConfig:
 class _Distributed:
     """``torch.distributed`` set up from torchrun's environment, or a single process."""
 
-    def __init__(self, device_flag: str | None):
+    def __init__(self, device: torch.device, timeout_seconds: float):
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        device = torch.device(device_flag) if device_flag else default_device()
+        self.timeout_seconds = timeout_seconds
         if self.world_size > 1:
             import torch.distributed as dist
 
@@ -131,13 +149,19 @@ class _Distributed:
                 device = torch.device("cuda", local_rank)
                 torch.cuda.set_device(device)
             backend = "nccl" if device.type == "cuda" else "gloo"
-            dist.init_process_group(backend=backend)
+            # Without a timeout, a frozen process leaves the others waiting forever.
+            dist.init_process_group(backend=backend,
+                                    timeout=datetime.timedelta(seconds=timeout_seconds))
             self.backend = backend
         self.device = device
         self.enabled = self.world_size > 1
 
-    def close(self):
-        if self.enabled:
+    def close(self, clean: bool = True):
+        if self.enabled and not clean:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()        # no barrier: a peer is gone or frozen
+        elif self.enabled:
             import torch.distributed as dist
 
             # Tear down together: rank 0 hosts the rendezvous store, and a rank that
@@ -189,19 +213,32 @@ def _report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: in
 
 
 def run(args) -> int:
+    quiet = int(os.environ.get("RANK", "0")) != 0       # under torchrun, rank 0 speaks
     try:
-        env = _Distributed(args.device)
-    except (ValueError, RuntimeError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        preflight.check_arguments(args)
+        device = preflight.resolve_device(args.device, default_device)
+        env = _Distributed(device, args.collective_timeout)
+    except (PreflightError, ValueError, RuntimeError) as error:
+        if not quiet:
+            print(f"error: {error}", file=sys.stderr)
         return 2
+    clean = True
     try:
         code = _run(args, env)
     except (ValueError, TypeError) as error:        # a bad flag value: say which, no traceback
         if env.rank == 0:
             print(f"error: {error}", file=sys.stderr)
         code = 2
+    except RuntimeError as error:
+        if not (env.enabled and _is_collective_failure(error)):
+            raise
+        detail = re.sub(r"^\[[^\]]*\]\s*", "", str(error).splitlines()[0])[:160]
+        print(f"error: rank {env.rank}: a collective operation failed or waited more than "
+              f"--collective-timeout={env.timeout_seconds:g} s for another process (frozen "
+              f"or dead); stopping ({detail})", file=sys.stderr)
+        code, clean = 3, False
     finally:
-        env.close()
+        env.close(clean)
     if env.enabled:
         # Under torchrun, a worker occasionally aborted *after* a clean teardown
         # ("terminate called without an active exception": a c10d/gloo thread still
@@ -213,23 +250,30 @@ def run(args) -> int:
     return code
 
 
+def _is_collective_failure(error: RuntimeError) -> bool:
+    text = f"{type(error).__name__}: {error}".lower()
+    return any(word in text for word in ("timed out", "timeout", "connection closed",
+                                         "connection reset", "distbackenderror", "gloo", "nccl"))
+
+
 def _run(args, env: _Distributed) -> int:
     main = env.rank == 0
     log = print if main else (lambda *a, **k: None)
     checkpoint_path = None
     if args.out:
         checkpoint_path = os.path.join(args.out, CHECKPOINT_NAME)
+        if main:
+            preflight.prepare_out(args.out)
     state = None
     if args.resume:
         path = checkpoint_path if args.resume == "auto" else args.resume
         if path is None:
-            log("error: --resume needs a checkpoint path or --out DIR", file=sys.stderr)
-            return 2
-        if not os.path.exists(path):
-            log(f"error: no checkpoint at {path}", file=sys.stderr)
-            return 2
-        state = load_checkpoint(path, map_location="cpu")
+            raise PreflightError("--resume needs a checkpoint path or --out DIR")
+        state = preflight.read_checkpoint(path)
         config = state["config"]
+        mismatch = preflight.mismatched_flags(args, config["model"], _MODEL_FLAGS)
+        if mismatch:
+            raise PreflightError(f"{path}: {mismatch}")
         dataset_spec = config["data"]
         model_config = GPTConfig(**config["model"])
         train_config = TrainConfig.from_dict(config["train"])
@@ -237,20 +281,27 @@ def _run(args, env: _Distributed) -> int:
             # Extending (or shortening) a run changes the schedule's length from here on.
             train_config = TrainConfig.from_dict({**train_config.to_dict(), "steps": args.steps})
         checkpoint_path = checkpoint_path or path
-        log(f"resuming from {path} at step {state['step']}")
     else:
         dataset_spec = _dataset_spec(args)
         train_config = _train_config(args)
     dataset = make_dataset(dataset_spec["name"], **dataset_spec["kwargs"])
     if state is None:
         model_config = _model_config(args, dataset.vocab_size)
+    if not args.no_memory_check:
+        preflight.check_memory(model_config, train_config.batch_size, train_config.seq_len,
+                               env.device, args.memory_limit)
     torch.manual_seed(train_config.seed)          # same initial weights on every rank
     model = GPT(model_config)
     trainer = Trainer(model, dataset, train_config, device=env.device, distributed=env.enabled,
                       progress=not args.no_progress)
     torch.manual_seed(train_config.seed + 1 + env.rank)   # dropout: each rank its own stream
     if state is not None:
-        trainer.load_state_dict(state)
+        try:
+            trainer.load_state_dict(state)
+        except (RuntimeError, KeyError, ValueError) as error:
+            raise PreflightError(f"checkpoint {path} does not fit its own model config "
+                                 f"({str(error).splitlines()[0][:200]})") from None
+        log(f"resuming from {path} at step {state['step']}")
     config = {"model": model_config.to_dict(), "data": dataset_spec}
 
     def save():

@@ -1,0 +1,147 @@
+"""``tfcourse train`` refuses bad input at once, in one line, with exit status 2.
+
+One test per case: each flag out of range, an unwritable ``--out``, every kind of bad
+checkpoint, an unavailable device, a run too big for memory, and a frozen torchrun
+worker (which ends the job within ``--collective-timeout``).
+"""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tfcourse.cli import main
+from tfcourse.nn.config import GPTConfig
+from tfcourse.train.preflight import estimate_training_bytes
+
+from test_train_cli import BASE, with_flags
+
+FROZEN = Path(__file__).parent / "fixtures" / "frozen_rank.py"
+
+
+def refused(args, capsys) -> str:
+    """Run ``args``; assert exit 2 with one line on stderr and no traceback; return it."""
+    code = main(args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("lr", "inf", "--lr must be a finite number > 0, got inf"),
+    ("lr", "nan", "--lr must be a finite number > 0, got nan"),
+    ("lr", "0", "--lr must be a finite number > 0"),
+    ("grad-clip", "nan", "--grad-clip must be a finite number >= 0 (0 = off), got nan"),
+    ("grad-clip", "-1", "--grad-clip must be a finite number >= 0"),
+    ("save-every", "-1", "--save-every must be >= 0, got -1"),
+    ("steps", "0", "--steps must be >= 1, got 0"),
+    ("batch-size", "0", "--batch-size must be >= 1"),
+    ("min-lr", "1", "--min-lr must be a finite number in [0, --lr="),
+    ("weight-decay", "-0.1", "--weight-decay must be a finite number >= 0"),
+    ("dropout", "1", "--dropout must be in [0, 1)"),
+    ("collective-timeout", "0", "--collective-timeout must be > 0"),
+])
+def test_a_flag_out_of_range_is_refused_before_any_work(flag, value, message, tmp_path, capsys):
+    out = tmp_path / "run"
+    err = refused(BASE + ["--out", str(out), f"--{flag}", value], capsys)
+    assert message in err
+    assert not out.exists()                 # refused before --out was even created
+
+
+def test_an_unwritable_out_is_refused_at_start(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    err = refused(BASE + ["--out", str(blocker / "run")], capsys)
+    assert err.startswith(f"error: --out {blocker / 'run'}: cannot write there")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    """A real checkpoint of the BASE run (1 layer, width 32)."""
+    out = tmp_path_factory.mktemp("trained")
+    assert main(BASE + ["--out", str(out)]) == 0
+    return out / "checkpoint.pt"
+
+
+def _resume(path):
+    return ["train", "--resume", str(path), "--no-progress", "--sample", "0", "--device", "cpu"]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda good, bad: bad.write_bytes(b""), "is empty (0 bytes)"),
+    (lambda good, bad: bad.write_bytes(good.read_bytes()[: good.stat().st_size // 2]),
+     "is truncated or corrupt"),
+    (lambda good, bad: bad.write_text("these are my notes, not weights\n"),
+     "is not a torch checkpoint"),
+    (lambda good, bad: torch.save({"weights": torch.ones(3)}, bad),
+     "was not written by tfcourse train"),
+    (lambda good, bad: torch.save({**torch.load(good, weights_only=True), "format": 99}, bad),
+     "has format 99"),
+])
+def test_a_bad_checkpoint_gets_one_line_naming_the_file(make, message, checkpoint, tmp_path,
+                                                        capsys):
+    bad = tmp_path / "bad.pt"
+    make(checkpoint, bad)
+    err = refused(_resume(bad), capsys)
+    assert str(bad) in err and message in err
+
+
+def test_a_checkpoint_whose_weights_do_not_fit_its_config(checkpoint, tmp_path, capsys):
+    state = torch.load(checkpoint, weights_only=True)
+    state["config"]["model"]["d_model"] = 64        # the weights are still width 32
+    bad = tmp_path / "edited.pt"
+    torch.save(state, bad)
+    err = refused(_resume(bad), capsys)
+    assert str(bad) in err and "does not fit its own model config" in err
+
+
+def test_resume_flags_that_contradict_the_checkpoint(checkpoint, capsys):
+    err = refused(_resume(checkpoint) + ["--n-layers", "4"], capsys)
+    assert ("checkpoint was written for n_layers=1, n_heads=4, d_model=32, pre_ln=True; "
+            "this run asks for n_layers=4") in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_an_unavailable_device_gets_one_line(capsys):
+    err = refused(with_flags(BASE, device="cuda"), capsys)
+    assert "--device cuda: this torch" in err and "build" in err
+    assert "not a device torch knows" in refused(with_flags(BASE, device="tpu0"), capsys)
+
+
+def test_a_run_too_big_for_memory_is_refused_before_allocating(capsys):
+    started = time.monotonic()
+    err = refused(with_flags(BASE, seq_len=16384, batch_size=16), capsys)
+    assert "GiB" in err and "--no-memory-check" in err and "seq-len 16384" in err
+    assert time.monotonic() - started < 30                 # nothing was allocated
+    err = refused(BASE + ["--memory-limit", "0.0001"], capsys)
+    assert "0.0 GiB is available" in err
+    assert main(BASE + ["--memory-limit", "0.0001", "--no-memory-check"]) == 0
+
+
+def test_the_memory_estimate_grows_with_the_run_and_covers_the_weights():
+    config = GPTConfig.preset("tiny", vocab_size=64, max_seq_len=256)
+    small = estimate_training_bytes(config, 4, 64)
+    assert estimate_training_bytes(config, 8, 64) > small
+    assert estimate_training_bytes(config, 4, 256) > 2 * small     # the T x T scores
+    n_params = sum(p.numel() for p in __import__("tfcourse").GPT(config).parameters())
+    assert small > 16 * n_params            # weights, gradients, two AdamW moments: float32
+
+
+@pytest.mark.slow
+def test_a_frozen_torchrun_worker_ends_the_job_within_the_collective_timeout(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    env.pop("TFCOURSE_DEVICE", None)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc_per_node", "2", str(FROZEN)] + BASE + ["--collective-timeout", "5"]
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    seconds = time.monotonic() - started
+    assert done.returncode != 0
+    assert "--collective-timeout=5 s" in done.stderr, done.stderr[-2000:]
+    assert seconds < 120, seconds
