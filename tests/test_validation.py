@@ -534,3 +534,13 @@ def test_valid_edge_values_are_accepted():
     model()(torch.tensor([[49]], dtype=torch.int32))
     LayerNorm(8)(x(1, 1, 8, dtype=torch.float64).float())
     mha()(x(2, 5, 8), torch.ones(1, 1, 5, 5, dtype=torch.bool))
+
+
+def test_token_ids_are_not_read_back_from_an_accelerator():
+    """Off the CPU the range check is queued on the device, never read back to the host
+    (which would synchronise on every forward pass). A meta tensor has no values to read:
+    any read-back would raise here."""
+    idx = torch.zeros(2, 3, dtype=torch.long, device="meta")
+    with pytest.raises(RuntimeError):
+        int(idx.min())                                       # what a read-back would do
+    assert tc.nn.validate.token_ids(idx, 10) is idx

@@ -108,14 +108,23 @@ def attention_mask(mask, batch: int, T: int, name: str = "attn_mask") -> torch.T
 
 
 def token_ids(idx, vocab_size: int, max_seq_len: int | None = None, name: str = "idx"):
-    """Check integer token ids of shape ``(batch, seq)`` in ``[0, vocab_size)``."""
+    """Check integer token ids of shape ``(batch, seq)`` in ``[0, vocab_size)``.
+
+    On the CPU the range is checked at once, with the values in the message. On an
+    accelerator, reading ``idx.min()`` back would stall the host until the device
+    catches up, on every forward pass; there the check is queued on the device
+    (``torch._assert_async``) and an out-of-range id raises at the next synchronisation.
+    """
     if not isinstance(idx, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
     if idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer token ids (torch.long), got dtype {idx.dtype}")
     if idx.dim() != 2:
         raise ValueError(f"{name} must have shape (batch, seq), got {tuple(idx.shape)}")
-    if idx.numel():
+    if idx.numel() and idx.device.type != "cpu":
+        torch._assert_async(((idx >= 0) & (idx < vocab_size)).all(),
+                            f"{name} must be in [0, vocab_size={vocab_size})")
+    elif idx.numel():
         low, high = int(idx.min()), int(idx.max())
         if low < 0 or high >= vocab_size:
             raise ValueError(
