@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+import tfcourse as tc
 from tfcourse import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
 
 D, H, T_MAX = 16, 4, 12
@@ -274,3 +275,42 @@ def test_dropout_sits_after_softmax_and_after_out_proj():
         mha.out_proj.weight.zero_()
         mha.out_proj.bias.zero_()
     assert torch.equal(mha(x), torch.zeros(2, 6, D))
+
+
+# --- grouped-query attention ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("impl", ["explicit", "sdpa"])
+@pytest.mark.parametrize("n_kv_heads", [2, 1])
+def test_grouped_query_attention_equals_mha_with_shared_kv_weights(impl, n_kv_heads):
+    """GQA with H_kv kv heads is plain MHA whose k/v rows are copied to each head of a group."""
+    D, H, hd = 32, 4, 8
+    torch.manual_seed(0)
+    gqa = tc.MultiHeadAttention(D, H, max_seq_len=16, n_kv_heads=n_kv_heads, attn_impl=impl).eval()
+    mha = tc.MultiHeadAttention(D, H, max_seq_len=16, attn_impl=impl).eval()
+    K = n_kv_heads * hd
+    with torch.no_grad():
+        w, b = gqa.qkv_proj.weight, gqa.qkv_proj.bias
+        q_w, k_w, v_w = w.split([D, K, K])
+        q_b, k_b, v_b = b.split([D, K, K])
+        rep = H // n_kv_heads
+
+        def widen(t):                           # (H_kv*hd, ...) -> (H*hd, ...), grouped
+            return t.reshape(n_kv_heads, 1, hd, *t.shape[1:]).expand(
+                n_kv_heads, rep, hd, *t.shape[1:]).reshape(H * hd, *t.shape[1:])
+
+        mha.qkv_proj.weight.copy_(torch.cat([q_w, widen(k_w), widen(v_w)]))
+        mha.qkv_proj.bias.copy_(torch.cat([q_b, widen(k_b), widen(v_b)]))
+        mha.out_proj.load_state_dict(gqa.out_proj.state_dict())
+    x = torch.randn(2, 7, D)
+    torch.testing.assert_close(gqa(x), mha(x), rtol=1e-5, atol=1e-6)
+    assert gqa.qkv_proj.weight.shape == (D + 2 * K, D)
+
+
+@pytest.mark.parametrize("n_kv_heads, message", [(3, "must divide n_heads=4"),
+                                                 (0, "n_kv_heads")])
+def test_bad_kv_head_counts_are_refused(n_kv_heads, message):
+    with pytest.raises(ValueError, match=message):
+        tc.MultiHeadAttention(32, 4, max_seq_len=8, n_kv_heads=n_kv_heads)
+    with pytest.raises(ValueError, match=message):
+        tc.GPTConfig(n_heads=4, d_model=32, n_kv_heads=n_kv_heads)

@@ -139,7 +139,7 @@ def test_tied_embeddings_load():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"num_key_value_heads": 2}, "grouped-query attention"),
+    ({"num_key_value_heads": 3}, "must divide num_attention_heads"),
     ({"hidden_act": "gelu"}, "silu"),
     ({"attention_bias": True}, "one `bias` flag"),
 ])
@@ -164,3 +164,51 @@ def test_greedy_generation_matches_hf_generate():
                                 attention_mask=torch.ones_like(prompt))
     mine = ours.generate(prompt, 12, temperature=0, use_cache=True)
     assert torch.equal(mine, theirs)
+
+
+# --- grouped-query (2 kv heads for 4 query heads) and multi-query (1) attention ---------------
+
+
+@pytest.mark.parametrize("kv_heads", [2, 1])
+def test_grouped_query_attention_matches_hf(kv_heads):
+    model = hf_llama(num_key_value_heads=kv_heads, seed=kv_heads)
+    ours = tc.GPT.from_hf_llama(model).eval()
+    assert ours.config.n_kv_heads == kv_heads
+    assert ours.blocks[0].attn.qkv_proj.weight.shape == (D + 2 * kv_heads * (D // HEADS), D)
+    assert ours.num_params() == sum(p.numel() for p in model.parameters())
+    idx = torch.randint(0, VOCAB, (2, T), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        assert max_diff(ours(idx), model(idx).logits) <= 1e-5
+    prompt = idx[:1, :5]
+    with torch.no_grad():
+        theirs = model.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0,
+                                attention_mask=torch.ones_like(prompt))
+    for use_cache in (False, True):
+        assert torch.equal(ours.generate(prompt, 12, temperature=0, use_cache=use_cache), theirs)
+
+
+def test_the_kv_cache_holds_only_the_kv_heads():
+    model = tc.GPT(tc.GPTConfig(vocab_size=VOCAB, max_seq_len=32, n_layers=1, n_heads=4,
+                                d_model=D, n_kv_heads=1, positional="rope", norm="rmsnorm",
+                                mlp="swiglu", bias=False)).eval()
+    caches = [tc.KVCache() for _ in model.blocks]
+    with torch.no_grad():
+        model(torch.zeros(2, 5, dtype=torch.long), caches=caches)
+    assert caches[0].k.shape == (2, 1, 5, D // 4)        # (B, H_kv, T, head_dim)
+
+
+def test_grouped_query_parity_is_sensitive_to_the_head_grouping():
+    """Pairing query head h with kv head h % H_kv (tiled) instead of h // n_rep (grouped)
+    breaks parity: the test can tell the two layouts apart."""
+    model = hf_llama(num_key_value_heads=2)
+    ours = tc.GPT.from_hf_llama(model).eval()
+    idx = torch.randint(0, VOCAB, (1, T), generator=torch.Generator().manual_seed(8))
+    import tfcourse.nn.attention as attention
+
+    grouped = attention.repeat_kv
+    attention.repeat_kv = lambda t, n_rep: t.repeat(1, n_rep, 1, 1)          # tiled: wrong
+    try:
+        with torch.no_grad():
+            assert max_diff(ours(idx), model(idx).logits) > 1e-3
+    finally:
+        attention.repeat_kv = grouped

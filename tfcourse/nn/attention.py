@@ -74,8 +74,10 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 class KVCache:
     """Keys and values of the tokens seen so far, one per attention layer.
 
-    ``k`` and ``v`` have shape ``(B, H, T_past, head_dim)``; ``append`` returns the
-    concatenation with the new step's keys and values and stores it.
+    ``k`` and ``v`` have shape ``(B, H_kv, T_past, head_dim)``, ``H_kv`` the layer's
+    key/value heads (fewer than its query heads under grouped-query attention: the
+    cache is what GQA shrinks); ``append`` returns the concatenation with the new
+    step's keys and values and stores it.
     """
 
     def __init__(self):
@@ -97,6 +99,15 @@ class KVCache:
         return k, v
 
 
+def repeat_kv(t: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """``(B, H_kv, T, hd) -> (B, H_kv * n_rep, T, hd)``: key/value head ``g`` serves query
+    heads ``g*n_rep .. g*n_rep + n_rep - 1`` (the grouping LLaMA-2/3 and Mistral use)."""
+    if n_rep == 1:
+        return t
+    B, H_kv, T, hd = t.shape
+    return t[:, :, None].expand(B, H_kv, n_rep, T, hd).reshape(B, H_kv * n_rep, T, hd)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head (causal) self-attention with a fused QKV projection.
 
@@ -111,11 +122,15 @@ class MultiHeadAttention(nn.Module):
         attn_impl: ``"explicit"`` (step by step, the teaching path) or ``"sdpa"``
             (``F.scaled_dot_product_attention``, fused kernels); same result.
         rope_base: if given, apply rotary position embeddings with this base to q and k.
+        n_kv_heads: key/value heads (default ``n_heads``); fewer gives grouped-query
+            attention (GQA), 1 gives multi-query attention (MQA). Must divide ``n_heads``;
+            each key/value head serves ``n_heads // n_kv_heads`` query heads.
 
-    Parameter layout (what ``tfcourse.checks`` copies into a learner's module):
-        ``qkv_proj.weight (3D, D)``: rows ``[0, D)`` make q, ``[D, 2D)`` k, ``[2D, 3D)`` v;
-        within each, head ``h`` owns rows ``[h*head_dim, (h+1)*head_dim)``.
-        ``qkv_proj.bias (3D,)``, ``out_proj.weight (D, D)``, ``out_proj.bias (D,)``.
+    Parameter layout (what ``tfcourse.checks`` copies into a learner's module), with
+    ``K = n_kv_heads * head_dim`` (``= D`` without GQA):
+        ``qkv_proj.weight (D + 2K, D)``: rows ``[0, D)`` make q, ``[D, D+K)`` k,
+        ``[D+K, D+2K)`` v; within each, head ``h`` owns rows ``[h*head_dim, (h+1)*head_dim)``.
+        ``qkv_proj.bias (D + 2K,)``, ``out_proj.weight (D, D)``, ``out_proj.bias (D,)``.
 
     Shapes: ``forward(x (B, T, D)) -> (B, T, D)``, or with ``return_weights=True``
     ``((B, T, D), (B, H, T, T))``.
@@ -123,17 +138,22 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, *, max_seq_len: int, dropout: float = 0.0,
                  bias: bool = True, causal: bool = True, attn_impl: str = "explicit",
-                 rope_base: float | None = None):
+                 rope_base: float | None = None, n_kv_heads: int | None = None):
         super().__init__()
         self.head_dim = validate.divisible(d_model, n_heads)
         self.d_model, self.n_heads = d_model, n_heads
+        self.n_kv_heads = n_heads if n_kv_heads is None else validate.positive_int(
+            "n_kv_heads", n_kv_heads)
+        if n_heads % self.n_kv_heads:
+            raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={n_heads}")
+        self.kv_dim = self.n_kv_heads * self.head_dim
         self.max_seq_len = validate.positive_int("max_seq_len", max_seq_len)
         self.dropout = validate.probability("dropout", dropout)
         self.causal = bool(causal)
         self.attn_impl = validate.choice("attn_impl", attn_impl, ATTN_IMPLS)
         # One (D -> 3D) matmul instead of three (D -> D): one kernel launch, and
         # the same layout as GPT-2's c_attn.
-        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.qkv_proj = nn.Linear(d_model, d_model + 2 * self.kv_dim, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         # Attention dropout (on the weights after softmax) is applied inside the
         # attention call with p=self.dropout; residual dropout sits after out_proj.
@@ -146,8 +166,8 @@ class MultiHeadAttention(nn.Module):
         self.rotary = RotaryEmbedding(self.head_dim, max_seq_len, rope_base) if rope_base else None
 
     def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
-        B, T, _ = t.shape
-        return t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)     # (B, H, T, hd)
+        B, T, width = t.shape
+        return t.view(B, T, width // self.head_dim, self.head_dim).transpose(1, 2)  # (B, h, T, hd)
 
     def _combined_mask(self, attn_mask, B: int, T: int, past: int):
         """Bool mask broadcastable to (B, H, T, past + T), or None for "attend everywhere"."""
@@ -177,12 +197,15 @@ class MultiHeadAttention(nn.Module):
         past = len(cache) if cache is not None else 0
         validate.seq_len(past + T, self.max_seq_len)
 
-        q, k, v = self.qkv_proj(x).split(D, dim=-1)                           # 3 x (B, T, D)
+        q, k, v = self.qkv_proj(x).split([D, self.kv_dim, self.kv_dim], dim=-1)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
         if self.rotary is not None:
             q, k = self.rotary(q, k, offset=past)
         if cache is not None:
-            k, v = cache.append(k, v)                                         # (B, H, past+T, hd)
+            k, v = cache.append(k, v)                                     # (B, H_kv, past+T, hd)
+        # Each key/value head serves a group of query heads (a view + copy; the cache
+        # above keeps only the H_kv heads).
+        k, v = (repeat_kv(t, self.n_heads // self.n_kv_heads) for t in (k, v))  # (B, H, ., hd)
         mask = self._combined_mask(attn_mask, B, T, past)
         p = self.dropout if self.training else 0.0
 
@@ -204,5 +227,6 @@ class MultiHeadAttention(nn.Module):
         return (y, weights) if return_weights else y
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, n_heads={self.n_heads}, head_dim={self.head_dim}, "
+        kv = f", n_kv_heads={self.n_kv_heads}" if self.n_kv_heads != self.n_heads else ""
+        return (f"d_model={self.d_model}, n_heads={self.n_heads}{kv}, head_dim={self.head_dim}, "
                 f"causal={self.causal}, attn_impl={self.attn_impl!r}")

@@ -32,7 +32,7 @@ class TransformerBlock(nn.Module):
     identity path for the gradient.
 
     Args:
-        d_model, n_heads, max_seq_len, dropout, bias, attn_impl, causal, rope_base:
+        d_model, n_heads, max_seq_len, dropout, bias, attn_impl, causal, rope_base, n_kv_heads:
             as in ``MultiHeadAttention`` (``bias`` also applies to the MLP; norms keep theirs).
         pre_ln: True for pre-LN, False for post-LN.
         norm: ``"layernorm"`` or ``"rmsnorm"``; ``norm_eps`` its epsilon (default per kind);
@@ -48,7 +48,8 @@ class TransformerBlock(nn.Module):
                  dropout: float = 0.0, bias: bool = True, activation: str = "gelu",
                  norm: str = "layernorm", mlp: str = "gelu", d_hidden: int | None = None,
                  norm_eps: float | None = None, attn_impl: str = "explicit", causal: bool = True,
-                 rope_base: float | None = None, fused_norms: bool = False):
+                 rope_base: float | None = None, fused_norms: bool = False,
+                 n_kv_heads: int | None = None):
         super().__init__()
         validate.choice("norm", norm, NORMS)
         validate.choice("mlp", mlp, MLPS)
@@ -57,7 +58,7 @@ class TransformerBlock(nn.Module):
         self.pre_ln = bool(pre_ln)
         self.attn = MultiHeadAttention(d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout,
                                        bias=bias, causal=causal, attn_impl=attn_impl,
-                                       rope_base=rope_base)
+                                       rope_base=rope_base, n_kv_heads=n_kv_heads)
         self.norm1 = make_norm(norm, d_model, norm_eps, fused=fused_norms)
         self.norm2 = make_norm(norm, d_model, norm_eps, fused=fused_norms)
         if mlp == "swiglu":

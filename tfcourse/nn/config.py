@@ -27,6 +27,7 @@ class GPTConfig:
     n_layers: int = 12
     n_heads: int = 12
     d_model: int = 768
+    n_kv_heads: int | None = None        # key/value heads; None = n_heads, fewer = GQA, 1 = MQA
     d_hidden: int | None = None          # MLP width; None = 4 * d_model (gelu) / LLaMA rule (swiglu)
     dropout: float = 0.0
     bias: bool = True                    # biases of every Linear (norms keep theirs)
@@ -45,6 +46,11 @@ class GPTConfig:
         for name in ("vocab_size", "max_seq_len", "n_layers", "n_heads", "d_model"):
             validate.positive_int(name, getattr(self, name))
         validate.divisible(self.d_model, self.n_heads)
+        if self.n_kv_heads is not None:
+            validate.positive_int("n_kv_heads", self.n_kv_heads)
+            if self.n_heads % self.n_kv_heads:
+                raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide "
+                                 f"n_heads={self.n_heads}")
         if self.d_hidden is not None:
             validate.positive_int("d_hidden", self.d_hidden)
         validate.probability("dropout", self.dropout)
@@ -69,7 +75,8 @@ class GPTConfig:
                     pre_ln=self.pre_ln, dropout=self.dropout, bias=self.bias,
                     activation=self.activation, norm=self.norm, mlp=self.mlp,
                     d_hidden=self.d_hidden, norm_eps=self.norm_eps, attn_impl=self.attn_impl,
-                    fused_norms=self.fused_norms, rope_base=self.rope_base if self.positional == "rope" else None)
+                    fused_norms=self.fused_norms, n_kv_heads=self.n_kv_heads,
+                    rope_base=self.rope_base if self.positional == "rope" else None)
 
     def replace(self, **changes) -> "GPTConfig":
         return replace(self, **changes)

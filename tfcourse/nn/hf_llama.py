@@ -15,9 +15,12 @@ names and one layout:
 - LLaMA has no learned position table: our ``GPT`` built with
   ``positional="rope"`` has ``pos_emb = None``.
 
+Grouped-query attention (``num_key_value_heads < num_attention_heads``, LLaMA-2-70B,
+LLaMA-3, Mistral) maps to ``n_kv_heads``: k_proj and v_proj are then narrower than
+q_proj, and the fused rows are ``[q (D); k (K); v (K)]`` with ``K = n_kv_heads * head_dim``.
+
 Only reads config objects and state dicts; it does not import ``transformers``.
-Grouped-query attention (fewer key/value heads than query heads) and scaled
-RoPE variants are not supported and raise ``ValueError``.
+Scaled RoPE variants are not supported and raise ``ValueError``.
 """
 
 from __future__ import annotations
@@ -53,9 +56,9 @@ def llama_config_to_ours(hf_config, **overrides) -> GPTConfig:
     """The ``GPTConfig`` of a ``transformers`` ``LlamaConfig`` (pre-LN, RMSNorm, SwiGLU, RoPE)."""
     n_heads = hf_config.num_attention_heads
     kv_heads = getattr(hf_config, "num_key_value_heads", None) or n_heads
-    if kv_heads != n_heads:
-        raise ValueError(f"grouped-query attention is not supported: num_key_value_heads={kv_heads}, "
-                         f"num_attention_heads={n_heads} (they must be equal)")
+    if n_heads % kv_heads:
+        raise ValueError(f"num_key_value_heads={kv_heads} must divide "
+                         f"num_attention_heads={n_heads}")
     head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // n_heads
     if head_dim * n_heads != hf_config.hidden_size:
         raise ValueError(f"head_dim * num_attention_heads must equal hidden_size, got {head_dim} * "
@@ -71,7 +74,7 @@ def llama_config_to_ours(hf_config, **overrides) -> GPTConfig:
         d_hidden=hf_config.intermediate_size, bias=_llama_bias(hf_config), pre_ln=True,
         norm="rmsnorm", norm_eps=hf_config.rms_norm_eps, mlp="swiglu", positional="rope",
         rope_base=theta, tie_weights=bool(getattr(hf_config, "tie_word_embeddings", False)),
-        **overrides,
+        n_kv_heads=None if kv_heads == n_heads else kv_heads, **overrides,
     )
 
 

@@ -2,10 +2,14 @@
 
 Attention by itself is permutation-equivariant: shuffle the tokens and the
 outputs shuffle with them. Positions have to be added (learned, sinusoidal) or
-rotated into the queries and keys (rotary).
+rotated into the queries and keys (rotary). The rotary tables can also be
+rescaled to run past the length a model was trained on (position
+interpolation, NTK-aware scaling, YaRN's frequencies).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -51,19 +55,122 @@ def sinusoidal_encoding(T: int, d_model: int, base: float = 10000.0,
     return pe.to(dtype)
 
 
-def rotary_cos_sin(T: int, head_dim: int, base: float = 10000.0, *, offset: int = 0,
-                   dtype: torch.dtype = torch.float32, device=None, compute_dtype=torch.float64):
-    """Cosines and sines for rotary embeddings, each of shape ``(T, head_dim)``.
+ROPE_SCALINGS = ("linear", "ntk", "yarn")
 
-    Uses the "rotate half" layout of LLaMA / Hugging Face: channel ``i`` is paired
-    with channel ``i + head_dim/2`` and both rotate by ``t * base**(-2i/head_dim)``.
-    The angles are computed in ``compute_dtype`` (float64 by default): in float32,
-    ``t * inv_freq`` loses digits once ``t`` reaches the thousands.
+
+def _yarn_ramp(head_dim: int, base: float, original_max_len: int, beta_fast: float,
+               beta_slow: float, dtype, device) -> torch.Tensor:
+    """YaRN's blend per pair, shape ``(head_dim/2,)``: 0 keeps a pair's frequency, 1 divides it.
+
+    A pair that turns ``beta_fast`` times or more within ``original_max_len`` positions keeps
+    its frequency; one that turns ``beta_slow`` times or fewer is interpolated; the pairs in
+    between blend linearly. Pair indices are floored/ceiled as in YaRN's reference code and
+    Hugging Face's ``rope_type="yarn"``.
+    """
+    def pair_turning(turns: float) -> float:     # the pair index that turns `turns` times
+        return head_dim * math.log(original_max_len / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(pair_turning(beta_fast)), 0)
+    high = min(math.ceil(pair_turning(beta_slow)), head_dim - 1)
+    if high == low:
+        high += 0.001                              # a step instead of a division by zero
+    pair = torch.arange(head_dim // 2, dtype=dtype, device=device)
+    return ((pair - low) / (high - low)).clamp(0.0, 1.0)
+
+
+def _check_scaling(scaling, factor, original_max_len, head_dim, base, beta_fast,
+                   beta_slow) -> float:
+    """Validate the context-extension options of ``rotary_inv_freq``; return ``factor``."""
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise TypeError(f"factor must be a float >= 1, got {type(factor).__name__} ({factor!r})")
+    factor = float(factor)
+    if scaling is None:
+        if factor != 1.0:
+            raise ValueError(f"factor={factor} has no effect without scaling; "
+                             f"choose scaling from {ROPE_SCALINGS} or leave factor at 1.0")
+        return factor
+    validate.choice("scaling", scaling, ROPE_SCALINGS)
+    if not (math.isfinite(factor) and factor >= 1.0):
+        raise ValueError(f"factor must be a finite number >= 1 (how many times longer), "
+                         f"got {factor}")
+    if scaling == "ntk" and head_dim < 4:
+        raise ValueError(f"scaling='ntk' needs head_dim >= 4, got {head_dim}")
+    if scaling == "yarn":
+        if original_max_len is None:
+            raise ValueError("scaling='yarn' needs original_max_len, "
+                             "the length the model was trained on")
+        validate.positive_int("original_max_len", original_max_len)
+        if base <= 1.0:
+            raise ValueError(f"scaling='yarn' needs base > 1, got {base}")
+        validate.positive_float("beta_slow", beta_slow)
+        if not (isinstance(beta_fast, (int, float)) and beta_fast > beta_slow):
+            raise ValueError(f"beta_fast must be a number > beta_slow={beta_slow}, "
+                             f"got {beta_fast!r}")
+    return factor
+
+
+def rotary_inv_freq(head_dim: int, base: float = 10000.0, *, scaling: str | None = None,
+                    factor: float = 1.0, original_max_len: int | None = None,
+                    beta_fast: float = 32.0, beta_slow: float = 1.0,
+                    dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+    """The rotation frequencies ``theta_i`` of the ``head_dim/2`` pairs, shape ``(head_dim/2,)``.
+
+    ``scaling=None``: ``theta_i = base**(-2i/head_dim)``. To run a model ``factor`` times past
+    the length it was trained on (each used with a short fine-tune at the new length):
+
+    - ``"linear"``, position interpolation (Chen et al., 2023): ``theta_i / factor``; position
+      ``t`` turns as far as position ``t / factor`` did, so every angle stays in the trained range.
+    - ``"ntk"``, NTK-aware scaling (bloc97, 2023): ``base * factor**(head_dim/(head_dim-2))``
+      instead of ``base``; the fastest pair keeps its frequency, the slowest is divided by
+      ``factor``.
+    - ``"yarn"``, YaRN's frequencies (Peng et al., 2023): pairs that turn ``beta_fast`` times or
+      more within ``original_max_len`` keep theirs, pairs that turn ``beta_slow`` times or fewer
+      are divided by ``factor``, a linear blend in between. YaRN also multiplies the cos/sin
+      tables by ``yarn_attention_factor(factor)``; this function returns frequencies only.
     """
     validate.positive_int("head_dim", head_dim)
     if head_dim % 2:
         raise ValueError(f"head_dim must be even for rotary embeddings, got {head_dim}")
-    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=compute_dtype, device=device) / head_dim))
+    base = validate.positive_float("base", base)
+    factor = _check_scaling(scaling, factor, original_max_len, head_dim, base, beta_fast, beta_slow)
+    if scaling == "ntk":
+        base = base * factor ** (head_dim / (head_dim - 2))
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=dtype, device=device) / head_dim))
+    if scaling == "linear":
+        inv_freq = inv_freq / factor
+    elif scaling == "yarn":
+        blend = _yarn_ramp(head_dim, base, original_max_len, beta_fast, beta_slow, dtype, device)
+        inv_freq = inv_freq / factor * blend + inv_freq * (1 - blend)
+    return inv_freq
+
+
+def yarn_attention_factor(factor: float) -> float:
+    """YaRN's multiplier of the cos/sin tables, ``0.1 * ln(factor) + 1`` (1 for ``factor <= 1``).
+
+    Scaling both q and k by it multiplies every attention score by its square: a lower
+    softmax temperature, which YaRN found to offset the flatter attention over longer contexts.
+    """
+    factor = validate.positive_float("factor", factor)
+    return 1.0 if factor <= 1.0 else 0.1 * math.log(factor) + 1.0
+
+
+def rotary_cos_sin(T: int, head_dim: int, base: float = 10000.0, *, offset: int = 0,
+                   dtype: torch.dtype = torch.float32, device=None, compute_dtype=torch.float64,
+                   scaling: str | None = None, factor: float = 1.0,
+                   original_max_len: int | None = None):
+    """Cosines and sines for rotary embeddings, each of shape ``(T, head_dim)``.
+
+    Uses the "rotate half" layout of LLaMA / Hugging Face: channel ``i`` is paired
+    with channel ``i + head_dim/2`` and both rotate by ``t * base**(-2i/head_dim)``.
+    The angles are computed in ``compute_dtype`` (float64 by default): in float32, both
+    ``inv_freq`` and ``t * inv_freq`` are rounded, and the angles lose digits once ``t``
+    reaches the thousands. ``scaling``, ``factor`` and ``original_max_len`` rescale the
+    frequencies to run past the trained length (see ``rotary_inv_freq``; the defaults leave
+    them unchanged).
+    """
+    inv_freq = rotary_inv_freq(head_dim, base, scaling=scaling, factor=factor,
+                               original_max_len=original_max_len, dtype=compute_dtype,
+                               device=device)
     t = torch.arange(offset, offset + T, dtype=compute_dtype, device=device)
     angles = torch.outer(t, inv_freq)                         # (T, head_dim/2)
     angles = torch.cat([angles, angles], dim=-1)              # (T, head_dim)

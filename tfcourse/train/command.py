@@ -47,7 +47,8 @@ CHECKPOINT_NAME = "checkpoint.pt"
 
 # Model flags: (flag, GPTConfig field, type).
 _MODEL_FLAGS = (("--n-layers", "n_layers", int), ("--n-heads", "n_heads", int),
-                ("--d-model", "d_model", int), ("--dropout", "dropout", float))
+                ("--n-kv-heads", "n_kv_heads", int), ("--d-model", "d_model", int),
+                ("--dropout", "dropout", float))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
