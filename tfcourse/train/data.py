@@ -12,21 +12,21 @@ ids ``x (B, T)`` and next-token targets ``y (B, T)``; a target of
 - ``CopyTask``: random symbols, a separator, then the same symbols again. The
   copy is fully determined by the first half, so its floor is 0 nats.
 - ``TextDataset``: characters of real English (Python's standard library
-  docstrings, gathered from the installed interpreter at run time), with a
-  character-level ``CharTokenizer`` and a train/val split.
+  docstrings, or the capstone corpus of ``corpus.py``, gathered from the installed
+  interpreter at run time), with a character-level ``CharTokenizer`` and a
+  train/val split.
 
 ``make_dataset(name, ...)`` builds any of them by name (the ``tfcourse train`` CLI).
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import math
 
 import torch
 
 from ..nn import validate
+from .corpus import STDLIB_MODULES, capstone_text, stdlib_docstrings  # noqa: F401 - re-exported
 
 IGNORE_INDEX = -100          # F.cross_entropy's default ignore_index
 SPLITS = ("train", "val")
@@ -217,53 +217,6 @@ class CopyTask:
 
 # --------------------------------------------------------------------------- real text
 
-# Fixed, sorted list: the text changes only with the Python version, never with
-# what else happens to be installed or imported.
-STDLIB_MODULES = tuple(sorted([
-    "abc", "argparse", "array", "base64", "bisect", "calendar", "collections", "colorsys",
-    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "enum",
-    "fnmatch", "fractions", "functools", "glob", "hashlib", "heapq", "html", "inspect", "io",
-    "itertools", "json", "logging", "math", "operator", "os", "pathlib", "pickle", "pprint",
-    "queue", "random", "re", "sched", "secrets", "shlex", "shutil", "statistics", "string",
-    "struct", "subprocess", "tempfile", "textwrap", "threading", "time", "timeit", "typing",
-    "unittest", "urllib", "uuid", "warnings", "weakref", "zipfile",
-]))
-
-
-def stdlib_docstrings(max_chars: int = 200_000, modules: tuple[str, ...] = STDLIB_MODULES) -> str:
-    """English text from the installed Python: docstrings of standard-library modules.
-
-    For each module (in sorted order): the module docstring, then the docstrings
-    of its public functions and classes defined in that module, in name order.
-    Non-ASCII characters are dropped (keeps the vocabulary small) and the result
-    is cut at ``max_chars``. Deterministic for a given Python version; a module
-    that fails to import is skipped.
-    """
-    validate.positive_int("max_chars", max_chars)
-    pieces: list[str] = []
-    total = 0
-    for name in sorted(modules):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        docs = [inspect.getdoc(module) or ""]
-        for attr in sorted(vars(module)):
-            obj = vars(module)[attr]
-            if attr.startswith("_") or getattr(obj, "__module__", None) != name:
-                continue
-            if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj):
-                docs.append(inspect.getdoc(obj) or "")
-        for doc in docs:
-            doc = doc.encode("ascii", "ignore").decode().strip()
-            if doc:
-                pieces.append(doc)
-                total += len(doc) + 2
-        if total >= max_chars:
-            break
-    return "\n\n".join(pieces)[:max_chars]
-
-
 class CharTokenizer:
     """Character-level tokenizer: one token per distinct character, in sorted order.
 
@@ -325,17 +278,26 @@ def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1):
     return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val:]
 
 
+TEXT_SOURCES = ("docstrings", "capstone")
+
+
 class TextDataset:
     """Random crops of a character-tokenized text; ``loss_floor`` is unknown (None).
 
     Args:
-        text: the corpus (default: ``stdlib_docstrings(max_chars)``).
+        text: the corpus; by default it comes from ``source``:
+        source: ``"docstrings"`` (``stdlib_docstrings(max_chars)``) or ``"capstone"``
+            (``capstone_text(max_chars)``: the reference manual's topics, then docstrings;
+            ``max_chars=None`` keeps all of it).
         val_fraction: the trailing part held out for ``split="val"``.
     """
 
     def __init__(self, text: str | None = None, *, val_fraction: float = 0.1,
-                 max_chars: int = 200_000):
-        self.text = stdlib_docstrings(max_chars) if text is None else text
+                 max_chars: int | None = 200_000, source: str = "docstrings"):
+        validate.choice("source", source, TEXT_SOURCES)
+        if text is None and source == "capstone":
+            text = capstone_text(max_chars)
+        self.text = stdlib_docstrings(max_chars or 200_000) if text is None else text
         self.tokenizer = CharTokenizer.from_text(self.text)
         self.vocab_size = self.tokenizer.vocab_size
         self.loss_floor = None

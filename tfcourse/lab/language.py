@@ -1,0 +1,100 @@
+"""Yardsticks for a character-level language model: an n-gram baseline and real words.
+
+- ``CharNGram``: counts of every context of up to ``order - 1`` characters in the
+  training text, smoothed by interpolated Kneser-Ney (each order gives back a fixed
+  discount to the order below, down to the uniform distribution).
+  ``nats_per_char(text)`` is its cross-entropy on other text: the loss a
+  Transformer has to beat on the same split.
+- ``real_word_fraction(sample, known)``: the share of a sample's alphabetic words
+  that occur in ``known`` (the training text's words, lower-cased): a measurable
+  stand-in for "does it write words?".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+
+from ..nn import validate
+
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def words(text: str) -> list[str]:
+    """The alphabetic words of ``text``, lower-cased, in order."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def real_word_fraction(sample: str, known: set[str]) -> float:
+    """Share of ``sample``'s alphabetic words that are in ``known`` (NaN if it has none)."""
+    found = words(sample)
+    if not found:
+        return float("nan")
+    return sum(w in known for w in found) / len(found)
+
+
+class CharNGram:
+    """A character n-gram model with interpolated Kneser-Ney smoothing.
+
+    Args:
+        text: the training text.
+        order: n (contexts of up to n - 1 characters); 1 is the unigram model.
+        discount: the absolute discount ``d`` in (0, 1) taken from every seen count.
+
+    ``P(c | h) = max(N(h, c) - d, 0) / N(h) + d * U(h) / N(h) * P(c | h')``, with
+    ``N`` counts (continuation counts below the highest order), ``U(h)`` the number of
+    distinct characters seen after ``h``, ``h'`` the context one character shorter,
+    and the uniform ``1 / (V + 1)`` below order 1.
+    """
+
+    def __init__(self, text: str, order: int = 5, discount: float = 0.75):
+        if not isinstance(text, str) or not text:
+            raise ValueError("text must be a non-empty str")
+        self.order = validate.positive_int("order", order)
+        if not 0 < discount < 1:
+            raise ValueError(f"discount must be in (0, 1), got {discount}")
+        self.discount = float(discount)
+        self.alphabet = sorted(set(text))
+        # counts[k][context of length k][char]: raw counts at the highest order; below
+        # it Kneser-Ney's continuation counts (in how many distinct contexts one
+        # character longer the pair was seen), which is what a backed-off
+        # estimate should measure: how readily "c" follows "h" in new company.
+        top = order - 1
+        raw: dict[str, Counter] = defaultdict(Counter)
+        for i in range(top, len(text)):
+            raw[text[i - top:i]][text[i]] += 1
+        self.counts: list[dict[str, Counter]] = [defaultdict(Counter) for _ in range(order)]
+        self.counts[top] = raw
+        for k in range(top - 1, -1, -1):
+            for longer, following in self.counts[k + 1].items():
+                shorter = longer[1:]
+                for char in following:
+                    self.counts[k][shorter][char] += 1
+        self.totals = [{h: sum(c.values()) for h, c in table.items()} for table in self.counts]
+
+    def probability(self, context: str, char: str) -> float:
+        """``P(char | context)``, using at most the last ``order - 1`` characters."""
+        p = 1.0 / (len(self.alphabet) + 1)                 # +1: room for an unseen character
+        for k in range(self.order):
+            if k > len(context):
+                break
+            h = context[len(context) - k:] if k else ""
+            seen = self.counts[k].get(h)
+            if not seen:
+                continue
+            total = self.totals[k][h]
+            p = (max(seen.get(char, 0) - self.discount, 0.0)
+                 + self.discount * len(seen) * p) / total
+        return p
+
+    def nats_per_char(self, text: str) -> float:
+        """Mean ``-log P`` of each character of ``text`` given the ones before it."""
+        if not isinstance(text, str) or len(text) < 2:
+            raise ValueError("text must be a str of at least 2 characters")
+        n = self.order - 1
+        total = sum(-math.log(self.probability(text[max(0, i - n):i], text[i]))
+                    for i in range(1, len(text)))
+        return total / (len(text) - 1)

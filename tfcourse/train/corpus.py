@@ -1,0 +1,95 @@
+"""English text that every Python installation ships: the capstone's corpus.
+
+Nothing is downloaded. Two sources, both part of CPython and under the Python
+Software Foundation License (PSF-2.0):
+
+- ``pydoc_data.topics``: the reference manual's topics as plain text (what
+  ``help("if")`` shows): about 465,000 characters of technical English on Python 3.11;
+- the docstrings of standard-library modules (``stdlib_docstrings``).
+
+The text depends on the Python version (the manual is revised between releases),
+not on what else is installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import warnings
+
+from ..nn import validate
+
+CORPUS_SOURCE = ("Python's own documentation: the reference manual's topics "
+                 "(pydoc_data.topics) and standard-library docstrings")
+CORPUS_LICENCE = "Python Software Foundation License (PSF-2.0), shipped with CPython"
+
+# Fixed, sorted list: the text changes only with the Python version, never with
+# what else happens to be installed or imported.
+STDLIB_MODULES = tuple(sorted([
+    "abc", "argparse", "array", "base64", "bisect", "calendar", "collections", "colorsys",
+    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "enum",
+    "fnmatch", "fractions", "functools", "glob", "hashlib", "heapq", "html", "inspect", "io",
+    "itertools", "json", "logging", "math", "operator", "os", "pathlib", "pickle", "pprint",
+    "queue", "random", "re", "sched", "secrets", "shlex", "shutil", "statistics", "string",
+    "struct", "subprocess", "tempfile", "textwrap", "threading", "time", "timeit", "typing",
+    "unittest", "urllib", "uuid", "warnings", "weakref", "zipfile",
+]))
+
+
+def _ascii(text: str) -> str:
+    return text.encode("ascii", "ignore").decode()
+
+
+def stdlib_docstrings(max_chars: int = 200_000, modules: tuple[str, ...] = STDLIB_MODULES) -> str:
+    """English text from the installed Python: docstrings of standard-library modules.
+
+    For each module (in sorted order): the module docstring, then the docstrings
+    of its public functions and classes defined in that module, in name order.
+    Non-ASCII characters are dropped (keeps the vocabulary small) and the result
+    is cut at ``max_chars``. Deterministic for a given Python version; a module
+    that fails to import is skipped.
+    """
+    validate.positive_int("max_chars", max_chars)
+    pieces: list[str] = []
+    total = 0
+    for name in sorted(modules):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        docs = [inspect.getdoc(module) or ""]
+        with warnings.catch_warnings():     # typing.io and friends warn when looked at
+            warnings.simplefilter("ignore", DeprecationWarning)
+            for attr in sorted(vars(module)):
+                obj = vars(module)[attr]
+                if attr.startswith("_") or getattr(obj, "__module__", None) != name:
+                    continue
+                if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj):
+                    docs.append(inspect.getdoc(obj) or "")
+        for doc in docs:
+            doc = _ascii(doc).strip()
+            if doc:
+                pieces.append(doc)
+                total += len(doc) + 2
+        if total >= max_chars:
+            break
+    return "\n\n".join(pieces)[:max_chars]
+
+
+def reference_topics() -> str:
+    """The reference manual's topics (``pydoc_data.topics``), in sorted topic order,
+    ASCII only, runs of blank lines collapsed to one."""
+    from pydoc_data.topics import topics
+
+    text = "\n\n".join(_ascii(topics[name]).strip() for name in sorted(topics))
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def capstone_text(max_chars: int | None = None) -> str:
+    """The capstone corpus: the reference topics, then all of ``STDLIB_MODULES``'
+    docstrings; cut at ``max_chars`` (default: all of it)."""
+    if max_chars is not None:
+        validate.positive_int("max_chars", max_chars)
+    text = reference_topics() + "\n\n" + stdlib_docstrings(10**9)
+    return text if max_chars is None else text[:max_chars]
