@@ -20,6 +20,7 @@ COMMANDS = {
     "grade": ("tfcourse.course.grade", "grade learner notebooks against the solutions"),
     "autograder": ("tfcourse.course.autograder", "build a Gradescope autograder zip for one notebook"),
     "train": ("tfcourse.train.command", "train a GPT from the shell (checkpoints, resume, torchrun)"),
+    "sample": ("tfcourse.train.sample", "write text with a model trained by `tfcourse train --dataset text`"),
     "doctor": ("tfcourse.doctor", "check the installation and say how to fix what is wrong"),
     "site": ("tfcourse.course.site", "build the static HTML site of the course into build/site/"),
 }

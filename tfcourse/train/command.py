@@ -2,6 +2,7 @@
 
     tfcourse train --dataset markov --steps 300 --out runs/markov
     tfcourse train --dataset text --preset tiny --n-layers 4 --steps 2000 --out runs/text
+    tfcourse train --dataset text --preset capstone --out runs/capstone   # notebook 12's run
     tfcourse train --out runs/text --resume                 # continue where it stopped
     torchrun --standalone --nproc_per_node 2 -m tfcourse train --dataset markov --out runs/ddp
 
@@ -39,9 +40,10 @@ from ..nn.model import GPT
 from ..runtime import default_device
 from . import preflight
 from .checkpoint import save_checkpoint
-from .data import DATASETS, CopyTask, MarkovChain, TextDataset, make_dataset
+from .data import DATASETS, TEXT_SOURCES, CopyTask, MarkovChain, TextDataset, make_dataset
 from .loop import TrainConfig, Trainer
 from .preflight import PreflightError
+from .presets import training_defaults
 
 CHECKPOINT_NAME = "checkpoint.pt"
 
@@ -55,13 +57,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.description = __doc__
     data = parser.add_argument_group("data")
-    data.add_argument("--dataset", choices=DATASETS, default="markov",
+    data.add_argument("--dataset", choices=DATASETS, default=None,
                       help="markov: random Markov chain with a known loss floor; copy: copy a "
-                           "random string; text: Python standard-library docstrings (default: markov)")
+                           "random string; text: English from Python's own documentation "
+                           "(default: markov, or the preset's)")
+    data.add_argument("--text-source", choices=TEXT_SOURCES, default=None,
+                      help="text: stdlib docstrings, or the capstone corpus (the reference "
+                           "manual's topics + docstrings) (default: docstrings, or the preset's)")
     data.add_argument("--vocab-size", type=int, default=32,
                       help="markov: number of states; copy: number of symbols (default: 32)")
-    data.add_argument("--max-chars", type=int, default=200_000,
-                      help="text: characters of docstrings to gather (default: 200000)")
+    data.add_argument("--max-chars", type=int, default=None,
+                      help="text: characters to gather (default: 200000; capstone: all)")
     model = parser.add_argument_group("model")
     model.add_argument("--preset", choices=sorted(PRESETS), default="tiny",
                        help="GPTConfig preset the flags below override (default: tiny)")
@@ -70,11 +76,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--post-ln", action="store_true", help="post-LN blocks (default: pre-LN)")
     loop = parser.add_argument_group("training")
     loop.add_argument("--steps", type=int, default=None,
-                      help="total optimizer steps (default: 300, or the checkpoint's with --resume)")
-    loop.add_argument("--batch-size", type=int, default=16,
-                      help="sequences per step and process (default: 16)")
-    loop.add_argument("--seq-len", type=int, default=64, help="tokens per sequence (default: 64)")
-    loop.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default: 3e-3)")
+                      help="total optimizer steps (default: 300 or the preset's; the "
+                           "checkpoint's with --resume)")
+    loop.add_argument("--batch-size", type=int, default=None,
+                      help="sequences per step and process (default: 16 or the preset's)")
+    loop.add_argument("--seq-len", type=int, default=None,
+                      help="tokens per sequence (default: 64 or the preset's)")
+    loop.add_argument("--lr", type=float, default=None,
+                      help="peak learning rate (default: 3e-3 or the preset's)")
     loop.add_argument("--min-lr", type=float, default=None, help="final learning rate (default: lr/10)")
     loop.add_argument("--warmup", type=int, default=None,
                       help="linear warmup steps (default: 10%% of --steps)")
@@ -108,12 +117,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "this for a frozen or dead process (default: 300)")
 
 
+def apply_preset(args) -> None:
+    """Fill every flag left unset with the value the ``--preset`` implies."""
+    args.steps_given = args.steps              # --resume keeps the checkpoint's unless given
+    for name, value in training_defaults(args.preset).items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+
+
 def _dataset_spec(args) -> dict:
     if args.dataset == "markov":
         return {"name": "markov", "kwargs": {"vocab_size": args.vocab_size, "seed": 0}}
     if args.dataset == "copy":
         return {"name": "copy", "kwargs": {"n_symbols": args.vocab_size}}
-    return {"name": "text", "kwargs": {"max_chars": args.max_chars}}
+    return {"name": "text", "kwargs": {"max_chars": args.max_chars, "source": args.text_source}}
 
 
 def _model_config(args, vocab_size: int) -> GPTConfig:
@@ -216,6 +233,7 @@ def _report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: in
 def run(args) -> int:
     quiet = int(os.environ.get("RANK", "0")) != 0       # under torchrun, rank 0 speaks
     try:
+        apply_preset(args)
         preflight.check_arguments(args)
         device = preflight.resolve_device(args.device, default_device)
         env = _Distributed(device, args.collective_timeout)
@@ -278,9 +296,10 @@ def _run(args, env: _Distributed) -> int:
         dataset_spec = config["data"]
         model_config = GPTConfig(**config["model"])
         train_config = TrainConfig.from_dict(config["train"])
-        if args.steps is not None and args.steps != train_config.steps:
+        if args.steps_given is not None and args.steps_given != train_config.steps:
             # Extending (or shortening) a run changes the schedule's length from here on.
-            train_config = TrainConfig.from_dict({**train_config.to_dict(), "steps": args.steps})
+            train_config = TrainConfig.from_dict({**train_config.to_dict(),
+                                                  "steps": args.steps_given})
         checkpoint_path = checkpoint_path or path
     else:
         dataset_spec = _dataset_spec(args)
@@ -304,6 +323,8 @@ def _run(args, env: _Distributed) -> int:
                                  f"({str(error).splitlines()[0][:200]})") from None
         log(f"resuming from {path} at step {state['step']}")
     config = {"model": model_config.to_dict(), "data": dataset_spec}
+    if isinstance(dataset, TextDataset):       # what `tfcourse sample` needs to write text
+        config["tokenizer"] = "".join(dataset.tokenizer.chars)
 
     def save():
         snapshot = trainer.state_dict()              # collective: every rank takes part

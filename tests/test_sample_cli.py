@@ -1,0 +1,63 @@
+"""``tfcourse sample`` writes with a text model; ``--preset capstone`` fills the run's flags."""
+
+import pytest
+
+from tfcourse.cli import build_parser, main
+from tfcourse.train.command import apply_preset
+
+from test_train_cli import BASE, with_flags
+
+TEXT = with_flags(BASE, dataset="text") + ["--max-chars", "20000"]
+
+
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("text")
+    assert main(TEXT + ["--out", str(out)]) == 0
+    return out
+
+
+def sample(args, capsys):
+    code = main(["sample", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err.strip()
+
+
+def test_sampling_is_seeded_and_continues_the_prompt(text_run, capsys):
+    first = sample([str(text_run), "--chars", "40", "--prompt", "The ", "--seed", "3"], capsys)
+    again = sample([str(text_run / "checkpoint.pt"), "--chars", "40", "--prompt", "The ",
+                    "--seed", "3"], capsys)
+    assert first[0] == 0 and first == again
+    assert first[1].startswith("The ") and len(first[1].rstrip("\n")) == 44
+    other = sample([str(text_run), "--chars", "40", "--prompt", "The ", "--seed", "4"], capsys)
+    assert other[1] != first[1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--prompt", "\u00e9"], "characters the model never saw"),
+    (["--chars", "0"], "--chars must be >= 1"),
+    (["--temperature", "nan"], "--temperature must be a finite number >= 0"),
+    (["--top-k", "0"], "--top-k must be >= 1"),
+])
+def test_bad_sampling_flags_get_one_line(args, message, text_run, capsys):
+    code, _, err = sample([str(text_run), *args], capsys)
+    assert code == 2 and message in err and len(err.splitlines()) == 1
+
+
+def test_a_model_not_trained_on_text_cannot_write(tmp_path, capsys):
+    assert main(BASE + ["--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    code, _, err = sample([str(tmp_path)], capsys)
+    assert code == 2 and "was not trained on text" in err
+
+
+def test_the_capstone_preset_fills_only_what_is_not_given():
+    args = build_parser(only="train").parse_args(
+        ["train", "--dataset", "text", "--preset", "capstone", "--steps", "7"])
+    apply_preset(args)
+    assert (args.text_source, args.max_chars, args.seq_len, args.steps) == \
+        ("capstone", None, 128, 7)
+    plain = build_parser(only="train").parse_args(["train"])
+    apply_preset(plain)
+    assert (plain.dataset, plain.steps, plain.seq_len, plain.max_chars) == \
+        ("markov", 300, 64, 200_000)

@@ -1,0 +1,24 @@
+"""Training settings that go with a model preset: ``tfcourse train --preset NAME`` and
+the notebooks use the same numbers.
+
+Each entry holds ``TrainConfig`` fields plus the data (``dataset``, ``text_source``,
+``max_chars``). A flag given on the command line always wins over the preset.
+"""
+
+from __future__ import annotations
+
+# Flags of `tfcourse train` when the preset has no entry here.
+GENERIC = {"steps": 300, "batch_size": 16, "seq_len": 64, "lr": 3e-3, "dataset": "markov",
+           "text_source": "docstrings", "max_chars": 200_000}
+
+TRAINING_PRESETS: dict[str, dict] = {
+    # Notebook 12: the whole capstone corpus, context 128, AdamW with warmup and cosine.
+    "capstone": {"steps": 2000, "batch_size": 32, "seq_len": 128, "lr": 2e-3, "warmup": 100,
+                 "min_lr": 2e-4, "dataset": "text", "text_source": "capstone",
+                 "max_chars": None},
+}
+
+
+def training_defaults(preset: str) -> dict:
+    """The flag values ``preset`` implies (``GENERIC`` overlaid with its entry)."""
+    return {**GENERIC, **TRAINING_PRESETS.get(preset, {})}
