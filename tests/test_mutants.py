@@ -55,6 +55,8 @@ def make_sdpa(mistake=None):
     """Learner-style attention; ``mistake`` switches on one classic error."""
     def attention(q, k, v, mask=None):
         d_k = q.size(-1)
+        if mistake == "queries_as_keys":
+            k = q
         if mistake == "inplace":
             q = q.div_(math.sqrt(d_k))
             scores = q @ k.transpose(-2, -1)
@@ -64,6 +66,8 @@ def make_sdpa(mistake=None):
         weights_scores = scores
         if mask is not None and mistake not in ("mask_ignored", "mask_after_softmax"):
             blocked = mask if mistake == "mask_inverted" else ~mask
+            if mistake == "mask_transposed":        # the upper triangle of a causal mask
+                blocked = ~mask.transpose(-2, -1)
             scores = scores.masked_fill(blocked, float("-inf"))
             if mistake != "weights_unmasked":
                 weights_scores = scores
@@ -120,12 +124,14 @@ class LearnerMHA(nn.Module):
     qkv_name = "qkv_proj"
     split = "view"          # view | no_transpose | transpose_first
     merge = "transpose"     # transpose | no_transpose | head_minor
-    scale = "head_dim"      # head_dim | none | d_model
-    mask_mode = "causal"    # causal | none | diagonal
+    scale = "head_dim"      # head_dim | none | d_model | d_model_full
+    mask_mode = "causal"    # causal | none | diagonal | upper
     softmax_dim = -1
     weights_mode = "masked"  # masked | unmasked | after_dropout
     force_bias = None
     dropout_in_eval = False
+    queries_as_keys = False
+    skip_out_proj = False
 
     def __init__(self, d_model, n_heads, *, max_seq_len, dropout=0.0, bias=True):
         super().__init__()
@@ -155,16 +161,19 @@ class LearnerMHA(nn.Module):
     def forward(self, x, return_weights=False):
         B, T, D = x.shape
         q, k, v = (self._split(t) for t in getattr(self, self.qkv_name)(x).split(D, dim=-1))
+        k = q if self.queries_as_keys else k
         divisor = {"head_dim": math.sqrt(self.head_dim), "none": 1.0,
-                   "d_model": math.sqrt(D)}[self.scale]
+                   "d_model": math.sqrt(D), "d_model_full": D}[self.scale]
         scores = q @ k.transpose(-2, -1) / divisor
         allowed = {"causal": self.mask[:T, :T], "diagonal": self.mask[:T, :T].tril(-1),
-                   "none": None}[self.mask_mode]
+                   "upper": self.mask[:T, :T].T, "none": None}[self.mask_mode]
         masked = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
         weights = masked.softmax(dim=self.softmax_dim)
         training = self.training or self.dropout_in_eval
         dropped = F.dropout(weights, self.p, training=training)
-        y = F.dropout(self.out_proj(self._merge(dropped @ v)), self.p, training=training)
+        merged = self._merge(dropped @ v)
+        y = F.dropout(merged if self.skip_out_proj else self.out_proj(merged), self.p,
+                      training=training)
         if not return_weights:
             return y
         returned = {"masked": weights, "unmasked": scores.softmax(dim=-1),
@@ -228,6 +237,22 @@ def first_head_manual(mha, x):
     return scores.masked_fill(~tc.causal_mask(T, device=x.device), float("-inf")).softmax(-1)
 
 
+def make_first_head(mistake):
+    """Learner-style head-0 weights; ``mistake`` switches on one error."""
+    def first_head(mha, x):
+        B, T, D = x.shape
+        hd = mha.head_dim
+        q, k, _ = mha.qkv_proj(x).split(D, dim=-1)
+        q0, k0 = q[..., :hd], (q if mistake == "queries_as_keys" else k)[..., :hd]
+        divisor = D if mistake == "divide_by_d_model" else math.sqrt(hd)
+        allowed = mha.mask[:T, :T]
+        allowed = allowed.T if mistake == "mask_upper" else allowed
+        scores = (q0 @ k0.transpose(-2, -1) / divisor).masked_fill(~allowed, float("-inf"))
+        return scores.softmax(dim=-1)
+    first_head.__name__ = f"first_head_{mistake}"
+    return first_head
+
+
 def first_head_last(mha, x):
     return mha(x, return_weights=True)[1][:, -1]
 
@@ -256,13 +281,23 @@ class LearnerLayerNorm(nn.Module):
     def forward(self, x):
         mean = x.mean(dim=-1, keepdim=True)
         var = x.var(dim=-1, keepdim=True, unbiased=self.mistake == "unbiased")
+        centred = x if self.mistake == "no_centring" else x - mean
         if self.mistake == "eps_outside":
-            x_hat = (x - mean) / (var.sqrt() + self.eps)
+            x_hat = centred / (var.sqrt() + self.eps)
         else:
-            x_hat = (x - mean) / torch.sqrt(var + self.eps)
+            x_hat = centred / torch.sqrt(var + self.eps)
         if self.mistake == "inplace":
             x.sub_(mean)
+        if self.mistake == "bias_before_scale":
+            return (x_hat + self.bias) * self.weight
         return x_hat * self.weight + self.bias
+
+
+class LayerNormEps1e4(LearnerLayerNorm):
+    """A wrong default eps (1e-4 instead of 1e-5); with eps given it is right."""
+
+    def __init__(self, d_model, eps=1e-4):
+        super().__init__(d_model, eps)
 
 
 class LayerNormNoAffine(nn.Module):
@@ -312,6 +347,9 @@ class LearnerRMSNorm(nn.Module):
     def forward(self, x):
         if self.mistake == "subtracts_mean":
             x = x - x.mean(dim=-1, keepdim=True)
+        if self.mistake == "divides_by_std":     # the centred variance, x itself not centred
+            var = (x - x.mean(dim=-1, keepdim=True)).pow(2).mean(dim=-1, keepdim=True)
+            return x / torch.sqrt(var + self.eps) * self.weight
         if self.mistake == "mean_abs":
             return x / (x.abs().mean(dim=-1, keepdim=True) + self.eps) * self.weight
         mean_square = x.pow(2).mean(dim=-1, keepdim=True)
@@ -533,6 +571,10 @@ MUTANTS = [
      "returned weights are not masked"),
     ("sdpa-inplace-input", checks.check_attention, make_sdpa("inplace"),
      "modified its input q in place"),
+    ("sdpa-mask-wrong-triangle", checks.check_attention, make_sdpa("mask_transposed"),
+     "the mask is applied on the wrong triangle"),
+    ("sdpa-queries-as-keys", checks.check_attention, make_sdpa("queries_as_keys"),
+     "the queries are used as keys"),
     # multi-head attention
     ("mha-no-causal-mask", checks.check_multi_head_attention,
      variant(LearnerMHA, "NoMaskMHA", mask_mode="none"), "causal mask is not applied"),
@@ -543,6 +585,18 @@ MUTANTS = [
     ("mha-scale-by-d-model", checks.check_multi_head_attention,
      variant(LearnerMHA, "DModelScaleMHA", scale="d_model"),
      "scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)"),
+    ("mha-divide-by-d-model", checks.check_multi_head_attention,
+     variant(LearnerMHA, "DModelDivisorMHA", scale="d_model_full"),
+     "divided by d_model instead of sqrt(head_dim)"),
+    ("mha-mask-wrong-triangle", checks.check_multi_head_attention,
+     variant(LearnerMHA, "UpperMaskMHA", mask_mode="upper"),
+     "the mask keeps the wrong triangle (triu instead of tril)"),
+    ("mha-queries-as-keys", checks.check_multi_head_attention,
+     variant(LearnerMHA, "QueriesAsKeysMHA", queries_as_keys=True),
+     "the queries are used as keys"),
+    ("mha-no-output-projection", checks.check_multi_head_attention,
+     variant(LearnerMHA, "NoOutProjMHA", skip_out_proj=True),
+     "the output projection is left out"),
     ("mha-softmax-over-queries", checks.check_multi_head_attention,
      variant(LearnerMHA, "WrongAxisMHA", softmax_dim=-2), "queries axis (dim=-2)"),
     ("mha-split-view-without-transpose", checks.check_multi_head_attention,
@@ -575,6 +629,12 @@ MUTANTS = [
      "the weights of the last head"),
     ("head-weights-unscaled", checks.check_first_head_weights, first_head_unscaled,
      "not scaled by 1/sqrt(head_dim)"),
+    ("head-weights-queries-as-keys", checks.check_first_head_weights,
+     make_first_head("queries_as_keys"), "the queries are used as keys"),
+    ("head-weights-divide-by-d-model", checks.check_first_head_weights,
+     make_first_head("divide_by_d_model"), "divided by d_model instead of sqrt(head_dim)"),
+    ("head-weights-mask-wrong-triangle", checks.check_first_head_weights,
+     make_first_head("mask_upper"), "the mask keeps the wrong triangle"),
     # norms
     ("layernorm-unbiased-variance", checks.check_layernorm,
      variant(LearnerLayerNorm, "UnbiasedLayerNorm", mistake="unbiased"),
@@ -583,6 +643,14 @@ MUTANTS = [
      variant(LearnerLayerNorm, "EpsOutsideLayerNorm", mistake="eps_outside"),
      "eps is added outside the square root"),
     ("layernorm-no-affine", checks.check_layernorm, LayerNormNoAffine, "no learnable affine"),
+    ("layernorm-mean-not-subtracted", checks.check_layernorm,
+     variant(LearnerLayerNorm, "UncentredLayerNorm", mistake="no_centring"),
+     "the mean is not subtracted"),
+    ("layernorm-bias-before-scale", checks.check_layernorm,
+     variant(LearnerLayerNorm, "BiasFirstLayerNorm", mistake="bias_before_scale"),
+     "the bias is added before the scale"),
+    ("layernorm-default-eps-1e-4", checks.check_layernorm, LayerNormEps1e4,
+     "the default eps is 0.0001, expected 1e-05"),
     ("layernorm-misnamed-gamma-beta", checks.check_layernorm, LayerNormGammaBeta,
      "your 'gamma' should be called 'weight'"),
     ("layernorm-inplace-input", checks.check_layernorm,
@@ -594,6 +662,9 @@ MUTANTS = [
     ("rmsnorm-eps-outside-sqrt", checks.check_rmsnorm,
      variant(LearnerRMSNorm, "EpsOutsideRMSNorm", mistake="eps_outside"),
      "eps is added outside the square root"),
+    ("rmsnorm-divides-by-std", checks.check_rmsnorm,
+     variant(LearnerRMSNorm, "StdRMSNorm", mistake="divides_by_std"),
+     "divided by its standard deviation"),
     ("rmsnorm-mean-abs-instead-of-rms", checks.check_rmsnorm,
      variant(LearnerRMSNorm, "MeanAbsRMSNorm", mistake="mean_abs"), "the mean of |x|"),
     # MLPs

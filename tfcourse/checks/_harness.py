@@ -22,47 +22,12 @@ from torch import nn
 
 from ..runtime import default_device, fmt
 
+# Re-exported: checks import these from here.
+from ._compare import close, max_abs_diff, scaled_error, tolerances  # noqa: F401
+from ._environment import _disable_tf32, _restore_rng, _restore_tf32, _save_rng
+
 # A known mistake: a short description and a thunk computing what it would output.
 Variant = tuple[str, Callable[[], object]]
-
-
-def tolerances(dtype: torch.dtype, device: torch.device) -> tuple[float, float]:
-    """``(rtol, atol)`` for comparing two correct implementations.
-
-    float32 on the CPU agrees to about 1e-6 between e.g. einsum and matmul; the
-    margin covers different summation orders in the gradients. Accelerators use
-    other kernels (fused attention, other reductions), hence looser bounds. Every
-    mistake the checks look for changes the output by far more than either.
-    """
-    if dtype == torch.float64:
-        return 1e-7, 1e-9
-    if dtype in (torch.float16, torch.bfloat16):
-        return 2e-2, 2e-2
-    if device.type == "cpu":
-        return 1e-4, 1e-5
-    return 1e-3, 1e-4
-
-
-def close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float, equal_nan=False) -> bool:
-    """``torch.testing.assert_close``'s rule, ``|a - b| <= atol + rtol * |b|`` elementwise.
-
-    Written with ``torch.isclose`` because ``assert_close`` itself imports
-    ``torch.distributed.tensor`` (and sympy) on first use: seconds in a fresh kernel.
-    """
-    a, b = a.detach(), b.detach().to(a.device)
-    if a.shape != b.shape:
-        return False
-    if not (a.is_floating_point() or b.is_floating_point()):
-        return torch.equal(a, b.to(a.dtype))
-    dtype = torch.promote_types(a.dtype, b.dtype)
-    return bool(torch.isclose(a.to(dtype), b.to(dtype), rtol=rtol, atol=atol,
-                              equal_nan=equal_nan).all())
-
-
-def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Largest ``|a - b|`` (``nan`` if either holds NaN where the other does not)."""
-    diff = (a.detach().cpu().double() - b.detach().cpu().double()).abs()
-    return float("nan") if torch.isnan(diff).any() else float(diff.max()) if diff.numel() else 0.0
 
 
 def first_line(error: BaseException) -> str:
@@ -163,10 +128,10 @@ class Checker:
                 near_misses: Iterable[Variant] = ()) -> None:
         """Fail unless ``got`` matches ``expected`` (shape, dtype, device, values).
 
-        On a mismatch, each known-wrong variant is computed and the first one that
-        reproduces ``got`` is named in the message. ``near_misses`` are mistakes that
-        may hide inside a device's tolerance (tanh-GELU for GELU): ``got`` also fails
-        when it is ten times closer to one of them than to the reference.
+        On a mismatch, each known-wrong variant is computed and the closest one that
+        reproduces ``got`` is named in the message (see ``diagnose``). ``near_misses``
+        are mistakes that may hide inside a device's tolerance (tanh-GELU for GELU):
+        ``got`` also fails when it is ten times closer to one of them than to the reference.
         """
         if not isinstance(got, torch.Tensor):
             self.fail(case, f"{what} is a {type(got).__name__}, expected a tensor of shape "
@@ -206,19 +171,29 @@ class Checker:
                           looks_like=description)
 
     def diagnose(self, got: torch.Tensor, variants: Iterable[Variant]) -> str | None:
-        """Description of the first variant whose output matches ``got``, else None."""
+        """Description of the variant closest to ``got`` among those that reproduce it, else None.
+
+        A variant reproduces ``got`` within ten times the comparison tolerance. Several
+        can (on an accelerator's looser tolerance a wrong default eps is also within reach
+        of "eps outside the square root"), so each one's distance is measured in units of
+        that tolerance and the smallest wins; on a tie the earlier in the table wins.
+        """
         got = got.detach()
+        best, best_error = None, math.inf
         for description, compute in variants:
             try:
                 with torch.no_grad():
                     candidate = compute()
             except Exception:           # noqa: BLE001 - a variant that cannot run cannot match
                 continue
-            if (isinstance(candidate, torch.Tensor) and candidate.shape == got.shape
-                    and close(got, candidate.to(got.dtype), 10 * self.rtol, 10 * self.atol,
-                              equal_nan=True)):
-                return description
-        return None
+            if not (isinstance(candidate, torch.Tensor) and candidate.shape == got.shape):
+                continue
+            error = scaled_error(got, candidate.to(got.dtype), 10 * self.rtol, 10 * self.atol)
+            if error <= 1.0 and error < best_error:
+                best, best_error = description, error
+                if error == 0.0:        # exact: nothing can be closer
+                    break
+        return best
 
     def compare_grads(self, case: str, got: Mapping[str, torch.Tensor | None],
                       expected: Mapping[str, torch.Tensor | None], *,
@@ -456,46 +431,3 @@ def inplace_case(chk: Checker, case: str, modules: Iterable[nn.Module], x: torch
         with torch.no_grad():
             chk.call(case, "calling your module", module, x_seen)
         chk.unchanged(case, "x", x, x_seen)
-
-
-# -- environment -----------------------------------------------------------------------------
-
-def _save_rng(device: torch.device):
-    state = {"cpu": torch.get_rng_state()}
-    if device.type == "cuda" and torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    if device.type == "mps" and torch.backends.mps.is_available():
-        state["mps"] = torch.mps.get_rng_state()
-    return state
-
-
-def _restore_rng(state) -> None:
-    torch.set_rng_state(state["cpu"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
-    if "mps" in state:
-        torch.mps.set_rng_state(state["mps"])
-
-
-def _disable_tf32():
-    """Full float32 matmuls during a check (TF32 needs 1e-3 tolerances); return what to restore.
-
-    ``set_float32_matmul_precision("highest")`` always works and sets the legacy and the
-    per-backend (torch >= 2.9) flags alike. The old setting is read from both APIs:
-    ``get_float32_matmul_precision()`` raises once TF32 was set through the new one.
-    """
-    new = getattr(torch.backends.cuda.matmul, "fp32_precision", None)   # torch >= 2.9
-    try:
-        legacy = torch.get_float32_matmul_precision()
-    except RuntimeError:          # TF32 set with the new API: the legacy getter refuses
-        legacy = None
-    torch.set_float32_matmul_precision("highest")
-    return legacy, new
-
-
-def _restore_tf32(previous) -> None:
-    legacy, new = previous
-    if legacy is not None:
-        torch.set_float32_matmul_precision(legacy)
-    if new is not None:
-        torch.backends.cuda.matmul.fp32_precision = new

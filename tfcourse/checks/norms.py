@@ -81,7 +81,7 @@ def _layernorm_variants(ref, x, default_eps):
     w, b, eps = ref.weight, ref.bias, ref.eps
 
     def ln(x, eps=eps, unbiased=False, outside=False, sqrt=True, center=True, dim=-1,
-           weight=True, bias=True):
+           weight=True, bias=True, bias_first=False):
         mean = x.mean(dim=dim, keepdim=True)
         var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
         centered = x - mean if center else x
@@ -91,6 +91,8 @@ def _layernorm_variants(ref, x, default_eps):
             y = centered / (var.sqrt() + eps)
         else:
             y = centered / (var + eps).sqrt()
+        if bias_first:
+            return (y + b) * w
         return y * (w if weight else 1) + (b if bias else 0)
 
     table = [
@@ -103,7 +105,10 @@ def _layernorm_variants(ref, x, default_eps):
          lambda: ln(x, weight=False, bias=False)),
         ("the bias is not added", lambda: ln(x, bias=False)),
         ("the weight (scale) is not applied", lambda: ln(x, weight=False)),
-        ("the mean is not subtracted", lambda: ln(x, center=False)),
+        ("the mean is not subtracted: x / sqrt(var + eps), although the variance is the "
+         "centred one; normalize x - mean", lambda: ln(x, center=False)),
+        ("the bias is added before the scale: (x_hat + bias) * weight instead of "
+         "x_hat * weight + bias", lambda: ln(x, bias_first=True)),
         ("divides by the variance instead of its square root", lambda: ln(x, sqrt=False)),
         ("mean and variance are taken over the sequence axis (dim=1) instead of the "
          "features (dim=-1)", lambda: ln(x, dim=1)),
@@ -135,6 +140,9 @@ def _rmsnorm_variants(ref, x, default_eps):
          lambda: x / (mean + eps) * w),
         ("uses the sum of squares instead of their mean",
          lambda: x / (x.pow(2).sum(dim=-1, keepdim=True) + eps).sqrt() * w),
+        ("x is divided by its standard deviation sqrt(var + eps) (the centred variance) "
+         "without subtracting the mean; RMSNorm divides by the root mean square of x itself",
+         lambda: x / (var + eps).sqrt() * w),
         ("divides by the standard deviation (x.std()) instead of the root mean square",
          lambda: x / (x.std(dim=-1, keepdim=True) + eps) * w),
         ("the weight (scale) is not applied", lambda: x / (mean_square + eps).sqrt()),

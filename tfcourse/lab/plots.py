@@ -46,17 +46,48 @@ def _new_axes(ax, figsize):
     return fig, fig.add_subplot()
 
 
+# Tick labels: font size (points), longest label (characters), room per label (in font sizes).
+TICK_FONTSIZE = 8
+MAX_LABEL_CHARS = 6
+_LABEL_SPACING = 1.4
+
+
+def _tick_label(token: str) -> str:
+    """A short, visible label: spaces and newlines as symbols, long tokens cut with '…'."""
+    label = "".join({" ": "␣", "\n": "⏎", "\t": "⇥"}.get(ch, ch) for ch in str(token))
+    return label if len(label) <= MAX_LABEL_CHARS else label[:MAX_LABEL_CHARS - 1] + "…"
+
+
+def _label_step(ax, n_positions: int, axis: str) -> int:
+    """Label every ``step``-th position so that labels one font size high never overlap.
+
+    The room is the axes' side in points (on the x axis labels are turned upright when
+    longer than one character, so their height is what must fit there too).
+    """
+    ax.apply_aspect()                    # imshow keeps squares: the drawn box is smaller
+    box = ax.get_position()
+    inches = box.width * ax.figure.get_figwidth() if axis == "x" else \
+        box.height * ax.figure.get_figheight()
+    fits = max(1, int(inches * 72 / (TICK_FONTSIZE * _LABEL_SPACING)))
+    return max(1, -(-n_positions // fits))          # ceil division
+
+
 def _label_tokens(ax, tokens: Sequence[str] | None, n_queries: int, n_keys: int):
+    """Token tick labels, thinned to what fits and cut short; unlabelled positions keep a tick."""
     if tokens is None:
         ax.set_xlabel("key position")
         ax.set_ylabel("query position")
         return
     if len(tokens) != n_keys or n_keys != n_queries:
         raise ValueError(f"tokens must have one label per position ({n_keys}), got {len(tokens)}")
-    # Spaces and newlines would be invisible tick labels; show them as symbols.
-    labels = [{" ": "␣", "\n": "⏎"}.get(t, t) for t in tokens]
-    ax.set_xticks(range(n_keys), labels, fontsize=8, fontfamily="monospace")
-    ax.set_yticks(range(n_queries), labels, fontsize=8, fontfamily="monospace")
+    labels = [_tick_label(t) for t in tokens]
+    upright = max(len(label) for label in labels) > 1 if labels else False
+    for axis, n in (("x", n_keys), ("y", n_queries)):
+        shown = range(0, n, _label_step(ax, n, axis))
+        set_ticks = ax.set_xticks if axis == "x" else ax.set_yticks
+        set_ticks(shown, [labels[i] for i in shown], fontsize=TICK_FONTSIZE,
+                  fontfamily="monospace", rotation=90 if axis == "x" and upright else 0)
+        set_ticks(range(n), minor=True)              # every position keeps a small tick
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
 
@@ -80,17 +111,20 @@ def attention_heatmap(weights, tokens: Sequence[str] | None = None, *, ax=None,
     fig, ax = _new_axes(ax, (4.6, 4.0))
     # vmin/vmax fixed to [0, 1] so that colours mean the same on every redraw.
     image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
-    _label_tokens(ax, tokens, *weights.shape)
     if title:
         ax.set_title(title, fontsize=10)
     if colorbar:
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="weight")
+    _label_tokens(ax, tokens, *weights.shape)        # after the colorbar took its room
     return fig
 
 
 def attention_heads_grid(weights, tokens: Sequence[str] | None = None, *,
                          title: str | None = None) -> Figure:
-    """One small heatmap per head, side by side.
+    """One small heatmap per head, side by side, with one colorbar for all.
+
+    Tick labels are thinned to what fits (every k-th position) and long tokens cut short,
+    so the figure stays readable at any text length.
 
     Args:
         weights: ``(H, T, T)`` attention weights of one layer.
@@ -105,39 +139,60 @@ def attention_heads_grid(weights, tokens: Sequence[str] | None = None, *,
         attention_heatmap(weights[head], tokens, ax=ax, title=f"head {head}", colorbar=False)
         if head:
             ax.set_ylabel("")
+    # Every head is drawn on the same fixed [0, 1] scale, so one colorbar serves them all.
+    fig.colorbar(axes[-1].images[0], ax=list(axes), fraction=0.03, pad=0.02, label="weight")
+    if tokens is not None:               # the colorbar took room: thin the labels again
+        for head, ax in enumerate(axes):
+            _label_tokens(ax, tokens, *weights.shape[1:])
+            if head:                     # the queries are the same for every head
+                ax.set_ylabel("")
+                ax.tick_params(axis="y", labelleft=False)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
 
 
 def gradient_norms(series: Mapping[str, Sequence[float]], *, embedding: Mapping[str, float] | None = None,
-                   ax=None, title: str | None = None, log: bool = True) -> Figure:
+                   ax=None, title: str | None = None, log: bool = True,
+                   round_off: float | None = None) -> Figure:
     """Gradient norm per block, one line per model (e.g. ``{"pre-LN": [...], "post-LN": [...]}``).
 
     Args:
         series: name -> one gradient norm per block, first block first.
         embedding: optional name -> gradient norm at the embedding output, drawn
-            at position 0 (the input of the first block).
+            at position 0 (the input of the first block) as an open marker apart from
+            the line: it is the gradient of an activation, blocks 1..N are parameter gradients.
         ax: draw into this axes instead of a new standalone figure.
         title: axes title.
         log: logarithmic y axis (values below ``LOG_FLOOR`` are drawn at it).
+        round_off: optional float32 round-off level (``probes.roundoff_level``), drawn as
+            a dashed line: points at or below it are noise, not gradients.
     """
+    if round_off is not None and not (isinstance(round_off, (int, float)) and round_off >= 0):
+        raise ValueError(f"round_off must be a number >= 0 or None, got {round_off!r}")
     if not isinstance(series, Mapping) or not series:
         raise ValueError(f"series must be a non-empty mapping name -> norms, got {series!r}")
     fig, ax = _new_axes(ax, (6.0, 3.4))
     markers = iter("os^Dv")
     for name, norms in series.items():
         values = _as_array(f"series[{name!r}]", list(norms), 1)
-        positions = np.arange(1, len(values) + 1)
-        if embedding is not None and name in embedding:
-            positions = np.concatenate([[0], positions])
-            values = np.concatenate([[float(embedding[name])], values])
-        if log:
-            values = np.maximum(values, LOG_FLOOR)
-        ax.plot(positions, values, marker=next(markers, "o"), markersize=4, label=name)
+        floor = LOG_FLOOR if log else -np.inf
+        marker = next(markers, "o")
+        line, = ax.plot(np.arange(1, len(values) + 1), np.maximum(values, floor), marker=marker,
+                        markersize=4, label=f"{name}: block parameters")
+        if embedding is not None and name in embedding:      # an activation's gradient: apart
+            ax.plot([0], [max(float(embedding[name]), floor)], marker=marker, markersize=7,
+                    linestyle="none", markerfacecolor="none", color=line.get_color(),
+                    label=f"{name}: embedding output")
+    if embedding:
+        ax.axvline(0.5, color="0.6", linewidth=0.8, linestyle=":")
+    if round_off is not None:
+        ax.axhline(max(round_off, LOG_FLOOR if log else 0.0), color="0.3", linestyle="--",
+                   linewidth=1, label="float32 round-off (largest |float32 - float64|)")
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("block (0 = embedding output)" if embedding else "block")
+    ax.set_xlabel("0: d loss / d embedding output;  1..N: d loss / d block parameters"
+                  if embedding else "block")
     ax.set_ylabel("gradient norm")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
