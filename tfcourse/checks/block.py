@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from ..nn import block as reference_block
@@ -19,6 +21,11 @@ from .mlp import _feedforward_width
 D, H, M = 16, 4, 8
 P_DROP = 0.5
 
+SHARED_NORM = ("one norm module is shared by both sublayers (norm1 used twice, or "
+               "norm2 = norm1): each sublayer needs its own LayerNorm with its own weights")
+TANH_GELU = ("the tanh approximation of GELU (GPT-2's) in the block's MLP where the exact (erf) "
+             "GELU is asked; use F.gelu(x) or nn.GELU() without approximate='tanh'")
+
 
 def _pre(x, attn, mlp, n1, n2):
     x = x + attn(n1(x))
@@ -30,7 +37,28 @@ def _post(x, attn, mlp, n1, n2):
     return n2(x + mlp(x))
 
 
+def _tanh_gelu_twin(ref):
+    """The reference with GPT-2's tanh GELU in its MLP, same weights."""
+    twin = copy.deepcopy(ref)
+    twin.mlp.activation = "gelu_tanh"
+    return twin
+
+
+def _gelu_near_misses(ref, x):
+    # tanh-GELU differs from GELU by < 1e-3: it can hide inside an accelerator's tolerance.
+    return [(TANH_GELU, lambda: _tanh_gelu_twin(ref)(x))]
+
+
 def _block_variants(ref, x):
+    a, m, n1, n2 = ref.attn, ref.mlp, ref.norm1, ref.norm2
+    shared = _pre if ref.pre_ln else _post
+    common = [(SHARED_NORM, lambda: shared(x, a, m, n1, n1)),
+              (SHARED_NORM, lambda: shared(x, a, m, n2, n2)),
+              (TANH_GELU, lambda: _tanh_gelu_twin(ref)(x))]
+    return _order_variants(ref, x) + common
+
+
+def _order_variants(ref, x):
     a, m, n1, n2 = ref.attn, ref.mlp, ref.norm1, ref.norm2
     if ref.pre_ln:
         return [
@@ -71,10 +99,13 @@ def check_transformer_block(cls) -> None:
     Interface: ``cls(d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0)``, an
     ``nn.Module`` with four submodules in the tfcourse layouts:
 
-    - ``norm1``, ``norm2``: LayerNorm (``weight``, ``bias``; eps 1e-5),
+    - ``norm1``, ``norm2``: two separate LayerNorms (``weight``, ``bias``; eps 1e-5),
     - ``attn``: causal multi-head attention as ``tfcourse.MultiHeadAttention``
       (``qkv_proj``/``out_proj``, or ``q_proj``/``k_proj``/``v_proj``/``out_proj``),
     - ``mlp``: ``tfcourse.FeedForward`` (``fc_in`` to 4 * d_model, exact GELU, ``fc_out``).
+
+    Diagnosed besides wrong orders and missing residuals: one norm module shared by both
+    sublayers, and GPT-2's tanh GELU in the MLP (also when it hides within tolerance).
 
     ``forward(x (B, T, D)) -> (B, T, D)``::
 
@@ -95,6 +126,7 @@ def check_transformer_block(cls) -> None:
 
         def pair(case, zero_sublayers=False, **kwargs):
             learner = build(chk, case, cls, D, H, max_seq_len=M, **kwargs).eval()
+            _no_shared_norm(chk, case, learner)
             reference = randomize_(reference_block.TransformerBlock(
                 D, H, max_seq_len=M, activation="gelu", **kwargs), gen)
             if zero_sublayers:
@@ -123,7 +155,8 @@ def check_transformer_block(cls) -> None:
         for seed, (case, learner, reference, shape) in enumerate(cases):
             x = chk.randn(gen, *shape)
             module_case(chk, case, learner, reference, x, seed=seed,
-                        variants=lambda: _block_variants(reference, x))
+                        variants=lambda: _block_variants(reference, x),
+                        near_misses=lambda: _gelu_near_misses(reference, x))
             chk.ok()
 
         x = chk.randn(gen, 2, 6, D)
@@ -170,6 +203,18 @@ def check_transformer_block(cls) -> None:
                          "eval-mode output", looks_like="dropout is never applied (the dropout "
                          "argument is not passed on to the attention and the MLP)")
         chk.ok()
+
+
+def _no_shared_norm(chk, case, learner) -> None:
+    """Fail if norm1 and norm2 are one module, or share a parameter tensor."""
+    norm1, norm2 = getattr(learner, "norm1", None), getattr(learner, "norm2", None)
+    if norm1 is None or norm2 is None:
+        return                                  # the layout sub-check names what is missing
+    shared = norm1 is norm2 or any(
+        p is q for p in norm1.parameters() for q in norm2.parameters())
+    if shared:
+        chk.fail(case, "norm1 and norm2 are the same module (or share their parameters)",
+                 looks_like=SHARED_NORM)
 
 
 def _block_width(name, got, want):

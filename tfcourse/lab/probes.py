@@ -6,6 +6,8 @@ norms: at the embedding output (the input of the first block) and per block.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 
@@ -98,3 +100,29 @@ def summed_output(model: GPT, idx: torch.Tensor, loss: str = "sum") -> torch.Ten
     finally:
         handle.remove()
     return captured["out"]
+
+
+def roundoff_level(model: GPT, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                   loss: str = "lm") -> float:
+    """Largest ``|float32 - float64|`` over the norms ``gradient_probe`` reports (embedding, blocks).
+
+    Runs the probe on ``model`` (float32) and on a float64 copy of it with the same
+    weights and tokens. Where the true gradient is 0 (``loss="sum"`` through a final
+    norm) the float64 norms sit at float64's own round-off, far below float32's, so
+    this is the size of the float32 round-off: a float32 norm at or below it carries
+    no information. ``model``'s gradients are left as the float32 probe set them.
+
+    Args:
+        model: a float32 ``GPT`` on the CPU or CUDA (MPS has no float64); idx, targets
+            ``(B, T)``; loss as in ``gradient_probe``.
+    """
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a tfcourse GPT, got {type(model).__name__}")
+    dtype = next(model.parameters()).dtype
+    if dtype != torch.float32:
+        raise ValueError(f"model must be float32 (its round-off is measured), got {dtype}")
+    wide = copy.deepcopy(model).double()
+    probe64 = gradient_probe(wide, idx, targets, loss)
+    probe32 = gradient_probe(model, idx, targets, loss)
+    pairs = [(probe32["embedding"], probe64["embedding"]), *zip(probe32["blocks"], probe64["blocks"])]
+    return max(abs(a - b) for a, b in pairs)

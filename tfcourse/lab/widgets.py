@@ -42,7 +42,7 @@ import torch
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 from . import plots
-from .probes import LOSSES, gradient_probe, twin_models
+from .probes import LOSSES, gradient_probe, roundoff_level, twin_models
 
 PNG_DPI = 80
 
@@ -317,7 +317,8 @@ def gradient_flow(depth: int = 12, loss: str = "lm", init_scale: float = 1.0,
     Returns:
         ``{"pre-LN": probe, "post-LN": probe}`` where ``probe`` is
         ``tfcourse.lab.probes.gradient_probe``'s result (keys ``loss``,
-        ``embedding``, ``blocks``, ``output_shape``).
+        ``embedding``, ``blocks``, ``output_shape``), plus ``round_off``
+        (``probes.roundoff_level``) for ``loss="sum"``.
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 48:
         raise ValueError(f"depth must be an int in 1..48, got {depth!r}")
@@ -338,6 +339,8 @@ def gradient_flow(depth: int = 12, loss: str = "lm", init_scale: float = 1.0,
                     if param.dim() >= 2:           # weight matrices, not norms or biases
                         param.mul_(init_scale)
             result[name] = gradient_probe(model, idx, targets, loss)
+            if loss == "sum":        # the true gradient is 0: measure what float32 makes of it
+                result[name]["round_off"] = roundoff_level(model, idx, targets, loss)
     return result
 
 
@@ -349,9 +352,11 @@ def gradient_flow_png(depth: int = 12, model: str = "both", loss: str = "lm",
         raise ValueError(f"model must be one of {MODELS}, got {model!r}")
     probes = gradient_flow(depth, loss, init_scale, seed)
     names = ["pre-LN", "post-LN"] if model == "both" else [model]
+    round_off = max(probes[n]["round_off"] for n in names) if loss == "sum" else None
     fig = plots.gradient_norms({n: probes[n]["blocks"] for n in names},
                                embedding={n: probes[n]["embedding"] for n in names},
-                               title=f"{depth} blocks, loss={loss}, init scale {init_scale:g}")
+                               title=f"{depth} blocks, loss={loss}, init scale {init_scale:g}",
+                               round_off=round_off)
     return plots.figure_to_png(fig, dpi=PNG_DPI)
 
 
@@ -360,9 +365,11 @@ def gradient_flow_explorer(depth: int = 12, *, model: str = "both", loss: str = 
     """Gradient norm per block, pre-LN vs post-LN, with controls.
 
     Both models start from identical weights (``tfcourse.lab.probes.twin_models``);
-    each point is ``gradient_probe``'s norm of one block's parameter gradients
-    (position 0: the gradient at the embedding output). Computed on the CPU,
-    seeded and cached.
+    each point on a line is ``gradient_probe``'s norm of one block's parameter
+    gradients; the open marker at position 0 is the gradient with respect to the
+    embedding output (an activation, not a parameter). With ``loss="sum"`` a dashed
+    line marks the float32 round-off level measured against a float64 copy.
+    Computed on the CPU, seeded and cached.
 
     Args:
         depth: number of blocks (1..48; the slider goes to 24).
