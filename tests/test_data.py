@@ -146,3 +146,12 @@ def test_make_dataset():
 
 def test_markov_unigram_entropy_is_between_floor_and_uniform(chain):
     assert chain.entropy_rate < chain.unigram_entropy <= math.log(chain.vocab_size) + 1e-12
+
+
+def test_a_block_split_holds_out_whole_blocks_from_all_over():
+    tokens = torch.arange(100)
+    train, val = data.train_val_split(tokens, 0.2, block=10)
+    assert val.tolist() == list(range(40, 50)) + list(range(90, 100))
+    assert sorted(train.tolist() + val.tolist()) == list(range(100))
+    with pytest.raises(ValueError, match="nothing left for val"):
+        data.train_val_split(torch.arange(30), 0.2, block=10)

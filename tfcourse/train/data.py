@@ -265,17 +265,34 @@ class CharTokenizer:
         return f"CharTokenizer(vocab_size={self.vocab_size})"
 
 
-def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1):
-    """Split a 1-D token tensor into a leading train part and a trailing val part.
+def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1,
+                    block: int | None = None):
+    """Split a 1-D token tensor into a train part and a val part.
 
-    A contiguous split (not random positions): validation text is text the model
-    never trained on, not interleaved copies of its neighbours.
+    Contiguous text, not random positions: validation text is text the model never
+    trained on, not interleaved copies of its neighbours. Without ``block`` the val
+    part is the trailing ``val_fraction``. With ``block``, the text is cut into
+    blocks of that many tokens and every ``round(1 / val_fraction)``-th block (the
+    last of each group) goes to val: held-out text from all over a corpus whose
+    parts differ (a manual, then docstrings), not only from its end.
     """
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
         raise ValueError(f"tokens must be a 1-D tensor, got {getattr(tokens, 'shape', type(tokens))}")
     validate.probability("val_fraction", val_fraction)
-    n_val = round(len(tokens) * val_fraction)
-    return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val:]
+    if block is None:
+        n_val = round(len(tokens) * val_fraction)
+        return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val:]
+    validate.positive_int("block", block)
+    if not val_fraction > 0:
+        raise ValueError("a block split needs val_fraction > 0")
+    every = max(2, round(1 / val_fraction))
+    blocks = tokens.split(block)
+    val = [b for i, b in enumerate(blocks) if i % every == every - 1]
+    train = [b for i, b in enumerate(blocks) if i % every != every - 1]
+    if not val:
+        raise ValueError(f"{len(tokens)} tokens make fewer than {every} blocks of {block}: "
+                         f"nothing left for val")
+    return torch.cat(train), torch.cat(val)
 
 
 TEXT_SOURCES = ("docstrings", "capstone")
@@ -289,11 +306,14 @@ class TextDataset:
         source: ``"docstrings"`` (``stdlib_docstrings(max_chars)``) or ``"capstone"``
             (``capstone_text(max_chars)``: the reference manual's topics, then docstrings;
             ``max_chars=None`` keeps all of it).
-        val_fraction: the trailing part held out for ``split="val"``.
+        val_fraction: the part held out for ``split="val"``: the trailing part, or with
+            ``val_block`` every ``1/val_fraction``-th block of that many characters
+            (see ``train_val_split``).
     """
 
     def __init__(self, text: str | None = None, *, val_fraction: float = 0.1,
-                 max_chars: int | None = 200_000, source: str = "docstrings"):
+                 max_chars: int | None = 200_000, source: str = "docstrings",
+                 val_block: int | None = None):
         validate.choice("source", source, TEXT_SOURCES)
         if text is None and source == "capstone":
             text = capstone_text(max_chars)
@@ -302,7 +322,7 @@ class TextDataset:
         self.vocab_size = self.tokenizer.vocab_size
         self.loss_floor = None
         tokens = torch.tensor(self.tokenizer.encode(self.text), dtype=torch.long)
-        self.train, self.val = train_val_split(tokens, val_fraction)
+        self.train, self.val = train_val_split(tokens, val_fraction, val_block)
 
     def batch(self, batch_size: int, seq_len: int, *, generator: torch.Generator | None = None,
               split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
