@@ -254,3 +254,16 @@ def test_history_round_trip():
     h = History(step=[0], loss=[1.0], lr=[0.1], grad_norm=[2.0], val_step=[1], val_loss=[0.9])
     assert History.from_dict(h.to_dict()) == h
     assert h.final_loss() == 1.0
+
+
+def test_amp_runs_the_forward_pass_in_bf16_and_keeps_float32_weights():
+    def first_losses(amp):
+        torch.manual_seed(0)
+        model = tc.GPT(tc.GPTConfig.preset("tiny", vocab_size=32, max_seq_len=16))
+        trainer = Trainer(model, MarkovChain(), TrainConfig(
+            steps=2, seq_len=16, batch_size=4, warmup_steps=0), amp=amp)
+        return trainer.fit().loss, next(model.parameters()).dtype
+
+    (full, dtype_full), (mixed, dtype_mixed) = first_losses(False), first_losses(True)
+    assert dtype_full == dtype_mixed == torch.float32
+    assert full[0] != mixed[0] and abs(full[0] - mixed[0]) < 0.05    # bf16 rounding, same loss

@@ -201,10 +201,14 @@ class Trainer:
             initialized process group, e.g. under ``torchrun``); each rank then
             draws its own batches and gradients are averaged across ranks.
         progress: show a progress bar (or lines if ``tqdm`` is missing).
+        amp: run the forward pass and the loss under bf16 autocast (on a CUDA GPU; the
+            weights, gradients and optimizer stay float32).
+        compile: wrap the model in ``torch.compile`` (the saved module stays the bare one).
     """
 
     def __init__(self, model: nn.Module, dataset, config: TrainConfig, *, device=None,
-                 distributed: bool = False, progress: bool = False):
+                 distributed: bool = False, progress: bool = False, amp: bool = False,
+                 compile: bool = False):
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
         if not hasattr(dataset, "batch"):
@@ -229,6 +233,9 @@ class Trainer:
         self.optimizer = configure_optimizer(self.module, lr=config.max_lr,
                                              weight_decay=config.weight_decay,
                                              betas=(config.beta1, config.beta2))
+        if compile:
+            self.model = torch.compile(self.model)
+        self.amp = bool(amp)
         self.step = 0
         self.history = History()
         self.progress = progress and self.rank == 0
@@ -257,7 +264,8 @@ class Trainer:
                                   generator=step_generator(cfg.seed, self.rank, self.step))
         x, y = x.to(self.device), y.to(self.device)
         self.model.train()
-        loss = lm_loss(self.model(x), y)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
+            loss = lm_loss(self.model(x), y)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         # clip_grad_norm_ returns the norm *before* clipping: what the history shows.
