@@ -190,3 +190,93 @@ def test_try_compile_falls_back_gracefully():
     result = production.try_compile(block, x, backend="no_such_backend")
     assert not result.compiled and result.module is block and result.reason
     assert result.module(x).shape == x.shape
+
+
+# ----------------------------------------------------------------------------- preallocated KV cache
+
+def test_preallocated_cache_gives_the_same_logits_as_kv_cache():
+    torch.manual_seed(0)
+    model = tc.GPT(tc.GPTConfig.preset("tiny", max_seq_len=32)).eval()
+    idx = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(3))
+    concat = [tc.KVCache() for _ in model.blocks]
+    prealloc = [production.PreallocatedKVCache(32) for _ in model.blocks]
+    with torch.no_grad():
+        for chunk in (slice(0, 5), slice(5, 6), slice(6, 12)):
+            # Same numbers up to rounding: a view of the storage may take another matmul path.
+            torch.testing.assert_close(model(idx[:, chunk], caches=prealloc),
+                                       model(idx[:, chunk], caches=concat))
+    assert all(len(c) == 12 for c in prealloc)
+    assert torch.equal(prealloc[0].k, concat[0].k) and torch.equal(prealloc[0].v, concat[0].v)
+
+
+def test_preallocated_cache_writes_in_place_and_validates():
+    cache = production.PreallocatedKVCache(5)
+    assert len(cache) == 0 and cache.k is None
+    k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
+    k_all, _ = cache.append(k, v)
+    storage = k_all.data_ptr()
+    k_all, _ = cache.append(k[:, :, :1], v[:, :, :1])
+    assert k_all.shape == (1, 2, 4, 4) and k_all.data_ptr() == storage      # no new allocation
+    assert torch.equal(k_all[:, :, :3], k) and torch.equal(k_all[:, :, 3:], k[:, :, :1])
+    cache.truncate(2)
+    assert len(cache) == 2 and torch.equal(cache.k, k[:, :, :2])
+    with pytest.raises(ValueError, match="max_len=5"):
+        cache.append(torch.randn(1, 2, 4, 4), torch.randn(1, 2, 4, 4))
+    with pytest.raises(ValueError, match="head_dim=4"):
+        cache.append(torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8))
+    with pytest.raises(ValueError, match="same shape"):
+        cache.append(torch.randn(1, 2, 1, 4), torch.randn(1, 2, 2, 4))
+    with pytest.raises(ValueError, match=r"\(B, H, T_new, head_dim\)"):
+        cache.append(torch.randn(2, 1, 4), torch.randn(2, 1, 4))
+    with pytest.raises(ValueError, match="length"):
+        cache.truncate(3)
+    with pytest.raises(ValueError, match="max_len"):
+        production.PreallocatedKVCache(0)
+
+
+def test_measure_decode_step_compares_both_caches():
+    torch.manual_seed(0)
+    model = tc.GPT(tc.GPTConfig.preset("tiny", max_seq_len=64)).eval()
+    rows = production.measure_decode_step(model, (4, 32), repeats=2)
+    assert [row["T"] for row in rows] == [4, 32]
+    assert all(row["max_diff"] < 1e-5 and row["concat_s"] > 0 and row["prealloc_s"] > 0 for row in rows)
+    c = model.config
+    assert rows[1]["cache_bytes"] == 2 * c.n_layers * c.n_heads * 32 * c.head_dim * 4
+    with pytest.raises(ValueError, match="max_seq_len"):
+        production.measure_decode_step(model, (64,), repeats=1)
+
+
+# ----------------------------------------------------------------------------- autocast policy, memory, profiler
+
+def test_cpu_autocast_policy():
+    dtypes = production.autocast_op_dtypes("cpu", torch.bfloat16)
+    assert dtypes["linear (float32)"] == torch.bfloat16
+    assert dtypes["softmax (bfloat16)"] == torch.bfloat16 == dtypes["layer_norm (bfloat16)"]
+    assert dtypes["cross_entropy (bfloat16)"] == torch.float32 == dtypes["softmax (float32)"]
+    with pytest.raises(TypeError, match="floating"):
+        production.autocast_op_dtypes("cpu", torch.int32)
+
+
+def test_peak_memory_counts_the_score_matrices():
+    q, k, v = (torch.randn(1, 2, 128, 8) for _ in range(3))
+    scores = 2 * 128 * 128 * 4
+    explicit = timing.peak_memory_bytes(lambda: tc.scaled_dot_product_attention(q, k, v), "cpu")
+    assert explicit >= 2 * scores                       # scores and weights are alive together
+    assert timing.peak_memory_bytes(lambda: torch.empty(1000, dtype=torch.uint8), "cpu") >= 1000
+    assert timing.peak_memory_bytes(lambda: None, "cpu") == 0
+    with pytest.raises(ValueError, match="'mps'"):
+        timing.peak_memory_bytes(lambda: None, "mps")
+    with pytest.raises(TypeError, match="callable"):
+        timing.peak_memory_bytes(torch.zeros(3), "cpu")
+
+
+def test_profile_ops_names_the_operators():
+    x = torch.randn(16, 16)
+    ops = timing.profile_ops(lambda: x @ x, repeats=2)
+    assert "aten::mm" in ops and ops["aten::mm"]["calls"] == 2
+    assert ops["aten::mm"]["self_s"] >= 0 and ops["aten::mm"]["self_bytes"] >= 16 * 16 * 4
+    assert all(name.startswith("aten::") for name in ops)
+    with pytest.raises(ValueError):
+        timing.profile_ops(lambda: None, repeats=0)
+    with pytest.raises(TypeError, match="callable"):
+        timing.profile_ops("x @ x")

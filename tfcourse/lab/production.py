@@ -210,6 +210,37 @@ def autocast_dtype(device) -> torch.dtype:
 
 
 @torch.no_grad()
+def autocast_op_dtypes(device, dtype: torch.dtype | None = None) -> dict[str, torch.dtype]:
+    """Output dtype of a few ops under ``torch.autocast(device.type, dtype)``: the device's policy.
+
+    Autocast keeps one list of ops to run in the low dtype and one to run in
+    float32 *per device type*; the lists differ between CPU and CUDA. Each op gets
+    a ``(4, 8)`` input, float32 or already in ``dtype`` (as a previous autocast op's
+    output would be). ``dtype`` defaults to ``autocast_dtype(device)``.
+
+    Returns ``{"op (input dtype)": output dtype}``.
+    """
+    device = torch.device(device)
+    dtype = autocast_dtype(device) if dtype is None else dtype
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+    low = str(dtype).removeprefix("torch.")
+    gen = torch.Generator().manual_seed(0)
+    x32 = torch.randn(4, 8, generator=gen).to(device)
+    x_low, weight = x32.to(dtype), torch.randn(8, 8, generator=gen).to(device)
+    target = torch.zeros(4, dtype=torch.long, device=device)
+    with torch.autocast(device_type=device.type, dtype=dtype):
+        outputs = {
+            "linear (float32)": F.linear(x32, weight),
+            f"softmax ({low})": F.softmax(x_low, dim=-1),
+            f"layer_norm ({low})": F.layer_norm(x_low, (8,)),
+            f"cross_entropy ({low})": F.cross_entropy(x_low, target),
+            "softmax (float32)": F.softmax(x32, dim=-1),
+        }
+    return {name: out.dtype for name, out in outputs.items()}
+
+
+@torch.no_grad()
 def measure_autocast(module: nn.Module, x: torch.Tensor, *, dtype: torch.dtype | None = None,
                      repeats: int = 10) -> dict:
     """``module(x)`` in float32 vs under ``torch.autocast`` to ``dtype`` (default ``autocast_dtype``).
@@ -260,6 +291,128 @@ def decode_step_times(model, prompt: torch.Tensor, new_tokens: int, *, use_cache
         idx = torch.cat([idx, next_id], dim=1)
         step_input = next_id
     return idx, times
+
+
+# ----------------------------------------------------------------------------- KV caches
+
+class PreallocatedKVCache:
+    """A KV cache that allocates room for ``max_len`` positions once and writes each step in place.
+
+    Same interface as ``tc.KVCache`` (``len(cache)``, ``append(k, v) -> (k, v)``), so
+    ``MultiHeadAttention`` and ``GPT.forward(..., caches=...)`` take either. ``KVCache.append``
+    concatenates, which copies the whole cache at every step; here a step writes only its
+    own ``T_new`` positions and returns views of the filled part.
+
+    Shapes: ``append(k, v)`` with ``k, v (B, H, T_new, head_dim)`` returns
+    ``(B, H, len(cache), head_dim)`` views. The storage ``(B, H, max_len, head_dim)`` is
+    allocated on the first ``append``, in ``k``'s dtype and on its device.
+    """
+
+    def __init__(self, max_len: int):
+        self.max_len = validate.positive_int("max_len", max_len)
+        self._k: torch.Tensor | None = None
+        self._v: torch.Tensor | None = None
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def k(self) -> torch.Tensor | None:
+        """The cached keys ``(B, H, len(cache), head_dim)`` (a view), or None before the first append."""
+        return None if self._k is None else self._k[:, :, :self._len]
+
+    @property
+    def v(self) -> torch.Tensor | None:
+        """The cached values ``(B, H, len(cache), head_dim)`` (a view), or None before the first append."""
+        return None if self._v is None else self._v[:, :, :self._len]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor):
+        for name, t in (("k", k), ("v", v)):
+            validate.floating_tensor(name, t)
+            if t.dim() != 4:
+                raise ValueError(f"{name} must have shape (B, H, T_new, head_dim), got {tuple(t.shape)}")
+        if k.shape != v.shape:
+            raise ValueError(f"k and v must have the same shape, got k {tuple(k.shape)}, v {tuple(v.shape)}")
+        B, H, T_new, hd = k.shape
+        if self._k is None:
+            self._k = k.new_empty(B, H, self.max_len, hd)
+            self._v = v.new_empty(B, H, self.max_len, hd)
+        elif (B, H, hd) != (self._k.shape[0], self._k.shape[1], self._k.shape[3]):
+            B0, H0, _, hd0 = self._k.shape
+            raise ValueError(f"new keys must have shape (batch={B0}, heads={H0}, T, head_dim={hd0}) "
+                             f"like the cached ones, got {tuple(k.shape)}")
+        if self._len + T_new > self.max_len:
+            raise ValueError(f"the cache holds at most max_len={self.max_len} positions; it holds "
+                             f"{self._len} and got {T_new} more")
+        self._k[:, :, self._len:self._len + T_new] = k                 # writes T_new slots, copies nothing else
+        self._v[:, :, self._len:self._len + T_new] = v
+        self._len += T_new
+        return self.k, self.v
+
+    def truncate(self, length: int) -> None:
+        """Forget every position from ``length`` on (the storage stays allocated)."""
+        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self._len:
+            raise ValueError(f"length must be an int in [0, {self._len}], got {length!r}")
+        self._len = length
+
+
+def _time_one_step_at(model, token: torch.Tensor, T: int, gen: torch.Generator, repeats: int) -> dict:
+    """One cached decoding step after ``T`` cached positions, with each kind of cache (see below)."""
+    from ..nn.attention import KVCache
+
+    c, device = model.config, token.device
+    dtype = next(model.parameters()).dtype
+    past = [tuple(torch.randn(1, c.n_heads, T, c.head_dim, generator=gen).to(device, dtype)
+                  for _ in range(2)) for _ in model.blocks]                  # (1, H, T, hd) each
+    concat = [KVCache() for _ in model.blocks]
+    prealloc = [PreallocatedKVCache(T + 1) for _ in model.blocks]
+    for cache, (k, v) in zip(prealloc, past):
+        cache.append(k, v)
+
+    def step_concat():
+        for cache, (k, v) in zip(concat, past):
+            cache.k, cache.v = k, v                         # roll back to T positions
+        return model(token, caches=concat)
+
+    def step_prealloc():
+        for cache in prealloc:
+            cache.truncate(T)
+        return model(token, caches=prealloc)
+
+    diff = _max_diff(step_concat(), step_prealloc())
+    times = compare_times({"concat": step_concat, "prealloc": step_prealloc},
+                          repeats=repeats, device=device)
+    return {"T": T, "concat_s": times["concat"], "prealloc_s": times["prealloc"], "max_diff": diff,
+            "cache_bytes": sum(tensor_bytes(k) + tensor_bytes(v) for k, v in past)}
+
+
+@torch.no_grad()
+def measure_decode_step(model, positions, *, repeats: int = 10, seed: int = 0) -> list[dict]:
+    """Time of one cached decoding step at each position in ``positions``, for both caches.
+
+    For each ``T``, every block's cache is filled with ``T`` random keys and values
+    (their values do not change the cost), then one new token is decoded with
+    ``KVCache`` (``torch.cat``: copies the cache) and with ``PreallocatedKVCache``
+    (writes one slot), interleaved; each timed call first rolls the cache back to
+    ``T`` positions. ``model`` is a ``GPT`` with ``max_seq_len > max(positions)``.
+
+    Returns one dict per position: ``T``, ``concat_s``, ``prealloc_s`` (medians),
+    ``max_diff`` (the two caches' logits), ``cache_bytes`` (keys + values of all
+    layers at ``T``: what ``torch.cat`` copies per step).
+    """
+    positions = [validate.positive_int("position", T) for T in positions]
+    validate.positive_int("repeats", repeats)
+    if not positions:
+        raise ValueError("positions must name at least one position, got none")
+    if max(positions) + 1 > model.config.max_seq_len:
+        raise ValueError(f"positions need max_seq_len > {max(positions)}, "
+                         f"got max_seq_len={model.config.max_seq_len}")
+    model.eval()
+    gen = torch.Generator().manual_seed(seed)
+    token = torch.randint(0, model.config.vocab_size, (1, 1), generator=gen)
+    token = token.to(next(model.parameters()).device)
+    return [_time_one_step_at(model, token, T, gen, repeats) for T in positions]
 
 
 class CompileResult:

@@ -10,7 +10,10 @@ alike. On CUDA, kernels run asynchronously, so every timed call ends with
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping
 
@@ -81,6 +84,124 @@ def peak_cuda_bytes(fn: Callable[[], object], device) -> int | None:
     fn()
     torch.cuda.synchronize(device)
     return torch.cuda.max_memory_allocated(device) - before
+
+
+def _require_callable(name: str, fn) -> None:
+    if not callable(fn):
+        raise TypeError(f"{name} must be a zero-argument callable, got {type(fn).__name__}")
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Send file descriptor 2 to /dev/null for a moment.
+
+    The profiler's C++ side (Kineto) logs a line at every start and stop straight to
+    file descriptor 2, past Python's ``sys.stderr``; in Jupyter those lines would land
+    in the cell's output.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _profiled(fn: Callable[[], None], activities) -> object:
+    """Run ``fn()`` under ``torch.profiler`` with memory profiling; returns the profiler."""
+    from torch.profiler import profile
+
+    prof = profile(activities=activities, profile_memory=True)
+    with _quiet_stderr():
+        prof.start()
+    try:
+        fn()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    return prof
+
+
+def _allocation_sizes(prof) -> list[int]:
+    """Signed sizes of the allocations (+) and frees (-) a profiler recorded, in time order."""
+    from torch._C._profiler import _EventType
+
+    events, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        event = stack.pop()
+        if event.tag == _EventType.Allocation:
+            events.append((event.start_time_ns, event.extra_fields.alloc_size))
+        stack.extend(event.children)
+    return [size for _, size in sorted(events, key=lambda e: e[0])]
+
+
+def peak_memory_bytes(fn: Callable[[], object], device) -> int:
+    """Peak memory allocated *while* ``fn()`` runs, above what was allocated before, on CPU or CUDA.
+
+    On CUDA the allocator's own peak (``peak_cuda_bytes``). Elsewhere ``torch.profiler``
+    with ``profile_memory=True`` records every allocation and free of PyTorch's CPU
+    allocator; the peak is the largest running total of those, in time order.
+    Memory outside PyTorch's allocator (Python objects, the MKL/oneDNN workspaces) is
+    not counted. Other devices (MPS) report no peak: measure on CPU tensors there.
+    """
+    _require_callable("fn", fn)
+    device = torch.device(device)
+    if device.type == "cuda":
+        return peak_cuda_bytes(fn, device)
+    if device.type != "cpu":
+        raise ValueError(f"peak_memory_bytes measures on 'cpu' or 'cuda', got {device.type!r}: "
+                         f"run the measurement on CPU tensors instead")
+    from torch.profiler import ProfilerActivity
+
+    prof = _profiled(fn, [ProfilerActivity.CPU])
+    running = peak = 0
+    for size in _allocation_sizes(prof):
+        running += size
+        peak = max(peak, running)
+    return peak
+
+
+def profile_ops(fn: Callable[[], object], *, repeats: int = 3, device="cpu") -> dict[str, dict]:
+    """The PyTorch operators ``fn()`` runs, from ``torch.profiler``: ``{name: stats}``.
+
+    ``fn`` is called once untimed, then ``repeats`` times under the profiler. Each
+    operator's stats, summed over those calls: ``calls``, ``self_s`` (seconds spent
+    in the operator itself, not in the operators it calls; on CUDA the device time
+    of its kernels), ``self_bytes`` (memory it allocated minus what it freed).
+    Names are ATen's (``aten::...``), the level at which PyTorch picks a kernel.
+    """
+    _require_callable("fn", fn)
+    validate.positive_int("repeats", repeats)
+    from torch.profiler import ProfilerActivity
+
+    device = torch.device(device)
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    fn()
+    synchronize(device)
+
+    def calls():
+        for _ in range(repeats):
+            fn()
+        synchronize(device)
+
+    prof = _profiled(calls, activities)
+    stats = {}
+    for event in prof.key_averages():
+        if not event.key.startswith("aten::"):
+            continue
+        if device.type == "cuda":   # named self_cuda_time_total before torch 2.4's rename
+            self_us = getattr(event, "self_device_time_total", None)
+            self_us = event.self_cuda_time_total if self_us is None else self_us
+        else:
+            self_us = event.self_cpu_time_total
+        stats[event.key] = {"calls": event.count, "self_s": self_us * 1e-6,
+                            "self_bytes": event.self_cpu_memory_usage}
+    return stats
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
