@@ -16,6 +16,9 @@ import torch
 # nothing may be downloaded, so make any accidental hub access fail fast.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Notebook 12 trains for about ten minutes; the tests run it in its short mode (a few
+# steps, which proves every cell runs). Kernels inherit this environment.
+os.environ.setdefault("TFCOURSE_CAPSTONE", "short")
 
 # The tests use tiny tensors: one intra-op thread is as fast, and on a busy or
 # small machine it avoids OpenMP threads spinning against each other (measured

@@ -4,15 +4,17 @@ import math
 
 import pytest
 
-from tfcourse.lab.language import CharNGram, real_word_fraction, words
+from tfcourse.lab.language import CharNGram, real_word_fraction, vocabulary, words
 from tfcourse.train.corpus import CORPUS_LICENCE, capstone_text, reference_topics
 
 
 def test_words_and_the_real_word_fraction():
     assert words("The cat's 2 hats!") == ["the", "cat", "s", "hats"]
     known = {"the", "cat", "s"}
-    assert real_word_fraction("The cat's hats", known) == pytest.approx(3 / 4)
-    assert math.isnan(real_word_fraction("12 34 !", known))
+    assert real_word_fraction("The cat's hats", known) == pytest.approx(2 / 3)   # "s": too short
+    assert real_word_fraction("The cat's hats", known, min_length=1) == pytest.approx(3 / 4)
+    assert math.isnan(real_word_fraction("12 34 ! a", known))
+    assert vocabulary("the cat, the hat; a cat", min_count=2) == {"the", "cat"}
 
 
 @pytest.mark.parametrize("context", ["", "a", "ab", "zz", "cab"])
@@ -45,3 +47,4 @@ def test_the_capstone_corpus_is_offline_english_and_deterministic():
     assert text.startswith(reference_topics()[:1000])
     assert len(text) > 500_000 and "PSF" in CORPUS_LICENCE
     assert real_word_fraction(text[:5000], set(words(text))) == 1.0
+    assert real_word_fraction(text[:5000], vocabulary(text)) > 0.95

@@ -6,8 +6,9 @@
   ``nats_per_char(text)`` is its cross-entropy on other text: the loss a
   Transformer has to beat on the same split.
 - ``real_word_fraction(sample, known)``: the share of a sample's alphabetic words
-  that occur in ``known`` (the training text's words, lower-cased): a measurable
-  stand-in for "does it write words?".
+  (two letters or more) that occur in ``known`` (``vocabulary(training text)``: its
+  words seen at least twice, lower-cased): a measurable stand-in for "does it write
+  words?".
 """
 
 from __future__ import annotations
@@ -28,9 +29,20 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-def real_word_fraction(sample: str, known: set[str]) -> float:
-    """Share of ``sample``'s alphabetic words that are in ``known`` (NaN if it has none)."""
-    found = words(sample)
+def vocabulary(text: str, min_count: int = 2) -> set[str]:
+    """The lower-cased words that occur at least ``min_count`` times in ``text`` (a word
+    seen once in a corpus of code documentation is as often a typo or an identifier)."""
+    validate.positive_int("min_count", min_count)
+    counts = Counter(words(text))
+    return {w for w, n in counts.items() if n >= min_count}
+
+
+def real_word_fraction(sample: str, known: set[str], min_length: int = 2) -> float:
+    """Share of ``sample``'s alphabetic words of at least ``min_length`` letters that are
+    in ``known`` (NaN if it has none). Single letters are left out by default: "a", "i"
+    and "e" are in any vocabulary, so random letters would score well on them."""
+    validate.positive_int("min_length", min_length)
+    found = [w for w in words(sample) if len(w) >= min_length]
     if not found:
         return float("nan")
     return sum(w in known for w in found) / len(found)
