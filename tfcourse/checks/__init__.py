@@ -15,7 +15,8 @@ from .attention import (
                         check_multi_head_attention,
 )
 from .block import check_transformer_block
-from .claims import check_padding_mask
+from .claims import check_permute_qk_rows
+from .gqa import check_repeat_kv
 from .gradients import check_grad_norm_probe
 from .mlp import check_feedforward, check_swiglu, check_swiglu_hidden_dim
 from .model import check_bias_savings, check_gpt, check_gpt2_small_params
