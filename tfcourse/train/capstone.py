@@ -10,14 +10,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import torch
-
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 from ..runtime import seed_everything
 from .data import TextDataset
 from .loop import History, TrainConfig, Trainer, evaluate
 from .presets import TRAINING_PRESETS
+from .sample import sample_text
 
 SCHEDULE = TRAINING_PRESETS["capstone"]
 VAL_BLOCK = 5000                 # characters per held-out block (one block in ten)
@@ -53,11 +52,8 @@ def capstone_config(data: TextDataset, **changes) -> GPTConfig:
 def write(model: GPT, data: TextDataset, n_chars: int, *, temperature: float = 0.8,
           seed: int = 0, prompt: str = "\n") -> str:
     """``n_chars`` characters sampled after ``prompt`` (not repeated in the result)."""
-    device = next(model.parameters()).device
-    idx = torch.tensor([data.tokenizer.encode(prompt)], device=device)
-    out = model.generate(idx, n_chars, temperature=temperature,
-                         generator=torch.Generator().manual_seed(seed))
-    return data.tokenizer.decode(out[0, idx.shape[1]:].cpu())
+    return sample_text(model, data.tokenizer, prompt, n_chars, temperature=temperature,
+                       top_k=None, seed=seed)
 
 
 def train_capstone(data: TextDataset, config: GPTConfig, steps: int, *, seed: int = 0,

@@ -6,6 +6,8 @@ import os
 
 import torch
 
+CHECKPOINT_NAME = "checkpoint.pt"      # the file a run directory holds
+
 # Bumped when the layout of ``Trainer.state_dict()`` changes; ``Trainer.load_state_dict`` refuses others.
 CHECKPOINT_FORMAT = 1
 

@@ -39,13 +39,13 @@ from ..nn.config import PRESETS, GPTConfig
 from ..nn.model import GPT
 from ..runtime import default_device
 from . import preflight
-from .checkpoint import save_checkpoint
+from .checkpoint import CHECKPOINT_NAME, save_checkpoint
 from .data import DATASETS, TEXT_SOURCES, CopyTask, MarkovChain, TextDataset, make_dataset
 from .loop import TrainConfig, Trainer
 from .preflight import PreflightError
 from .presets import training_defaults
+from .sample import sample_text
 
-CHECKPOINT_NAME = "checkpoint.pt"
 
 # Model flags: (flag, GPTConfig field, type).
 _MODEL_FLAGS = (("--n-layers", "n_layers", int), ("--n-heads", "n_heads", int),
@@ -206,10 +206,9 @@ def _params_in_sync(module) -> float:
 def _report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: int) -> None:
     generator = torch.Generator().manual_seed(seed)
     if isinstance(dataset, TextDataset):
-        prompt = torch.tensor([dataset.tokenizer.encode("\n")], device=device)
-        out = model.generate(prompt, n_tokens, temperature=0.8, top_k=20, generator=generator)
         print("--- sample (temperature 0.8, top-k 20) ---")
-        print(dataset.tokenizer.decode(out[0].cpu()))
+        print("\n" + sample_text(model, dataset.tokenizer, "\n", n_tokens, temperature=0.8,
+                                 top_k=20, seed=seed))
         print("---")
         return
     if isinstance(dataset, CopyTask):
@@ -316,11 +315,7 @@ def _run(args, env: _Distributed) -> int:
                       progress=not args.no_progress)
     torch.manual_seed(train_config.seed + 1 + env.rank)   # dropout: each rank its own stream
     if state is not None:
-        try:
-            trainer.load_state_dict(state)
-        except (RuntimeError, KeyError, ValueError) as error:
-            raise PreflightError(f"checkpoint {path} does not fit its own model config "
-                                 f"({str(error).splitlines()[0][:200]})") from None
+        preflight.restore(path, lambda: trainer.load_state_dict(state))
         log(f"resuming from {path} at step {state['step']}")
     config = {"model": model_config.to_dict(), "data": dataset_spec}
     if isinstance(dataset, TextDataset):       # what `tfcourse sample` needs to write text

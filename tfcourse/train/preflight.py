@@ -127,6 +127,16 @@ def read_checkpoint(path: str) -> dict:
     return state
 
 
+def restore(path: str, load) -> None:
+    """Run ``load()`` (a ``load_state_dict``); weights that do not fit the model the
+    checkpoint's own config builds become a ``PreflightError`` naming the file."""
+    try:
+        load()
+    except (RuntimeError, KeyError, ValueError) as error:
+        raise PreflightError(f"checkpoint {path} does not fit its own model config "
+                             f"({str(error).splitlines()[0][:200]})") from None
+
+
 def mismatched_flags(args, model: dict, flags) -> str | None:
     """With ``--resume``, model flags that disagree with the checkpoint's config, said as
     "checkpoint was written for n_layers=2, d_model=64; this run asks for n_layers=4"."""

@@ -21,7 +21,7 @@ import torch
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 from . import preflight
-from .command import CHECKPOINT_NAME
+from .checkpoint import CHECKPOINT_NAME
 from .data import CharTokenizer
 from .preflight import PreflightError
 
@@ -51,11 +51,7 @@ def load_text_model(path: str, device: torch.device) -> tuple[GPT, CharTokenizer
         raise PreflightError(f"checkpoint {path} was not trained on text (--dataset text): "
                              f"it has no character vocabulary to write with")
     model = GPT(GPTConfig(**state["config"]["model"]))
-    try:
-        model.load_state_dict(state["model"], strict=True)
-    except RuntimeError as error:
-        raise PreflightError(f"checkpoint {path} does not fit its own model config "
-                             f"({str(error).splitlines()[0][:200]})") from None
+    preflight.restore(path, lambda: model.load_state_dict(state["model"], strict=True))
     return model.to(device).eval(), CharTokenizer(list(chars))
 
 
