@@ -34,8 +34,11 @@ TESTS = ROOT / "tests"
 SANITIZE = TESTS / "nbval_sanitize.cfg"
 FIXTURE = TESTS / "fixtures" / "solutions" / "99_fixture.ipynb"
 COURSE = sorted((ROOT / "solutions").glob("*.ipynb"))
+CHINESE = sorted((ROOT / "solutions" / "zh").glob("*.ipynb"))       # generated: the 中文版
 CASES = [pytest.param(path, id=path.stem) for path in COURSE] + [
     pytest.param(FIXTURE, id="fixture")]
+# nbval and grading run for the Chinese edition too: same code, same compared outputs.
+BOTH = CASES + [pytest.param(path, id=f"zh-{path.stem}") for path in CHINESE]
 # Run once more with 1 and 2 threads; the first course notebook with exercises that exists.
 DETERMINISM = next((p for p in COURSE if p.stem == "01_attention"), FIXTURE)
 CELL_TIMEOUT = 600
@@ -46,9 +49,9 @@ def learner_of(solution_path: Path):
     """(learner notebook, folder it runs in): the shipped one for course notebooks."""
     if solution_path == FIXTURE:
         return make_learner(notebook_format.read_notebook(FIXTURE), FIXTURE.stem), FIXTURE.parent
-    shipped = ROOT / "notebooks" / solution_path.name
+    shipped = ROOT / "notebooks" / solution_path.relative_to(ROOT / "solutions")
     if not shipped.exists():
-        pytest.fail(f"notebooks/{solution_path.name} is missing; run `tfcourse build-notebooks`")
+        pytest.fail(f"{shipped.relative_to(ROOT)} is missing; run `tfcourse build-notebooks`")
     return notebook_format.read_notebook(shipped, require_ids=False), shipped.parent
 
 
@@ -88,7 +91,7 @@ def nested_pytest_env() -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("solution_path", CASES)
+@pytest.mark.parametrize("solution_path", BOTH)
 @pytest.mark.slow
 @pytest.mark.notebooks
 def test_solution_passes_nbval(solution_path):
@@ -117,7 +120,7 @@ def test_learner_notebook_fails_at_every_exercise(solution_path):
         "\n".join(f"{e.name}: {e.reason}: {e.got}" for e in result.exercises)
 
 
-@pytest.mark.parametrize("solution_path", CASES)
+@pytest.mark.parametrize("solution_path", BOTH)
 @pytest.mark.slow
 @pytest.mark.notebooks
 def test_solved_learner_notebook_passes_grading(solution_path):

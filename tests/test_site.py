@@ -1,7 +1,8 @@
 """``tfcourse site``: the static HTML site of the course, built and checked offline.
 
-The fast tests build a tiny course of their own (two notebooks, a README, a docs/ page) and
-two real notebooks. The browser test (``-m browser``) builds the whole site, serves it on
+The fast tests build a tiny course of their own (two notebooks, a README, a docs/ page; with
+a Chinese edition of one notebook for the language switch) and two real notebooks, English
+and Chinese. The browser test (``-m browser``) builds the whole site, serves it on
 127.0.0.1 and reads it in headless Chromium, recording every request: nothing may leave the
 machine. Screenshots go to ``artifacts/`` (git-ignored).
 """
@@ -9,8 +10,10 @@ machine. Screenshots go to ``artifacts/`` (git-ignored).
 from __future__ import annotations
 
 import functools
+import html
 import http.server
 import json
+import posixpath
 import re
 import threading
 import time
@@ -21,7 +24,7 @@ import pytest
 
 from tfcourse import cli
 from tfcourse.course.offline import check_offline, external_resources
-from tfcourse.course.site import SiteError, build_site
+from tfcourse.course.site import SiteError, _title_and_goal, build_site
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
@@ -78,8 +81,36 @@ def course(tmp_path) -> Path:
     return root
 
 
+@pytest.fixture
+def bilingual(course) -> Path:
+    """The course, with a Chinese edition of notebook 01 (02 has none) and a README.zh.md."""
+    widget = nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2,
+                                                     "version_minor": 0}, "text/plain": "VBox()"})
+    for folder in ("solutions/zh", "notebooks/zh"):
+        (course / folder).mkdir()
+        _notebook(course / folder / "01_first.ipynb", [
+            nbformat.v4.new_markdown_cell(
+                "# 01 · 第一步\n\n**目标：** 认识 $\\sqrt{d_k}$ 和\n掩码。后面的句子。\n\n"
+                "见[学员版](../../notebooks/zh/01_first.ipynb)、[下一个](02_second.ipynb)、"
+                "[指南](../docs/guide.md)和[说明](../../README.zh.md)。", id="intro"),
+            nbformat.v4.new_code_cell("explorer()", id="explorer", outputs=[widget])])
+    (course / "README.zh.md").write_text(
+        "# 一门小课程\n\n[English](README.md)\n\n它有一\n个[指南](docs/guide.md)和"
+        "[第 01 个 notebook](notebooks/zh/01_first.ipynb)。\n", encoding="utf-8")
+    return course
+
+
 def _pages(out: Path) -> dict[str, str]:
     return {p.relative_to(out).as_posix(): p.read_text(encoding="utf-8") for p in out.rglob("*.html")}
+
+
+def _switch(pages: dict[str, str], page: str) -> str | None:
+    """The site path the header's language switch of ``page`` leads to (None: no switch)."""
+    header = re.search(r'<header class="site-header">.*?</header>', pages[page], re.DOTALL).group(0)
+    found = re.findall(r'<a class="switch" href="([^"]+)"', header)
+    assert len(found) <= 1, (page, found)
+    return posixpath.normpath(posixpath.join(posixpath.dirname(page), found[0])) if found else None
 
 
 def test_fixture_course_pages_and_downloads(course, tmp_path):
@@ -198,9 +229,83 @@ def test_cli_builds_a_subset_and_rebuilds_in_place(course, tmp_path, capsys):
     assert not (out / "02_second.html").exists()
 
 
-def test_real_notebooks(tmp_path):
-    report = build_site(ROOT, tmp_path / "site", REAL)
+def test_language_switch_links_both_ways(bilingual, tmp_path):
     out = tmp_path / "site"
+    report = build_site(bilingual, out)
+    pages = _pages(out)
+    assert sorted(report.pages) == sorted(pages)
+    switches = {page: _switch(pages, page) for page in pages}
+    assert {page: target for page, target in switches.items() if target} == {
+        "01_first.html": "zh/01_first.html", "zh/01_first.html": "01_first.html",
+        "index.html": "zh/index.html", "zh/index.html": "index.html",
+        "README.html": "README.zh.html", "README.zh.html": "README.html"}
+    for page, target in switches.items():
+        assert target is None or (out / target).is_file(), (page, target)
+    # No Chinese twin, no switch: not to a page that does not exist, not to the index.
+    assert switches["02_second.html"] is None and "zh/02_second.html" not in pages
+    assert '>中文</a>' in pages["01_first.html"] and '>English</a>' in pages["zh/01_first.html"]
+    assert check_offline(out) == []
+    for name, text in pages.items():
+        assert not REMOTE_LOAD.search(text), name
+
+
+def test_chinese_pages_chrome_downloads_and_links(bilingual, tmp_path):
+    out = tmp_path / "site"
+    build_site(bilingual, out)
+    pages = _pages(out)
+    page = pages["zh/01_first.html"]
+    assert '<html lang="zh-CN">' in page and '<html lang="en">' in pages["01_first.html"]
+    assert "<title>01 · 第一步 · tfcourse</title>" in page and "<h1" in page and "第一步" in page
+    assert '<a href="../zh/index.html">课程</a>' in page and ">Course</a>" not in page
+    assert "下载" in page and "Download the" not in page
+    assert "交互控件" in page and "interactive widget" not in page and "widget-view+json" not in page
+    for kind in ("notebooks", "solutions"):
+        assert f'href="{kind}/01_first.ipynb" download' in page
+        assert ((out / "zh" / kind / "01_first.ipynb").read_bytes()
+                == (bilingual / kind / "zh" / "01_first.ipynb").read_bytes())
+    assert not (out / "zh" / "notebooks" / "02_second.ipynb").exists()
+    # notebooks/zh/, README.zh.md, an English-only notebook, a link written as from solutions/.
+    for href in ("01_first.html", "../README.zh.html", "../02_second.html", "../docs/guide.html"):
+        assert f'href="{href}"' in page, href
+    assert 'href="zh/01_first.html"' in pages["README.zh.html"]      # README.zh.md's link
+    assert '<html lang="zh-CN">' in pages["README.zh.html"]
+    assert not re.search(r'href="[^"]*\.(md|ipynb)[#"](?! download)', "".join(pages.values()))
+
+
+def test_chinese_index_lists_the_chinese_notebooks(bilingual, tmp_path):
+    out = tmp_path / "site"
+    build_site(bilingual, out)
+    index = (out / "zh" / "index.html").read_text(encoding="utf-8")
+    assert '<html lang="zh-CN">' in index and "<h1>一门小课程</h1>" in index
+    assert "<p>它有一个<a" in index and ">English</a></p>" not in index   # intro: not the switch line
+    assert re.findall(r'<a class="title" href="([^"]+)">([^<]+)</a>', index) == [
+        ("01_first.html", "01 · 第一步")]
+    assert "认识 <math" in index and "和掩码。" in index and "后面的句子" not in index
+    assert '<a href="../02_second.html" hreflang="en">02 · Second steps</a>' in index  # no zh yet
+    assert "<h2>文档</h2>" in index and 'href="../docs/guide.html"' in index
+    english = (out / "index.html").read_text(encoding="utf-8")
+    assert english.count('class="title"') == 2 and "<h1>A tiny course</h1>" in english
+
+
+@pytest.mark.parametrize(("goal", "first"), [
+    ("**Goal:** meet the mask. More text.", "Meet the mask."),
+    ("**目标：** 认识掩码。后面的句子。", "认识掩码。"),
+    ("**目标。** 它说「耗时降至1.3ms。」然后呢？下一句。", "它说「耗时降至1.3ms。」然后呢？"),
+    ("一行写到\n下一行！第二句。", "一行写到下一行！"),
+])
+def test_first_sentence_in_either_language(goal, first):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# Title\n\n{goal}")])
+    assert _title_and_goal(nb, "x") == ("Title", first)
+
+
+@pytest.fixture(scope="module")
+def real_site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("real") / "site"
+    return build_site(ROOT, out, REAL), out
+
+
+def test_real_notebooks(real_site):
+    report, out = real_site
     for name in REAL:
         page = (out / f"{name}.html").read_text()
         assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) >= 2, name
@@ -288,3 +393,25 @@ def _assert_rendered(page):
     assert page.locator(".jp-CodeCell .highlight").count() > 0
     if page.locator("math").count():
         assert page.locator("math").first.bounding_box()["width"] > 0
+
+
+def test_real_chinese_pages(real_site):
+    report, out = real_site
+    chinese = [name for name in REAL if (ROOT / "solutions" / "zh" / f"{name}.ipynb").is_file()]
+    if not chinese:
+        pytest.skip("no Chinese edition of the real notebooks (tfcourse build-notebooks)")
+    pages = _pages(out)
+    index = pages["zh/index.html"]
+    titles = re.findall(r'<a class="title" href="([^"]+)">([^<]+)</a>', index)
+    assert [href for href, _ in titles] == [f"{name}.html" for name in chinese]
+    for (_, title), name in zip(titles, chinese):
+        nb = nbformat.read(ROOT / "solutions" / "zh" / f"{name}.ipynb", as_version=4)
+        assert nb.cells[0].source.startswith(f"# {html.unescape(title)}\n"), name
+        assert re.search(r"[\u4e00-\u9fff]", title), title
+        page = pages[f"zh/{name}.html"]
+        assert '<html lang="zh-CN">' in page and "下载" in page
+        assert _switch(pages, f"zh/{name}.html") == f"{name}.html"
+        assert _switch(pages, f"{name}.html") == f"zh/{name}.html"
+        assert (out / "zh" / "notebooks" / f"{name}.ipynb").is_file()
+    assert _switch(pages, "index.html") == "zh/index.html" and _switch(pages, "zh/index.html") == "index.html"
+    assert {f"zh/{name}.html" for name in chinese} <= set(report.pages)

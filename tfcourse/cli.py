@@ -16,6 +16,7 @@ COMMANDS = {
     "demo": ("tfcourse.demo", "pre-LN vs post-LN stacks: shapes and gradient norms side by side"),
     "lab": ("tfcourse.course.launch", "open the course in JupyterLab"),
     "build-notebooks": ("tfcourse.course.build", "regenerate notebooks/ from solutions/ (--check: verify)"),
+    "translate": ("tfcourse.course.translation", "add the sections a notebook's Chinese edition lacks (--check: verify)"),
     "execute": ("tfcourse.course.execute", "re-execute solution notebooks in place to refresh stored outputs"),
     "grade": ("tfcourse.course.grade", "grade learner notebooks against the solutions"),
     "autograder": ("tfcourse.course.autograder", "build a Gradescope autograder zip for one notebook"),

@@ -21,25 +21,38 @@ import platform
 import shutil
 import subprocess
 import sys
+import unicodedata
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 from . import __version__
+from .language import say
 
-SETUP_FIX = "run `make setup` in the course folder (or `pip install -e '.[dev]'` in its environment)"
+
+def setup_fix() -> str:
+    return say("run `make setup` in the course folder (or `pip install -e '.[dev]'` in its "
+               "environment)",
+               "在课程文件夹中运行 `make setup`（或在课程的环境中运行 `pip install -e '.[dev]'`）")
+
+
 MIN_PYTHON = (3, 10)
-# distribution name -> (required?, what it is for)
+# distribution name -> (required?, what it is for: English, Chinese)
 PACKAGES = {
-    "jupyterlab": (True, "the course runs in JupyterLab 4"),
-    "ipykernel": (True, "the notebooks' Python kernel"),
-    "ipywidgets": (True, "the explorers (sliders, dropdowns)"),
-    "jupyterlab_widgets": (True, "JupyterLab's frontend for ipywidgets"),
-    "matplotlib": (True, "the plots"),
-    "nbformat": (True, "reading and writing notebooks"),
-    "nbclient": (True, "`tfcourse execute` / grading"),
-    "nbval": (False, "`tfcourse grade` and `make test` (nbval runs the notebooks)"),
+    "jupyterlab": (True, ("the course runs in JupyterLab 4", "课程在 JupyterLab 4 中运行")),
+    "ipykernel": (True, ("the notebooks' Python kernel", "notebook 的 Python 内核")),
+    "ipywidgets": (True, ("the explorers (sliders, dropdowns)", "交互探索组件（滑块、下拉菜单）")),
+    "jupyterlab_widgets": (True, ("JupyterLab's frontend for ipywidgets",
+                                  "ipywidgets 在 JupyterLab 中的前端")),
+    "matplotlib": (True, ("the plots", "绘图")),
+    "nbformat": (True, ("reading and writing notebooks", "读写 notebook")),
+    "nbclient": (True, ("`tfcourse execute` / grading", "`tfcourse execute` 与评分")),
+    "nbval": (False, ("`tfcourse grade` and `make test` (nbval runs the notebooks)",
+                      "`tfcourse grade` 和 `make test`（由 nbval 运行 notebook）")),
 }
+# How each status is shown (the status itself stays the English word).
+STATUS = {"ok": ("ok", "正常"), "info": ("info", "信息"), "warn": ("warn", "警告"),
+          "FAIL": ("FAIL", "失败")}
 WIDGET_EXTENSION = "@jupyter-widgets/jupyterlab-manager"
 
 
@@ -72,44 +85,57 @@ def project_root() -> Path | None:
 def check_python() -> list[Finding]:
     version = platform.python_version()
     if sys.version_info[:2] < MIN_PYTHON:
-        return [Finding("FAIL", "Python", f"{version} at {sys.executable}; the course needs "
-                        f">= {'.'.join(map(str, MIN_PYTHON))}",
-                        "install a newer Python and re-run `make setup PYTHON=python3.11`")]
+        needed = ".".join(map(str, MIN_PYTHON))
+        return [Finding("FAIL", "Python",
+                        say(f"{version} at {sys.executable}; the course needs >= {needed}",
+                            f"{sys.executable} 的版本是 {version}；本课程需要 >= {needed}"),
+                        say("install a newer Python and re-run `make setup PYTHON=python3.11`",
+                            "安装更新版本的 Python，然后重新运行 `make setup PYTHON=python3.11`"))]
     return [Finding("ok", "Python", f"{version} ({sys.executable})")]
 
 
 def check_torch() -> list[Finding]:
     version = package_version("torch")
     if version is None:
-        return [Finding("FAIL", "torch", "not installed", SETUP_FIX)]
+        return [Finding("FAIL", "torch", say("not installed", "未安装"), setup_fix())]
     try:
         import torch
     except (ImportError, OSError, RuntimeError, AttributeError) as error:   # a broken wheel
-        return [Finding("FAIL", "torch", f"{version} is installed but does not import: {error}",
-                        "reinstall it: `make clean setup` (see docs/troubleshooting.md, 'Setup')")]
+        return [Finding("FAIL", "torch", say(f"{version} is installed but does not import: {error}",
+                                             f"已安装 {version}，但无法导入：{error}"),
+                        say("reinstall it: `make clean setup` (see docs/troubleshooting.md, 'Setup')",
+                            "重新安装：`make clean setup`（见 docs/troubleshooting.md 的 'Setup' 一节）"))]
     findings = [Finding("ok", "torch", f"{torch.__version__}")]
     if torch.cuda.is_available():
         names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
-        findings.append(Finding("info", "CUDA", f"available: {names} (CUDA {torch.version.cuda})"))
+        findings.append(Finding("info", "CUDA", say(f"available: {names} (CUDA {torch.version.cuda})",
+                                                    f"可用：{names}（CUDA {torch.version.cuda}）")))
     else:
-        built = f"torch built with CUDA {torch.version.cuda}" if torch.version.cuda else "CPU build of torch"
-        findings.append(Finding("info", "CUDA", f"not available ({built})"))
+        cuda = torch.version.cuda
+        built = (say(f"torch built with CUDA {cuda}", f"用 CUDA {cuda} 构建的 torch") if cuda
+                 else say("CPU build of torch", "CPU 版 torch"))
+        findings.append(Finding("info", "CUDA", say(f"not available ({built})", f"不可用（{built}）")))
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
-        findings.append(Finding("info", "MPS", "available (Apple GPU); small numeric differences "
-                                "from CPU are expected, the checks allow for them"))
+        findings.append(Finding("info", "MPS", say(
+            "available (Apple GPU); small numeric differences from CPU are expected, the checks "
+            "allow for them",
+            "可用（Apple GPU）；与 CPU 相比会有微小的数值差异，这是正常的，检查允许这些差异")))
     else:
-        findings.append(Finding("info", "MPS", "not available"))
+        findings.append(Finding("info", "MPS", say("not available", "不可用")))
     from .runtime import DEVICE_ENV, default_device
 
     try:
         device = default_device()
     except ValueError as error:
-        findings.append(Finding("FAIL", "device", str(error),
-                                f"unset {DEVICE_ENV} or set it to an available device (cpu, cuda, mps)"))
+        findings.append(Finding("FAIL", say("device", "设备"), str(error), say(
+            f"unset {DEVICE_ENV} or set it to an available device (cpu, cuda, mps)",
+            f"取消设置 {DEVICE_ENV}，或把它设为一个可用的设备（cpu、cuda、mps）")))
     else:
-        findings.append(Finding("ok", "device", f"notebooks will run on {device}"
-                                + (f" ({DEVICE_ENV}={os.environ[DEVICE_ENV]})" if os.environ.get(DEVICE_ENV) else "")))
+        setting = os.environ.get(DEVICE_ENV)
+        findings.append(Finding("ok", say("device", "设备"), say(
+            f"notebooks will run on {device}" + (f" ({DEVICE_ENV}={setting})" if setting else ""),
+            f"notebook 将在 {device} 上运行" + (f"（{DEVICE_ENV}={setting}）" if setting else ""))))
     return findings
 
 
@@ -119,7 +145,8 @@ def check_packages() -> list[Finding]:
         version = package_version(name)
         if version is None:
             findings.append(Finding("FAIL" if required else "warn", name,
-                                    f"not installed ({purpose})", SETUP_FIX))
+                                    say(f"not installed ({purpose[0]})", f"未安装（{purpose[1]}）"),
+                                    setup_fix()))
         else:
             findings.append(Finding("ok", name, version))
     findings += _check_version_pairs()
@@ -138,14 +165,21 @@ def _check_version_pairs() -> list[Finding]:
     findings = []
     lab, widgets, frontend = (package_version(n) for n in ("jupyterlab", "ipywidgets", "jupyterlab_widgets"))
     if lab and _major(lab) != 4:
-        findings.append(Finding("FAIL", "jupyterlab", f"{lab} installed; the course needs JupyterLab 4",
-                                "`pip install 'jupyterlab>=4,<5'` (or `make setup`)"))
+        findings.append(Finding("FAIL", "jupyterlab",
+                                say(f"{lab} installed; the course needs JupyterLab 4",
+                                    f"安装的是 {lab}；本课程需要 JupyterLab 4"),
+                                say("`pip install 'jupyterlab>=4,<5'` (or `make setup`)",
+                                    "`pip install 'jupyterlab>=4,<5'`（或 `make setup`）")))
     if widgets and _major(widgets) != 8:
-        findings.append(Finding("FAIL", "ipywidgets", f"{widgets} installed; the course needs ipywidgets 8",
-                                "`pip install 'ipywidgets>=8,<9'` (or `make setup`)"))
+        findings.append(Finding("FAIL", "ipywidgets",
+                                say(f"{widgets} installed; the course needs ipywidgets 8",
+                                    f"安装的是 {widgets}；本课程需要 ipywidgets 8"),
+                                say("`pip install 'ipywidgets>=8,<9'` (or `make setup`)",
+                                    "`pip install 'ipywidgets>=8,<9'`（或 `make setup`）")))
     if widgets and frontend and _major(widgets) == 8 and _major(frontend) != 3:
         findings.append(Finding("FAIL", "jupyterlab_widgets",
-                                f"{frontend} does not match ipywidgets {widgets} (needs 3.x)",
+                                say(f"{frontend} does not match ipywidgets {widgets} (needs 3.x)",
+                                    f"{frontend} 与 ipywidgets {widgets} 不匹配（需要 3.x）"),
                                 "`pip install 'jupyterlab_widgets>=3,<4'`"))
     return findings
 
@@ -155,26 +189,41 @@ def check_environment(root: Path | None) -> list[Finding]:
     findings = []
     prefix = Path(sys.prefix).resolve()
     venv = (root / ".venv").resolve() if root else None
+    topic = say("environment", "环境")
     if venv is None:
-        findings.append(Finding("info", "environment", f"{sys.prefix} (tfcourse is not an editable "
-                                "install from a checkout)"))
+        findings.append(Finding("info", topic, say(
+            f"{sys.prefix} (tfcourse is not an editable install from a checkout)",
+            f"{sys.prefix}（tfcourse 不是从课程仓库以可编辑模式安装的）")))
     elif prefix == venv:
-        findings.append(Finding("ok", "environment", f"the project's environment ({sys.prefix})"))
+        findings.append(Finding("ok", topic, say(f"the project's environment ({sys.prefix})",
+                                                 f"项目自己的环境（{sys.prefix}）")))
     elif venv.is_dir():
-        findings.append(Finding("warn", "environment",
-                                f"running from {sys.prefix}, not the project's {venv}",
-                                f"use the project's interpreter: `{venv / 'bin' / 'tfcourse'} doctor`, "
-                                "or `make lab` (it always uses .venv)"))
+        command = venv / "bin" / "tfcourse"
+        findings.append(Finding("warn", topic,
+                                say(f"running from {sys.prefix}, not the project's {venv}",
+                                    f"当前运行的是 {sys.prefix}，而不是项目的 {venv}"),
+                                say(f"use the project's interpreter: `{command} doctor`, "
+                                    "or `make lab` (it always uses .venv)",
+                                    f"请使用项目的解释器：`{command} doctor`，"
+                                    "或运行 `make lab`（它总是使用 .venv）")))
     else:
-        findings.append(Finding("info", "environment", f"{sys.prefix} (no .venv in {root}; fine for a "
-                                "conda environment made from environment.yml)"))
+        findings.append(Finding("info", topic, say(
+            f"{sys.prefix} (no .venv in {root}; fine for a conda environment made from "
+            "environment.yml)",
+            f"{sys.prefix}（{root} 中没有 .venv；若这是用 environment.yml 创建的 conda 环境，"
+            "则没有问题）")))
     jupyter = shutil.which("jupyter-lab") or shutil.which("jupyter")
     if jupyter and not Path(jupyter).resolve().is_relative_to(prefix) and \
             not Path(jupyter).absolute().is_relative_to(Path(sys.prefix).absolute()):
-        findings.append(Finding("warn", "jupyter on PATH",
-                                f"`jupyter lab` from the shell runs {jupyter}, which is not this environment",
-                                "start the course with `make lab` or `tfcourse lab`, or activate the "
-                                "environment first (`. .venv/bin/activate`)"))
+        findings.append(Finding("warn", say("jupyter on PATH", "PATH 中的 jupyter"),
+                                say(f"`jupyter lab` from the shell runs {jupyter}, which is not "
+                                    "this environment",
+                                    f"在 shell 中运行 `jupyter lab` 用的是 {jupyter}，"
+                                    "它不属于当前环境"),
+                                say("start the course with `make lab` or `tfcourse lab`, or "
+                                    "activate the environment first (`. .venv/bin/activate`)",
+                                    "用 `make lab` 或 `tfcourse lab` 启动课程，或先激活环境"
+                                    "（`. .venv/bin/activate`）")))
     return findings
 
 
@@ -193,20 +242,26 @@ def _probe_interpreter(executable: str) -> dict:
                             timeout=60, check=False)
     if result.returncode:
         raise RuntimeError(result.stderr.strip().splitlines()[-1] if result.stderr.strip() else
-                           f"exit status {result.returncode}")
+                           say(f"exit status {result.returncode}", f"退出状态 {result.returncode}"))
     return json.loads(result.stdout)
 
 
 def check_kernel() -> list[Finding]:
-    fix = ("register this environment's kernel: `python -m ipykernel install --user --name python3 "
-           "--display-name 'Python 3 (ipykernel)'` run with the project's interpreter "
-           "(or remove the stale one: `jupyter kernelspec remove python3`)")
+    install = ("`python -m ipykernel install --user --name python3 --display-name "
+               "'Python 3 (ipykernel)'`")
+    fix = say(f"register this environment's kernel: {install} run with the project's interpreter "
+              "(or remove the stale one: `jupyter kernelspec remove python3`)",
+              f"用项目的解释器运行 {install}，注册当前环境的内核"
+              "（或删除过时的内核：`jupyter kernelspec remove python3`）")
+    topic = say("kernel", "内核")
     try:
         spec = _kernel_spec()
     except ImportError:
-        return [Finding("FAIL", "kernel", "jupyter_client is not installed", SETUP_FIX)]
+        return [Finding("FAIL", topic, say("jupyter_client is not installed", "未安装 jupyter_client"),
+                        setup_fix())]
     except (KeyError, OSError, ValueError) as error:      # NoSuchKernel is a KeyError
-        return [Finding("FAIL", "kernel", f"no `python3` kernelspec: {error}", fix)]
+        return [Finding("FAIL", topic, say(f"no `python3` kernelspec: {error}",
+                                           f"没有 `python3` 内核规格（kernelspec）：{error}"), fix)]
     command = list(spec.argv)
     # jupyter_client runs a bare `python` as the server's own interpreter.
     bare = {"python", f"python{sys.version_info[0]}", f"python{sys.version_info[0]}.{sys.version_info[1]}"}
@@ -215,16 +270,24 @@ def check_kernel() -> list[Finding]:
     try:
         probe = _probe_interpreter(executable)
     except (OSError, RuntimeError, subprocess.TimeoutExpired, ValueError) as error:
-        return [Finding("FAIL", "kernel", f"{where} runs {executable!r}, which fails: {error}", fix)]
+        return [Finding("FAIL", topic, say(f"{where} runs {executable!r}, which fails: {error}",
+                                           f"{where} 运行的是 {executable!r}，它启动失败：{error}"),
+                        fix)]
     ours = str(Path(__file__).resolve().parent / "__init__.py")
     if probe["tfcourse"] is None:
-        return [Finding("FAIL", "kernel", f"{where} runs {executable}, which cannot import tfcourse "
-                        "(the kernel is from the wrong environment)", fix)]
+        return [Finding("FAIL", topic, say(
+            f"{where} runs {executable}, which cannot import tfcourse (the kernel is from the "
+            "wrong environment)",
+            f"{where} 运行的是 {executable}，它无法导入 tfcourse（内核来自错误的环境）"), fix)]
     if Path(probe["prefix"]).resolve() != Path(sys.prefix).resolve() or \
             Path(probe["tfcourse"]).resolve() != Path(ours):
-        return [Finding("warn", "kernel", f"{where} runs {executable} (environment {probe['prefix']}, "
-                        f"tfcourse from {probe['tfcourse']}), not this environment", fix)]
-    return [Finding("ok", "kernel", f"`python3` runs this interpreter ({where})")]
+        return [Finding("warn", topic, say(
+            f"{where} runs {executable} (environment {probe['prefix']}, tfcourse from "
+            f"{probe['tfcourse']}), not this environment",
+            f"{where} 运行的是 {executable}（环境 {probe['prefix']}，tfcourse 来自 "
+            f"{probe['tfcourse']}），不是当前环境"), fix)]
+    return [Finding("ok", topic, say(f"`python3` runs this interpreter ({where})",
+                                     f"`python3` 运行的就是当前解释器（{where}）"))]
 
 
 def _labextension_dirs() -> list[Path]:
@@ -243,12 +306,18 @@ def check_widget_frontend() -> list[Finding]:
         package = folder / WIDGET_EXTENSION / "package.json"
         if package.is_file():
             version = json.loads(package.read_text(encoding="utf-8")).get("version", "?")
-            return [Finding("ok", "widget frontend", f"{WIDGET_EXTENSION} {version} ({folder})")]
-    return [Finding("FAIL", "widget frontend",
-                    f"{WIDGET_EXTENSION} is not installed: explorers show a static picture, or "
-                    "'Error displaying widget', instead of controls",
-                    "`pip install 'jupyterlab_widgets>=3,<4'` in the environment that runs "
-                    "JupyterLab, then restart JupyterLab and reload the page")]
+            return [Finding("ok", say("widget frontend", "控件前端"),
+                            say(f"{WIDGET_EXTENSION} {version} ({folder})",
+                                f"{WIDGET_EXTENSION} {version}（{folder}）"))]
+    return [Finding("FAIL", say("widget frontend", "控件前端"),
+                    say(f"{WIDGET_EXTENSION} is not installed: explorers show a static picture, "
+                        "or 'Error displaying widget', instead of controls",
+                        f"未安装 {WIDGET_EXTENSION}：交互探索组件只会显示一张静态图片或 "
+                        "'Error displaying widget'，而不是控件"),
+                    say("`pip install 'jupyterlab_widgets>=3,<4'` in the environment that runs "
+                        "JupyterLab, then restart JupyterLab and reload the page",
+                        "在运行 JupyterLab 的环境中执行 `pip install 'jupyterlab_widgets>=3,<4'`，"
+                        "然后重启 JupyterLab 并刷新页面"))]
 
 
 def notebook_versions(folder: Path) -> dict[str, str | None]:
@@ -266,7 +335,9 @@ def notebook_versions(folder: Path) -> dict[str, str | None]:
 
 def check_notebooks(root: Path | None) -> list[Finding]:
     if root is None:
-        return [Finding("info", "notebooks", "no course checkout found; pass --root FOLDER to check one")]
+        return [Finding("info", say("notebooks", "notebook"),
+                        say("no course checkout found; pass --root FOLDER to check one",
+                            "没有找到课程仓库；用 --root FOLDER 指定要检查的文件夹"))]
     findings = []
     for name in ("notebooks", "solutions"):
         folder = root / name
@@ -276,41 +347,57 @@ def check_notebooks(root: Path | None) -> list[Finding]:
         stale = {n: v for n, v in versions.items() if v != __version__}
         if not versions:
             continue
+        topic = say(f"{name}/ version", f"{name}/ 版本")
         if stale:
-            listed = ", ".join(f"{n} ({v or 'no version'})" for n, v in sorted(stale.items())[:5])
-            findings.append(Finding("FAIL", f"{name}/ version",
-                                    f"{len(stale)} of {len(versions)} written for another tfcourse than "
-                                    f"the installed {__version__}: {listed}",
-                                    "update both together: `git pull` in the course folder, then "
-                                    "`make setup` (reinstalls the package)"))
+            first = sorted(stale.items())[:5]
+            findings.append(Finding("FAIL", topic, say(
+                f"{len(stale)} of {len(versions)} written for another tfcourse than the installed "
+                f"{__version__}: " + ", ".join(f"{n} ({v or 'no version'})" for n, v in first),
+                f"{len(versions)} 个中有 {len(stale)} 个是为另一版本的 tfcourse 编写的（已安装的是 "
+                f"{__version__}）：" + "，".join(f"{n}（{v or '无版本号'}）" for n, v in first)),
+                say("update both together: `git pull` in the course folder, then `make setup` "
+                    "(reinstalls the package)",
+                    "两者一起更新：在课程文件夹中运行 `git pull`，然后运行 `make setup`"
+                    "（会重新安装软件包）")))
         else:
-            findings.append(Finding("ok", f"{name}/ version",
-                                    f"{len(versions)} notebooks written for tfcourse {__version__}"))
+            findings.append(Finding("ok", topic, say(
+                f"{len(versions)} notebooks written for tfcourse {__version__}",
+                f"{len(versions)} 个 notebook 均为 tfcourse {__version__} 编写")))
     findings += _check_sync(root)
-    return findings or [Finding("info", "notebooks", f"no notebooks/ or solutions/ in {root}")]
+    return findings or [Finding("info", say("notebooks", "notebook"),
+                                say(f"no notebooks/ or solutions/ in {root}",
+                                    f"{root} 中没有 notebooks/ 或 solutions/"))]
 
 
 def _check_sync(root: Path) -> list[Finding]:
     solutions, learner = root / "solutions", root / "notebooks"
     if not (solutions.is_dir() and learner.is_dir()):
         return []
+    topic = say("notebooks/ sync", "notebooks/ 同步")
     try:
         from .course.build import build
     except ImportError:
-        return [Finding("info", "notebooks/ sync", "the generator (tfcourse.course.build) is not installed")]
+        return [Finding("info", topic, say("the generator (tfcourse.course.build) is not installed",
+                                           "未安装 notebook 生成器（tfcourse.course.build）"))]
     report = build(solutions, learner, check=True)
     if report.ok:
-        return [Finding("ok", "notebooks/ sync", "notebooks/ match solutions/")]
+        return [Finding("ok", topic, say("notebooks/ match solutions/", "notebooks/ 与 solutions/ 一致"))]
     parts = []
+    comma = say(", ", "、")
     if report.out_of_sync:
-        parts.append("out of date: " + ", ".join(p.name for p in report.out_of_sync[:5]))
+        parts.append(say("out of date: ", "已过时：")
+                     + comma.join(p.name for p in report.out_of_sync[:5]))
     if report.orphans:
-        parts.append("no solution for: " + ", ".join(p.name for p in report.orphans[:5]))
+        parts.append(say("no solution for: ", "没有对应的参考答案：")
+                     + comma.join(p.name for p in report.orphans[:5]))
     if report.problems:
-        parts.append(f"{len(report.problems)} solution problem(s), first: {report.problems[0]}")
-    return [Finding("warn", "notebooks/ sync", "; ".join(parts),
-                    "maintainers: `tfcourse build-notebooks`; learners: `git pull` (keep your own "
-                    "work in a copy of the notebook)")]
+        parts.append(say(f"{len(report.problems)} solution problem(s), first: {report.problems[0]}",
+                         f"参考答案有 {len(report.problems)} 个问题，第一个：{report.problems[0]}"))
+    return [Finding("warn", topic, say("; ", "；").join(parts),
+                    say("maintainers: `tfcourse build-notebooks`; learners: `git pull` (keep your "
+                        "own work in a copy of the notebook)",
+                        "维护者：运行 `tfcourse build-notebooks`；学员：运行 `git pull`"
+                        "（先把自己的作业另存为 notebook 的副本）"))]
 
 
 def collect(root: Path | None) -> list[Finding]:
@@ -329,18 +416,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     root = Path(args.root).resolve() if getattr(args, "root", None) else project_root()
     findings = collect(root)
-    print(f"tfcourse {__version__} doctor" + (f" — course folder {root}" if root else ""))
-    width = max(len(f.topic) for f in findings)
+    print(f"tfcourse {__version__} doctor" + (say(f" — course folder {root}", f"——课程文件夹 {root}")
+                                              if root else ""))
+    width = max(_width(f.topic) for f in findings)
     for finding in findings:
-        print(f"  {finding.status:<4}  {finding.topic:<{width}}  {finding.detail}")
+        status = say(*STATUS.get(finding.status, (finding.status, finding.status)))
+        print(f"  {_pad(status, 4)}  {_pad(finding.topic, width)}  {finding.detail}")
         if finding.fix:
-            print(f"  {'':<4}  {'':<{width}}  fix: {finding.fix}")
+            fix = say(f"fix: {finding.fix}", f"修复：{finding.fix}")
+            print(f"  {'':<4}  {'':<{width}}  {fix}")
     failures = [f for f in findings if f.status == "FAIL"]
     warnings = [f for f in findings if f.status == "warn"]
     if failures:
-        print(f"{len(failures)} required piece(s) missing or broken, {len(warnings)} warning(s): "
-              "apply the fixes above, then run `tfcourse doctor` again.")
+        print(say(f"{len(failures)} required piece(s) missing or broken, {len(warnings)} "
+                  "warning(s): apply the fixes above, then run `tfcourse doctor` again.",
+                  f"{len(failures)} 个必需组件缺失或损坏，{len(warnings)} 条警告：请按上面的方法"
+                  "修复，然后再次运行 `tfcourse doctor`。"))
         return 1
-    print("Healthy: everything the course needs is in place"
-          + (f" ({len(warnings)} warning(s) above)." if warnings else "."))
+    print(say("Healthy: everything the course needs is in place"
+              + (f" ({len(warnings)} warning(s) above)." if warnings else "."),
+              "一切正常：课程所需的组件都已就绪"
+              + (f"（上面有 {len(warnings)} 条警告）。" if warnings else "。")))
     return 0
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: two for each Chinese character."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _width(text))

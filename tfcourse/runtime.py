@@ -81,8 +81,11 @@ def version_mismatch(written_for: str, installed: str) -> str | None:
             f"`tfcourse doctor` checks the whole setup.")
 
 
-def setup_notebook(written_for: str, seed: int = 0) -> torch.device:
+def setup_notebook(written_for: str, seed: int = 0, language: str | None = None) -> torch.device:
     """First cell of every course notebook: seed, pick the device, tame warnings.
+
+    ``language="zh"`` (the Chinese edition's first cell) makes checks and messages speak
+    Chinese and lets figures draw Chinese labels with a CJK font when one is installed.
 
     Warns (on stderr) when the installed ``tfcourse`` is not the version the
     notebook was written for, which is the usual cause of a notebook failing in
@@ -91,8 +94,9 @@ def setup_notebook(written_for: str, seed: int = 0) -> torch.device:
     import sys
     import warnings
 
-    from . import __version__
+    from . import __version__, language as course_language
 
+    course_language.use(language)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="torch")
@@ -104,6 +108,32 @@ def setup_notebook(written_for: str, seed: int = 0) -> torch.device:
         import matplotlib
 
         matplotlib.rcParams.update({"figure.dpi": 90, "figure.figsize": (6.4, 3.6)})
+        if course_language.current() == "zh":
+            _chinese_fonts(matplotlib)
     except ImportError:  # matplotlib is a dependency, but setup must not fail without it
         pass
     return default_device()
+
+
+# Fonts with Chinese glyphs on Windows, macOS and Linux; matplotlib takes the first one
+# installed for each character and falls back to DejaVu Sans for the rest.
+CJK_FONTS = ("Microsoft YaHei", "PingFang SC", "Hiragino Sans GB", "Noto Sans CJK SC",
+             "Source Han Sans SC", "WenQuanYi Micro Hei", "SimHei")
+
+
+def _chinese_fonts(matplotlib) -> None:
+    """Put the installed CJK fonts first; without one, Chinese labels show as boxes, so
+    say once how to get one instead of a warning per missing glyph."""
+    import sys
+    import warnings
+
+    from matplotlib import font_manager
+
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    found = [name for name in CJK_FONTS if name in installed]
+    matplotlib.rcParams["font.sans-serif"] = found + list(matplotlib.rcParams["font.sans-serif"])
+    matplotlib.rcParams["axes.unicode_minus"] = False
+    if not found:
+        warnings.filterwarnings("ignore", message="Glyph .* missing from")
+        print("提示：没有找到中文字体，图中的中文会显示成方框。可安装 Noto Sans CJK SC "
+              "（Linux：fonts-noto-cjk）后重启内核。", file=sys.stderr)

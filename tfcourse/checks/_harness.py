@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 from torch import nn
 
+from ..language import say
 from ..runtime import default_device, fmt
 
 # Re-exported: checks import these from here.
@@ -86,16 +87,19 @@ class Checker:
         max |diff| and the diagnosis. ``hint`` (the fix, in general terms) goes
         on the next line.
         """
-        line = f"{self.name} [{case}]: {problem}"
+        line = say(f"{self.name} [{case}]: {problem}", f"{self.name} [{case}]：{problem}")
         if diff is not None:
-            line += (f" (max |diff| = {fmt(diff)})" if math.isfinite(diff) else
-                     " (max |diff| = nan: NaN where the reference has numbers)")
+            line += (say(f" (max |diff| = {fmt(diff)})", f"（max |diff| = {fmt(diff)}）")
+                     if math.isfinite(diff) else
+                     say(" (max |diff| = nan: NaN where the reference has numbers)",
+                         "（max |diff| = nan：参考实现是正常数值的位置出现了 NaN）"))
         if looks_like:
-            line += f"; looks like: {looks_like}"
+            line += say(f"; looks like: {looks_like}", f"；很可能的原因：{looks_like}")
         lines = [line]
         if hint:
-            lines.append(f"  hint: {hint}")
-        lines.append(f"  ({self.passed} earlier check(s) of {self.name} passed)")
+            lines.append(say(f"  hint: {hint}", f"  提示：{hint}"))
+        lines.append(say(f"  ({self.passed} earlier check(s) of {self.name} passed)",
+                         f"  （{self.name} 在此之前的 {self.passed} 项检查已通过）"))
         raise AssertionError("\n".join(lines)) from cause
 
     def call(self, case: str, what: str, fn: Callable, *args, **kwargs):
@@ -108,18 +112,27 @@ class Checker:
             message = str(error)
             looks = None
             if "in-place" in message or "inplace" in message:
-                looks = ("an in-place operation (x += ..., x.sub_(...), x[...] = ...) on a "
-                         "tensor that autograd needs, e.g. the input")
+                looks = say("an in-place operation (x += ..., x.sub_(...), x[...] = ...) on a "
+                            "tensor that autograd needs, e.g. the input",
+                            "对 autograd 需要的张量（例如输入）做了原地操作"
+                            "（x += ...、x.sub_(...)、x[...] = ...）")
             elif "same device" in message:
-                looks = ("a tensor made inside your code is on another device: create it with "
-                         "device=x.device, or register it as a buffer so .to(device) moves it")
+                looks = say("a tensor made inside your code is on another device: create it "
+                            "with device=x.device, or register it as a buffer so .to(device) "
+                            "moves it",
+                            "你的代码里新建的张量在另一个设备上：创建时传入 device=x.device，"
+                            "或把它注册为缓冲区（register_buffer），让 .to(device) 一并移动它")
             elif "same dtype" in message or "scalar type" in message:
-                looks = ("a tensor made inside your code has another dtype: create it with "
-                         "dtype=x.dtype")
+                looks = say("a tensor made inside your code has another dtype: create it with "
+                            "dtype=x.dtype",
+                            "你的代码里新建的张量 dtype 不对：创建时传入 dtype=x.dtype")
             elif "does not require grad" in message:
-                looks = ("the output is cut off from autograd (torch.no_grad(), .detach(), "
-                         ".data, or a round trip through numpy/.item())")
-            self.fail(case, f"{what} raised {type(error).__name__}: {first_line(error)}",
+                looks = say("the output is cut off from autograd (torch.no_grad(), .detach(), "
+                            ".data, or a round trip through numpy/.item())",
+                            "输出与 autograd 断开了（torch.no_grad()、.detach()、.data，"
+                            "或经 numpy/.item() 转了一圈）")
+            self.fail(case, say(f"{what} raised {type(error).__name__}: {first_line(error)}",
+                                f"{what}时抛出了 {type(error).__name__}：{first_line(error)}"),
                       looks_like=looks, cause=error)
 
     # -- comparing ---------------------------------------------------------------------------
@@ -134,31 +147,43 @@ class Checker:
         ``got`` also fails when it is ten times closer to one of them than to the reference.
         """
         if not isinstance(got, torch.Tensor):
-            self.fail(case, f"{what} is a {type(got).__name__}, expected a tensor of shape "
-                      f"{tuple(expected.shape)}", hint=hint)
-        if got.shape != expected.shape:
-            self.fail(case, f"{what} has shape {tuple(got.shape)}, expected "
-                      f"{tuple(expected.shape)}", looks_like=self.diagnose(got, variants),
+            shape = tuple(expected.shape)
+            self.fail(case, say(f"{what} is a {type(got).__name__}, expected a tensor of shape "
+                                f"{shape}",
+                                f"{what}是 {type(got).__name__} 类型，应为形状 {shape} 的张量"),
                       hint=hint)
+        if got.shape != expected.shape:
+            got_shape, shape = tuple(got.shape), tuple(expected.shape)
+            self.fail(case, say(f"{what} has shape {got_shape}, expected {shape}",
+                                f"{what}的形状是 {got_shape}，应为 {shape}"),
+                      looks_like=self.diagnose(got, variants), hint=hint)
         if got.dtype != expected.dtype:
-            self.fail(case, f"{what} has dtype {got.dtype}, expected {expected.dtype}",
-                      hint="keep the input's dtype: build new tensors with dtype=x.dtype")
+            self.fail(case, say(f"{what} has dtype {got.dtype}, expected {expected.dtype}",
+                                f"{what}的 dtype 是 {got.dtype}，应为 {expected.dtype}"),
+                      hint=say("keep the input's dtype: build new tensors with dtype=x.dtype",
+                               "保持输入的 dtype：新建张量时传入 dtype=x.dtype"))
         if got.device != expected.device:
-            self.fail(case, f"{what} is on {got.device}, expected {expected.device}",
-                      hint="build new tensors on the input's device (device=x.device), or "
-                           "register constant tensors as buffers so .to(device) moves them")
+            self.fail(case, say(f"{what} is on {got.device}, expected {expected.device}",
+                                f"{what}在 {got.device} 上，应在 {expected.device} 上"),
+                      hint=say("build new tensors on the input's device (device=x.device), or "
+                               "register constant tensors as buffers so .to(device) moves them",
+                               "在输入所在的设备上新建张量（device=x.device），或把常量张量注册"
+                               "为缓冲区（register_buffer），让 .to(device) 一并移动它们"))
         got, expected = got.detach(), expected.detach()
         if close(got, expected, self.rtol, self.atol):
             self._near_miss(case, what, got, expected, near_misses)
             return
         looks = self.diagnose(got, variants)
         if looks is None and torch.isnan(got).any() and not torch.isnan(expected).any():
-            looks = "NaN in the output: e.g. a fully masked row, sqrt of a negative, or 0/0"
+            looks = say("NaN in the output: e.g. a fully masked row, sqrt of a negative, or 0/0",
+                        "输出中有 NaN：例如某一行被完全屏蔽、对负数开平方，或 0/0")
         if looks is None and variants:
-            hint = hint or "no known mistake reproduces this output; compare your code with " \
-                           "the formula in the check's docstring, one step at a time"
-        self.fail(case, f"{what} differs from the reference", diff=max_abs_diff(got, expected),
-                  looks_like=looks, hint=hint)
+            hint = hint or say("no known mistake reproduces this output; compare your code with "
+                               "the formula in the check's docstring, one step at a time",
+                               "没有哪个已知错误能复现这个输出；请对照该检查 docstring 中的公式，"
+                               "一步一步核对你的代码")
+        self.fail(case, say(f"{what} differs from the reference", f"{what}与参考实现不一致"),
+                  diff=max_abs_diff(got, expected), looks_like=looks, hint=hint)
 
     def _near_miss(self, case, what, got, expected, near_misses) -> None:
         for description, compute in near_misses:
@@ -166,9 +191,10 @@ class Checker:
                 candidate = compute().detach()
             gap = max_abs_diff(expected, candidate)
             if gap > 0 and max_abs_diff(got, candidate) < 0.1 * gap:
-                self.fail(case, f"{what} is within tolerance of the reference but ten times "
-                          f"closer to a known mistake", diff=max_abs_diff(got, expected),
-                          looks_like=description)
+                self.fail(case, say(f"{what} is within tolerance of the reference but ten "
+                                    f"times closer to a known mistake",
+                                    f"{what}虽在参考实现的容差之内，但离某个已知错误还要近十倍"),
+                          diff=max_abs_diff(got, expected), looks_like=description)
 
     def diagnose(self, got: torch.Tensor, variants: Iterable[Variant]) -> str | None:
         """Description of the variant closest to ``got`` among those that reproduce it, else None.
@@ -203,30 +229,40 @@ class Checker:
             have = got.get(name)
             if want is None:
                 continue
+            label = _grad_label(name)
             if have is None:
-                self.fail(case, f"{name} received no gradient",
-                          looks_like="it is not connected to the output (unused, or hidden "
-                                     "from autograd by .detach(), .data or torch.no_grad())")
+                self.fail(case, say(f"{name} received no gradient", f"{label} 没有收到梯度"),
+                          looks_like=say("it is not connected to the output (unused, or hidden "
+                                         "from autograd by .detach(), .data or torch.no_grad())",
+                                         "它与输出没有连接（没被用到，或被 .detach()、.data、"
+                                         "torch.no_grad() 挡在了 autograd 之外）"))
             have, want = have.detach(), want.detach()
             if have.shape == want.shape and close(have, want, self.rtol, self.atol):
                 continue
             looks = self.diagnose(have, (variants or {}).get(name, ())) if have.shape == \
                 want.shape else None
-            self.fail(case, f"the gradient of {name} differs from the reference "
-                      f"(the output matched)", diff=max_abs_diff(have, want)
-                      if have.shape == want.shape else None,
-                      looks_like=looks or "part of the computation is hidden from autograd "
-                      "(.detach(), .data, torch.no_grad()) or a tensor autograd saved was "
-                      "changed in place")
+            self.fail(case, say(f"the gradient of {name} differs from the reference "
+                                f"(the output matched)",
+                                f"{label} 的梯度与参考实现不一致（输出是一致的）"),
+                      diff=max_abs_diff(have, want) if have.shape == want.shape else None,
+                      looks_like=looks or say(
+                          "part of the computation is hidden from autograd (.detach(), .data, "
+                          "torch.no_grad()) or a tensor autograd saved was changed in place",
+                          "部分计算被挡在了 autograd 之外（.detach()、.data、torch.no_grad()），"
+                          "或 autograd 保存的某个张量被原地修改了"))
 
     def unchanged(self, case: str, name: str, before: torch.Tensor, after: torch.Tensor):
         """Fail if ``after`` (a learner's input after the call) differs from ``before``."""
         if not torch.equal(before, after.detach()):
-            self.fail(case, f"your code modified its input {name} in place",
+            self.fail(case, say(f"your code modified its input {name} in place",
+                                f"你的代码原地修改了它的输入 {name}"),
                       diff=max_abs_diff(before, after),
-                      looks_like="an in-place operation on the input (x += ..., x -= mean, "
-                                 "x.mul_(...), x[...] = ...)",
-                      hint="write out = x + ... instead of x += ...; the caller still needs x")
+                      looks_like=say("an in-place operation on the input (x += ..., x -= mean, "
+                                     "x.mul_(...), x[...] = ...)",
+                                     "对输入做了原地操作（x += ...、x -= mean、x.mul_(...)、"
+                                     "x[...] = ...）"),
+                      hint=say("write out = x + ... instead of x += ...; the caller still needs x",
+                               "写成 out = x + ...，不要写 x += ...；调用方之后还要用到 x"))
 
     # -- tensors -----------------------------------------------------------------------------
     def generator(self, seed: int) -> torch.Generator:
@@ -245,10 +281,13 @@ class Checker:
 def build(chk: Checker, case: str, cls, *args, **kwargs) -> nn.Module:
     """``cls(*args, **kwargs)`` moved to the check's device and dtype, or a clear failure."""
     call = describe_call(cls, args, kwargs)
-    module = chk.call(case, f"building your module as {call}", cls, *args, **kwargs)
+    module = chk.call(case, say(f"building your module as {call}", f"以 {call} 构建你的模块"),
+                      cls, *args, **kwargs)
     if not isinstance(module, nn.Module):
-        chk.fail(case, f"{call} returned a {type(module).__name__}, expected an nn.Module",
-                 hint="subclass torch.nn.Module and call super().__init__() first")
+        chk.fail(case, say(f"{call} returned a {type(module).__name__}, expected an nn.Module",
+                           f"{call} 返回了 {type(module).__name__}，应返回 nn.Module"),
+                 hint=say("subclass torch.nn.Module and call super().__init__() first",
+                          "继承 torch.nn.Module，并在 __init__ 里先调用 super().__init__()"))
     return module.to(device=chk.device, dtype=chk.dtype)
 
 
@@ -314,35 +353,43 @@ def load_reference(chk: Checker, case: str, learner: nn.Module, reference: nn.Mo
     extra = sorted(set(mine) - set(wanted))
     if missing or extra:
         looks = _diagnose_names(missing, extra, wanted, mine, bias)
-        found = "; ".join(part for part in (
-            f"missing from your module: {missing}" if missing else "",
-            f"not expected: {extra}" if extra else "") if part)
-        chk.fail(case, f"parameter names do not match the expected layout ({found})",
+        found = say("; ", "；").join(part for part in (
+            say(f"missing from your module: {missing}", f"你的模块中缺少 {missing}")
+            if missing else "",
+            say(f"not expected: {extra}", f"多出了 {extra}") if extra else "") if part)
+        chk.fail(case, say(f"parameter names do not match the expected layout ({found})",
+                           f"参数名与要求的布局不一致（{found}）"),
                  looks_like=looks,
-                 hint="name the submodules and parameters as the check's docstring lists them")
+                 hint=say("name the submodules and parameters as the check's docstring lists them",
+                          "按检查的 docstring 中列出的名字给子模块和参数命名"))
     for name, tensor in wanted.items():
         if mine[name].shape != tensor.shape:
             got, want = tuple(mine[name].shape), tuple(tensor.shape)
             looks = shape_diagnosis(name, got, want) if shape_diagnosis else None
-            chk.fail(case, f"parameter {name} has shape {got}, expected {want}", looks_like=looks)
+            chk.fail(case, say(f"parameter {name} has shape {got}, expected {want}",
+                               f"参数 {name} 的形状是 {got}，应为 {want}"), looks_like=looks)
     state = learner.state_dict()
     state.update(wanted)
     try:
         learner.load_state_dict(state, strict=True)
     except RuntimeError as error:
-        chk.fail(case, f"load_state_dict(strict=True) failed: {first_line(error)}", cause=error)
+        chk.fail(case, say(f"load_state_dict(strict=True) failed: {first_line(error)}",
+                           f"load_state_dict(strict=True) 失败：{first_line(error)}"), cause=error)
 
 
 def _diagnose_names(missing, extra, wanted, mine, bias) -> str | None:
     if bias is False and extra and all(n.endswith("bias") for n in extra):
-        return (f"bias=False was ignored: your module has bias parameters {extra}; pass "
-                "bias=bias to nn.Linear")
+        return say(f"bias=False was ignored: your module has bias parameters {extra}; pass "
+                   "bias=bias to nn.Linear",
+                   f"忽略了 bias=False：你的模块有偏置参数 {extra}；请把 bias=bias 传给 nn.Linear")
     if not mine:
-        return ("your module registers no parameters (no learnable weights, e.g. no learnable "
-                "affine): create them as nn.Parameter or nn.Linear attributes in __init__")
+        return say("your module registers no parameters (no learnable weights, e.g. no learnable "
+                   "affine): create them as nn.Parameter or nn.Linear attributes in __init__",
+                   "你的模块没有注册任何参数（没有可学习的权重，例如缺少可学习的仿射变换）："
+                   "请在 __init__ 中把它们创建为 nn.Parameter 或 nn.Linear 属性")
     if missing and not extra and all(n.endswith("bias") for n in missing):
-        return f"the bias parameter(s) {missing} are missing" + (
-            " although bias=True was asked" if bias else "")
+        return say(f"the bias parameter(s) {missing} are missing", f"缺少偏置参数 {missing}") + (
+            say(" although bias=True was asked", "，而要求的是 bias=True") if bias else "")
     if missing and len(missing) == len(extra):
         pairs = []
         for want in missing:
@@ -355,16 +402,25 @@ def _diagnose_names(missing, extra, wanted, mine, bias) -> str | None:
             if len(same_shape) != 1:
                 if sorted(tuple(mine[n].shape) for n in extra) == \
                         sorted(tuple(wanted[n].shape) for n in missing):
-                    return f"misnamed parameter(s): expected {missing}, found {extra}"
+                    return say(f"misnamed parameter(s): expected {missing}, found {extra}",
+                               f"参数名写错了：应为 {missing}，实际是 {extra}")
                 return None
-            pairs.append(f"your {same_shape[0]!r} should be called {want!r}")
-        return "misnamed parameter(s): " + "; ".join(pairs)
+            pairs.append(say(f"your {same_shape[0]!r} should be called {want!r}",
+                             f"你的 {same_shape[0]!r} 应命名为 {want!r}"))
+        return say("misnamed parameter(s): ", "参数名写错了：") + say("; ", "；").join(pairs)
     return None
 
 
 # Names a learner might use for a norm's affine parameters (for the misnamed diagnosis).
 _SYNONYMS = {"gamma": "weight", "g": "weight", "scale": "weight", "beta": "bias", "b": "bias",
              "shift": "bias"}
+
+
+def _grad_label(name: str) -> str:
+    """How a gradient's key (``"input x"``, ``"parameter fc_in.weight"``) reads in Chinese."""
+    kind, _, rest = name.partition(" ")
+    kinds = {"input": "输入", "parameter": "参数"}
+    return say(name, f"{kinds.get(kind, kind)} {rest}")
 
 
 def input_grads_and_params(module: nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict:
@@ -397,8 +453,8 @@ def module_case(chk: Checker, case: str, learner: nn.Module, reference: nn.Modul
     x_ref = x.detach().clone().requires_grad_(True)
     x_mine = x.detach().clone().requires_grad_(True)
     expected = call(reference, x_ref)
-    got = chk.call(case, "calling your module", call, learner, x_mine)
-    chk.compare(case, "output", got, expected, variants=variants(), hint=hint,
+    got = chk.call(case, say("calling your module", "调用你的模块"), call, learner, x_mine)
+    chk.compare(case, say("output", "输出"), got, expected, variants=variants(), hint=hint,
                 near_misses=near_misses())
     backward_case(chk, case, reference, learner, expected, got, seed=seed + 1000,
                   inputs={"x": (x_ref, x_mine)})
@@ -418,7 +474,9 @@ def backward_case(chk: Checker, case: str, reference: nn.Module, learner: nn.Mod
     reference.zero_grad(set_to_none=True)
     learner.zero_grad(set_to_none=True)
     (expected * upstream).sum().backward()
-    chk.call(case, f"backward through your {what}", lambda: (got * upstream).sum().backward())
+    shown = {"output": "输出"}.get(what, f" {what} ")     # the Chinese of what is named
+    chk.call(case, say(f"backward through your {what}", f"对你的{shown}做反向传播"),
+             lambda: (got * upstream).sum().backward())
     chk.compare_grads(case,
                       input_grads_and_params(learner, {n: m for n, (_, m) in inputs.items()}),
                       reference_grads(reference, learner, {n: r for n, (r, _) in inputs.items()}))
@@ -429,5 +487,5 @@ def inplace_case(chk: Checker, case: str, modules: Iterable[nn.Module], x: torch
     for module in modules:
         x_seen = x.clone()
         with torch.no_grad():
-            chk.call(case, "calling your module", module, x_seen)
+            chk.call(case, say("calling your module", "调用你的模块"), module, x_seen)
         chk.unchanged(case, "x", x, x_seen)

@@ -6,6 +6,7 @@ import copy
 
 import torch
 
+from ..language import say
 from ..nn import block as reference_block
 from ._harness import (
     Checker,
@@ -21,10 +22,19 @@ from .mlp import _feedforward_width
 D, H, M = 16, 4, 8
 P_DROP = 0.5
 
-SHARED_NORM = ("one norm module is shared by both sublayers (norm1 used twice, or "
-               "norm2 = norm1): each sublayer needs its own LayerNorm with its own weights")
-TANH_GELU = ("the tanh approximation of GELU (GPT-2's) in the block's MLP where the exact (erf) "
-             "GELU is asked; use F.gelu(x) or nn.GELU() without approximate='tanh'")
+
+def _shared_norm() -> str:
+    return say("one norm module is shared by both sublayers (norm1 used twice, or norm2 = norm1): "
+               "each sublayer needs its own LayerNorm with its own weights",
+               "两个子层共用了同一个归一化模块（norm1 用了两次，或 norm2 = norm1）：每个子层都需要"
+               "自己的层归一化（LayerNorm），各有各的权重")
+
+
+def _tanh_gelu() -> str:
+    return say("the tanh approximation of GELU (GPT-2's) in the block's MLP where the exact (erf) "
+               "GELU is asked; use F.gelu(x) or nn.GELU() without approximate='tanh'",
+               "块里的 MLP 用了 GELU 的 tanh 近似（GPT-2 的写法），而这里要求精确（erf）GELU；"
+               "请用 F.gelu(x) 或 nn.GELU()，不要加 approximate='tanh'")
 
 
 def _pre(x, attn, mlp, n1, n2):
@@ -46,50 +56,67 @@ def _tanh_gelu_twin(ref):
 
 def _gelu_near_misses(ref, x):
     # tanh-GELU differs from GELU by < 1e-3: it can hide inside an accelerator's tolerance.
-    return [(TANH_GELU, lambda: _tanh_gelu_twin(ref)(x))]
+    return [(_tanh_gelu(), lambda: _tanh_gelu_twin(ref)(x))]
 
 
 def _block_variants(ref, x):
     a, m, n1, n2 = ref.attn, ref.mlp, ref.norm1, ref.norm2
     shared = _pre if ref.pre_ln else _post
-    common = [(SHARED_NORM, lambda: shared(x, a, m, n1, n1)),
-              (SHARED_NORM, lambda: shared(x, a, m, n2, n2)),
-              (TANH_GELU, lambda: _tanh_gelu_twin(ref)(x))]
+    common = [(_shared_norm(), lambda: shared(x, a, m, n1, n1)),
+              (_shared_norm(), lambda: shared(x, a, m, n2, n2)),
+              (_tanh_gelu(), lambda: _tanh_gelu_twin(ref)(x))]
     return _order_variants(ref, x) + common
 
 
 def _order_variants(ref, x):
     a, m, n1, n2 = ref.attn, ref.mlp, ref.norm1, ref.norm2
+
+    def missing(which, wrong, right):
+        sublayer = {"attention": "注意力", "MLP": " MLP "}[which]
+        return say(f"the {which} residual is missing: {wrong} instead of {right}",
+                   f"缺少{sublayer}子层的残差连接：写成了 {wrong}，应为 {right}")
+
+    both_missing = say("both residual connections are missing", "两个残差连接都缺失了")
+    swapped = say("norm1 and norm2 are swapped", "norm1 和 norm2 用反了")
+    mlp_first = say("the MLP runs before attention", "MLP 在注意力之前就执行了")
     if ref.pre_ln:
         return [
-            ("post-LN was written where pre-LN was asked (pre_ln=True): pre-LN normalizes "
-             "each sublayer's input, x + attn(norm1(x)), not the sum after the residual add",
+            (say("post-LN was written where pre-LN was asked (pre_ln=True): pre-LN normalizes "
+                 "each sublayer's input, x + attn(norm1(x)), not the sum after the residual add",
+                 "要求的是前置层归一化（Pre-LN，pre_ln=True），却写成了后置层归一化（Post-LN）："
+                 "Pre-LN 归一化的是每个子层的输入，即 x + attn(norm1(x))，而不是残差相加之后的和"),
              lambda: _post(x, a, m, n1, n2)),
-            ("the attention residual is missing: x = attn(norm1(x)) instead of "
-             "x = x + attn(norm1(x))", lambda: (lambda h: h + m(n2(h)))(a(n1(x)))),
-            ("the MLP residual is missing: x = mlp(norm2(x)) instead of x = x + mlp(norm2(x))",
+            (missing("attention", "x = attn(norm1(x))", "x = x + attn(norm1(x))"),
+             lambda: (lambda h: h + m(n2(h)))(a(n1(x)))),
+            (missing("MLP", "x = mlp(norm2(x))", "x = x + mlp(norm2(x))"),
              lambda: m(n2(x + a(n1(x))))),
-            ("both residual connections are missing", lambda: m(n2(a(n1(x))))),
-            ("the norm is applied to the residual stream (x = norm1(x); x = x + attn(x)) "
-             "instead of only to the sublayer's input",
+            (both_missing, lambda: m(n2(a(n1(x))))),
+            (say("the norm is applied to the residual stream (x = norm1(x); x = x + attn(x)) "
+                 "instead of only to the sublayer's input",
+                 "归一化作用在了残差流上（x = norm1(x); x = x + attn(x)），而不是只作用于子层的输入"),
              lambda: (lambda h: (lambda g: g + m(g))(n2(h + a(h))))(n1(x))),
-            ("norm1 and norm2 are swapped", lambda: _pre(x, a, m, n2, n1)),
-            ("the MLP runs before attention", lambda: (lambda h: h + a(n2(h)))(x + m(n1(x)))),
-            ("attention and MLP both read the block input (in parallel) instead of one after "
-             "the other", lambda: x + a(n1(x)) + m(n2(x))),
+            (swapped, lambda: _pre(x, a, m, n2, n1)),
+            (mlp_first, lambda: (lambda h: h + a(n2(h)))(x + m(n1(x)))),
+            (say("attention and MLP both read the block input (in parallel) instead of one "
+                 "after the other", "注意力和 MLP 都读取了块的输入（并行），而不是先后串联"),
+             lambda: x + a(n1(x)) + m(n2(x))),
         ]
     return [
-        ("pre-LN was written where post-LN was asked (pre_ln=False): post-LN normalizes after "
-         "the residual add, norm1(x + attn(x))", lambda: _pre(x, a, m, n1, n2)),
-        ("the attention residual is missing: norm1(attn(x)) instead of norm1(x + attn(x))",
+        (say("pre-LN was written where post-LN was asked (pre_ln=False): post-LN normalizes "
+             "after the residual add, norm1(x + attn(x))",
+             "要求的是后置层归一化（Post-LN，pre_ln=False），却写成了前置层归一化（Pre-LN）："
+             "Post-LN 在残差相加之后才归一化，即 norm1(x + attn(x))"),
+         lambda: _pre(x, a, m, n1, n2)),
+        (missing("attention", "norm1(attn(x))", "norm1(x + attn(x))"),
          lambda: (lambda h: n2(h + m(h)))(n1(a(x)))),
-        ("the MLP residual is missing: norm2(mlp(x)) instead of norm2(x + mlp(x))",
-         lambda: n2(m(n1(x + a(x))))),
-        ("both residual connections are missing", lambda: n2(m(n1(a(x))))),
-        ("the sublayer output is normalized before the residual add (x + norm1(attn(x))) "
-         "instead of norm1(x + attn(x))", lambda: (lambda h: h + n2(m(h)))(x + n1(a(x)))),
-        ("norm1 and norm2 are swapped", lambda: _post(x, a, m, n2, n1)),
-        ("the MLP runs before attention", lambda: (lambda h: n2(h + a(h)))(n1(x + m(x)))),
+        (missing("MLP", "norm2(mlp(x))", "norm2(x + mlp(x))"), lambda: n2(m(n1(x + a(x))))),
+        (both_missing, lambda: n2(m(n1(a(x))))),
+        (say("the sublayer output is normalized before the residual add (x + norm1(attn(x))) "
+             "instead of norm1(x + attn(x))",
+             "在残差相加之前就对子层输出做了归一化（x + norm1(attn(x))），应为 norm1(x + attn(x))"),
+         lambda: (lambda h: h + n2(m(h)))(x + n1(a(x)))),
+        (swapped, lambda: _post(x, a, m, n2, n1)),
+        (mlp_first, lambda: (lambda h: n2(h + a(h)))(n1(x + m(x)))),
     ]
 
 
@@ -139,19 +166,26 @@ def check_transformer_block(cls) -> None:
                            shape_diagnosis=_block_width)
             return learner, reference
 
-        case = f"parameter layout of {describe_call(cls, (D, H), {'max_seq_len': M})}"
+        call = describe_call(cls, (D, H), {'max_seq_len': M})
+        case = say(f"parameter layout of {call}", f"{call} 的参数布局")
         pre, pre_ref = pair(case)
         chk.ok()
 
-        case = f"x (2, 6, {D}): input not modified in place"
+        case = say(f"x (2, 6, {D}): input not modified in place",
+                   f"x (2, 6, {D})：输入不得被原地修改")
         post, post_ref = pair(case, pre_ln=False)
         inplace_case(chk, case, [pre, post], chk.randn(gen, 2, 6, D))
         chk.ok()
 
-        cases = [(f"pre-LN, x (2, 6, {D})", pre, pre_ref, (2, 6, D)),
-                 (f"pre-LN, x (1, 1, {D}): batch 1, T=1", pre, pre_ref, (1, 1, D)),
-                 (f"post-LN, x (2, 6, {D})", post, post_ref, (2, 6, D)),
-                 (f"post-LN, x (1, 1, {D}): batch 1, T=1", post, post_ref, (1, 1, D))]
+        batch_1 = say(": batch 1, T=1", "：批大小 1，T=1")
+        cases = [(say(f"pre-LN, x (2, 6, {D})", f"pre-LN，x (2, 6, {D})"), pre, pre_ref,
+                  (2, 6, D)),
+                 (say(f"pre-LN, x (1, 1, {D})", f"pre-LN，x (1, 1, {D})") + batch_1, pre, pre_ref,
+                  (1, 1, D)),
+                 (say(f"post-LN, x (2, 6, {D})", f"post-LN，x (2, 6, {D})"), post, post_ref,
+                  (2, 6, D)),
+                 (say(f"post-LN, x (1, 1, {D})", f"post-LN，x (1, 1, {D})") + batch_1, post,
+                  post_ref, (1, 1, D))]
         for seed, (case, learner, reference, shape) in enumerate(cases):
             x = chk.randn(gen, *shape)
             module_case(chk, case, learner, reference, x, seed=seed,
@@ -161,47 +195,64 @@ def check_transformer_block(cls) -> None:
 
         x = chk.randn(gen, 2, 6, D)
         for pre_ln in (True, False):
-            case = f"{'pre' if pre_ln else 'post'}-LN, x (2, 6, {D}), dropout={P_DROP}, " \
-                   f"eval mode: dropout must do nothing"
+            kind = "pre" if pre_ln else "post"
+            case = say(f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, eval mode: dropout must "
+                       f"do nothing",
+                       f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，评估模式：dropout 必须不起作用")
             learner, reference = pair(case, pre_ln=pre_ln, dropout=P_DROP)
             with torch.no_grad():
-                first = chk.call(case, "calling your block", learner, x)
-                second = chk.call(case, "calling your block", learner, x)
+                first = chk.call(case, say("calling your block", "调用你的块"), learner, x)
+                second = chk.call(case, say("calling your block", "调用你的块"), learner, x)
                 if isinstance(first, torch.Tensor) and not torch.equal(first, second):
-                    chk.fail(case, "two eval-mode calls gave different outputs",
-                             looks_like="dropout is active in eval mode: F.dropout(x, p) "
-                                        "defaults to training=True; use nn.Dropout, or "
-                                        "F.dropout(x, p, training=self.training)")
-                chk.compare(case, "output", first, reference(x),
+                    chk.fail(case, say("two eval-mode calls gave different outputs",
+                                       "评估模式下两次调用给出了不同的输出"),
+                             looks_like=say("dropout is active in eval mode: F.dropout(x, p) "
+                                            "defaults to training=True; use nn.Dropout, or "
+                                            "F.dropout(x, p, training=self.training)",
+                                            "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, "
+                                            "p) 默认 training=True；请改用 nn.Dropout，或 "
+                                            "F.dropout(x, p, training=self.training)"))
+                chk.compare(case, say("output", "输出"), first, reference(x),
                             variants=_block_variants(reference, x))
         chk.ok()
 
         for pre_ln in (True, False):
             kind = "pre" if pre_ln else "post"
-            case = (f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, train mode, sublayer "
-                    f"outputs zeroed: x must pass through "
-                    f"{'unchanged' if pre_ln else 'as norm2(norm1(x))'}")
+            case = say(f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, train mode, sublayer "
+                       f"outputs zeroed: x must pass through "
+                       f"{'unchanged' if pre_ln else 'as norm2(norm1(x))'}",
+                       f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，训练模式，子层输出置零：x 必须"
+                       f"{'原样通过' if pre_ln else '以 norm2(norm1(x)) 的形式通过'}")
             learner, reference = pair(case, zero_sublayers=True, pre_ln=pre_ln, dropout=P_DROP)
+            in_train_mode = say("calling your block in train mode", "在训练模式下调用你的块")
             with torch.no_grad():
                 expected = reference.train()(x)          # deterministic: the sublayers give 0
-                got = chk.call(case, "calling your block in train mode", learner.train(), x)
-            chk.compare(case, "train-mode output", got, expected, variants=[
-                ("dropout is applied to the residual stream (x itself is dropped, e.g. "
-                 "dropout(x + attn(...))); only the sublayer outputs may be dropped",
+                got = chk.call(case, in_train_mode, learner.train(), x)
+            chk.compare(case, say("train-mode output", "训练模式下的输出"), got, expected, variants=[
+                (say("dropout is applied to the residual stream (x itself is dropped, e.g. "
+                     "dropout(x + attn(...))); only the sublayer outputs may be dropped",
+                     "dropout 作用在了残差流上（x 本身被随机置零，例如 dropout(x + attn(...))）；"
+                     "只能对子层的输出做 dropout"),
                  lambda: torch.where(got == 0, torch.zeros_like(expected),
                                      expected / (1 - P_DROP)))],
-                hint="dropout belongs inside the sublayers; x + sublayer(x) must keep x intact")
+                hint=say("dropout belongs inside the sublayers; x + sublayer(x) must keep x intact",
+                         "dropout 应放在子层内部；x + sublayer(x) 必须让 x 保持原样"))
             if not pre_ln:
                 continue
-            case = f"pre-LN, x (2, 6, {D}), dropout={P_DROP}, train mode: dropout must act"
+            case = say(f"pre-LN, x (2, 6, {D}), dropout={P_DROP}, train mode: dropout must act",
+                       f"pre-LN，x (2, 6, {D})，dropout={P_DROP}，训练模式：dropout 必须起作用")
             learner, reference = pair(case, pre_ln=True, dropout=P_DROP)
             with torch.no_grad():
                 out_eval = learner.eval()(x)
-                out_train = chk.call(case, "calling your block in train mode", learner.train(), x)
+                out_train = chk.call(case, in_train_mode, learner.train(), x)
             if torch.allclose(out_train, out_eval):
-                chk.fail(case, f"with dropout={P_DROP} the train-mode output equals the "
-                         "eval-mode output", looks_like="dropout is never applied (the dropout "
-                         "argument is not passed on to the attention and the MLP)")
+                chk.fail(case, say(f"with dropout={P_DROP} the train-mode output equals the "
+                                   "eval-mode output",
+                                   f"dropout={P_DROP} 时，训练模式的输出与评估模式的输出相同"),
+                         looks_like=say("dropout is never applied (the dropout argument is "
+                                        "not passed on to the attention and the MLP)",
+                                        "随机失活（dropout）从未生效（dropout 参数没有传给注意力"
+                                        "和 MLP）"))
         chk.ok()
 
 
@@ -213,8 +264,9 @@ def _no_shared_norm(chk, case, learner) -> None:
     shared = norm1 is norm2 or any(
         p is q for p in norm1.parameters() for q in norm2.parameters())
     if shared:
-        chk.fail(case, "norm1 and norm2 are the same module (or share their parameters)",
-                 looks_like=SHARED_NORM)
+        chk.fail(case, say("norm1 and norm2 are the same module (or share their parameters)",
+                           "norm1 和 norm2 是同一个模块（或共用了参数）"),
+                 looks_like=_shared_norm())
 
 
 def _block_width(name, got, want):

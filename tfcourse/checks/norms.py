@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..language import say
 from ..nn import norms as reference_norms
 from ._harness import Checker, build, inplace_case, load_reference, module_case, randomize_
 
@@ -53,18 +54,21 @@ def _check_norm(chk: Checker, cls, reference_cls, default_eps: float, variants) 
         load_reference(chk, case, learner, reference, bias=None)
         return learner, reference
 
-    case = f"parameter layout of {name}({D})"
+    case = say(f"parameter layout of {name}({D})", f"{name}({D}) 的参数布局")
     learner, reference = pair(case)
     chk.ok()
 
-    case = f"x (2, 5, {D}): input not modified in place"
+    case = say(f"x (2, 5, {D}): input not modified in place", f"x (2, 5, {D})：输入不得被原地修改")
     inplace_case(chk, case, [learner], chk.randn(gen, 2, 5, D))
     chk.ok()
 
-    cases = [(f"x (2, 5, {D}), default eps", (2, 5, D), 1.0, None),
-             (f"x (2, 5, {D}), eps=0.1", (2, 5, D), 1.0, 0.1),
-             (f"x (1, 1, {D}): batch 1, T=1", (1, 1, D), 1.0, None),
-             (f"x (2, 4, {D}) = 0.03 * randn: default eps {default_eps:g} matters", (2, 4, D),
+    cases = [(say(f"x (2, 5, {D}), default eps", f"x (2, 5, {D})，默认 eps"), (2, 5, D), 1.0,
+              None),
+             (say(f"x (2, 5, {D}), eps=0.1", f"x (2, 5, {D})，eps=0.1"), (2, 5, D), 1.0, 0.1),
+             (say(f"x (1, 1, {D}): batch 1, T=1", f"x (1, 1, {D})：批大小 1，T=1"), (1, 1, D),
+              1.0, None),
+             (say(f"x (2, 4, {D}) = 0.03 * randn: default eps {default_eps:g} matters",
+                  f"x (2, 4, {D}) = 0.03 * randn：默认 eps {default_eps:g} 会起作用"), (2, 4, D),
               0.03, None)]
     for seed, (case, shape, scale, eps) in enumerate(cases):
         if eps is not None:
@@ -96,27 +100,46 @@ def _layernorm_variants(ref, x, default_eps):
         return y * (w if weight else 1) + (b if bias else 0)
 
     table = [
-        ("the variance is unbiased (divides by D - 1); LayerNorm divides by D "
-         "(unbiased=False)", lambda: ln(x, unbiased=True)),
-        ("eps is added outside the square root: (x - mean) / (sqrt(var) + eps) instead of "
-         "(x - mean) / sqrt(var + eps)", lambda: ln(x, outside=True)),
-        ("eps is left out: (x - mean) / sqrt(var)", lambda: ln(x, eps=0.0)),
-        ("no learnable affine: weight and bias are not applied",
+        (say("the variance is unbiased (divides by D - 1); LayerNorm divides by D "
+             "(unbiased=False)", "方差用了无偏估计（除以 D - 1）；层归一化（LayerNorm）除以 D"
+             "（unbiased=False）"), lambda: ln(x, unbiased=True)),
+        (say("eps is added outside the square root: (x - mean) / (sqrt(var) + eps) instead of "
+             "(x - mean) / sqrt(var + eps)", "eps 加在了平方根外面：写成了 (x - mean) / "
+             "(sqrt(var) + eps)，应为 (x - mean) / sqrt(var + eps)"),
+         lambda: ln(x, outside=True)),
+        (say("eps is left out: (x - mean) / sqrt(var)", "漏掉了 eps：(x - mean) / sqrt(var)"),
+         lambda: ln(x, eps=0.0)),
+        (say("no learnable affine: weight and bias are not applied",
+             "没有可学习的仿射变换：weight 和 bias 都没有用上"),
          lambda: ln(x, weight=False, bias=False)),
-        ("the bias is not added", lambda: ln(x, bias=False)),
-        ("the weight (scale) is not applied", lambda: ln(x, weight=False)),
-        ("the mean is not subtracted: x / sqrt(var + eps), although the variance is the "
-         "centred one; normalize x - mean", lambda: ln(x, center=False)),
-        ("the bias is added before the scale: (x_hat + bias) * weight instead of "
-         "x_hat * weight + bias", lambda: ln(x, bias_first=True)),
-        ("divides by the variance instead of its square root", lambda: ln(x, sqrt=False)),
-        ("mean and variance are taken over the sequence axis (dim=1) instead of the "
-         "features (dim=-1)", lambda: ln(x, dim=1)),
+        (say("the bias is not added", "没有加上 bias"), lambda: ln(x, bias=False)),
+        (_scale_not_applied(), lambda: ln(x, weight=False)),
+        (say("the mean is not subtracted: x / sqrt(var + eps), although the variance is the "
+             "centred one; normalize x - mean",
+             "没有减去均值：写成了 x / sqrt(var + eps)，可方差却是中心化之后的；应归一化 x - mean"),
+         lambda: ln(x, center=False)),
+        (say("the bias is added before the scale: (x_hat + bias) * weight instead of "
+             "x_hat * weight + bias", "bias 加在了缩放之前：写成了 (x_hat + bias) * weight，"
+             "应为 x_hat * weight + bias"), lambda: ln(x, bias_first=True)),
+        (say("divides by the variance instead of its square root", "除以的是方差，而不是它的平方根"),
+         lambda: ln(x, sqrt=False)),
+        (say("mean and variance are taken over the sequence axis (dim=1) instead of the "
+             "features (dim=-1)", "均值和方差是沿序列轴（dim=1）计算的，而不是沿特征维（dim=-1）"),
+         lambda: ln(x, dim=1)),
     ]
     if default_eps is not None:
-        table += [(f"the default eps is {e:g}, expected {default_eps:g}", lambda e=e: ln(x, eps=e))
+        table += [(_wrong_default_eps(e, default_eps), lambda e=e: ln(x, eps=e))
                   for e in (1e-6, 1e-8, 1e-12, 1e-3, 1e-4)]
     return table
+
+
+def _scale_not_applied() -> str:
+    return say("the weight (scale) is not applied", "没有乘上 weight（缩放系数）")
+
+
+def _wrong_default_eps(eps: float, default_eps: float) -> str:
+    return say(f"the default eps is {eps:g}, expected {default_eps:g}",
+               f"默认的 eps 是 {eps:g}，应为 {default_eps:g}")
 
 
 def _rmsnorm_variants(ref, x, default_eps):
@@ -124,32 +147,41 @@ def _rmsnorm_variants(ref, x, default_eps):
     mean_square = x.pow(2).mean(dim=-1, keepdim=True)
     mean = x.mean(dim=-1, keepdim=True)
     var = x.var(dim=-1, keepdim=True, unbiased=False)
+    subtracted = say("the mean is subtracted (that is LayerNorm); RMSNorm divides x itself by "
+                     "its root mean square",
+                     "减去了均值（那是层归一化 LayerNorm 的做法）；均方根归一化（RMSNorm）是用 x "
+                     "本身的均方根去除 x")
     table = [
-        ("the mean is subtracted (that is LayerNorm); RMSNorm divides x itself by its root "
-         "mean square", lambda: (x - mean) / (var + eps).sqrt() * w),
-        ("the mean is subtracted (that is LayerNorm); RMSNorm divides x itself by its root "
-         "mean square", lambda: (x - mean) / (mean_square + eps).sqrt() * w),
-        ("eps is added outside the square root: x / (sqrt(mean(x**2)) + eps) instead of "
-         "x / sqrt(mean(x**2) + eps)", lambda: x / (mean_square.sqrt() + eps) * w),
-        ("eps is left out: x / sqrt(mean(x**2))", lambda: x / mean_square.sqrt() * w),
-        ("divides by the mean square instead of its square root",
-         lambda: x / (mean_square + eps) * w),
-        ("divides by the mean of |x| instead of the root mean square",
+        (subtracted, lambda: (x - mean) / (var + eps).sqrt() * w),
+        (subtracted, lambda: (x - mean) / (mean_square + eps).sqrt() * w),
+        (say("eps is added outside the square root: x / (sqrt(mean(x**2)) + eps) instead of "
+             "x / sqrt(mean(x**2) + eps)", "eps 加在了平方根外面：写成了 x / (sqrt(mean(x**2)) "
+             "+ eps)，应为 x / sqrt(mean(x**2) + eps)"), lambda: x / (mean_square.sqrt() + eps) * w),
+        (say("eps is left out: x / sqrt(mean(x**2))", "漏掉了 eps：x / sqrt(mean(x**2))"),
+         lambda: x / mean_square.sqrt() * w),
+        (say("divides by the mean square instead of its square root",
+             "除以的是均方，而不是它的平方根"), lambda: x / (mean_square + eps) * w),
+        (say("divides by the mean of |x| instead of the root mean square",
+             "除以的是 |x| 的均值，而不是均方根"),
          lambda: x / (x.abs().mean(dim=-1, keepdim=True) + eps) * w),
-        ("divides by the mean of x instead of the root mean square",
-         lambda: x / (mean + eps) * w),
-        ("uses the sum of squares instead of their mean",
+        (say("divides by the mean of x instead of the root mean square",
+             "除以的是 x 的均值，而不是均方根"), lambda: x / (mean + eps) * w),
+        (say("uses the sum of squares instead of their mean", "用的是平方和，而不是平方的均值"),
          lambda: x / (x.pow(2).sum(dim=-1, keepdim=True) + eps).sqrt() * w),
-        ("x is divided by its standard deviation sqrt(var + eps) (the centred variance) "
-         "without subtracting the mean; RMSNorm divides by the root mean square of x itself",
+        (say("x is divided by its standard deviation sqrt(var + eps) (the centred variance) "
+             "without subtracting the mean; RMSNorm divides by the root mean square of x itself",
+             "x 被除以了它的标准差 sqrt(var + eps)（中心化的方差），却没有减去均值；均方根归一化"
+             "（RMSNorm）除以的是 x 本身的均方根"),
          lambda: x / (var + eps).sqrt() * w),
-        ("divides by the standard deviation (x.std()) instead of the root mean square",
+        (say("divides by the standard deviation (x.std()) instead of the root mean square",
+             "除以的是标准差（x.std()），而不是均方根"),
          lambda: x / (x.std(dim=-1, keepdim=True) + eps) * w),
-        ("the weight (scale) is not applied", lambda: x / (mean_square + eps).sqrt()),
-        ("the mean square is taken over the sequence axis (dim=1) instead of the features "
-         "(dim=-1)", lambda: x / (x.pow(2).mean(dim=1, keepdim=True) + eps).sqrt() * w),
+        (_scale_not_applied(), lambda: x / (mean_square + eps).sqrt()),
+        (say("the mean square is taken over the sequence axis (dim=1) instead of the features "
+             "(dim=-1)", "均方是沿序列轴（dim=1）计算的，而不是沿特征维（dim=-1）"),
+         lambda: x / (x.pow(2).mean(dim=1, keepdim=True) + eps).sqrt() * w),
     ]
     if default_eps is not None:
-        table += [(f"the default eps is {e:g}, expected {default_eps:g}",
+        table += [(_wrong_default_eps(e, default_eps),
                    lambda e=e: x / (mean_square + e).sqrt() * w) for e in (1e-5, 1e-8, 1e-12, 0.0)]
     return table

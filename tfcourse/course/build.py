@@ -1,5 +1,8 @@
 """``tfcourse build-notebooks``: generate learner notebooks from the solution notebooks.
 
+With a translation file beside a solution (``solutions/NN_topic.zh.md``, see
+``translation``) it also writes the Chinese edition: ``solutions/zh/`` and ``notebooks/zh/``.
+
 ``solutions/NN_topic.ipynb`` (complete, executed, the source of truth) becomes
 ``notebooks/NN_topic.ipynb``:
 
@@ -26,10 +29,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import notebook_format
+from . import notebook_format, translation
 from .sanitize import find_machine_paths
 
 HINT_PREFIX = "# Hint: "
+HINT_PREFIXES = {"en": HINT_PREFIX, "zh": "# 提示："}    # by the notebook's language
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STUB = re.compile(r"^(?P<indent>[ \t]*)raise NotImplementedError\(\s*[\"']Exercise ")
 
@@ -77,7 +81,8 @@ def solution_regions(source: str) -> list[Region]:
     return regions
 
 
-def make_stub(source: str, name: str, hint: str | None = None) -> str:
+def make_stub(source: str, name: str, hint: str | None = None, *,
+              hint_prefix: str = HINT_PREFIX) -> str:
     """Replace every solution region of ``source`` by the learner's stub.
 
     >>> print(make_stub("def f(x):\\n    ### BEGIN SOLUTION\\n    return x\\n"
@@ -96,7 +101,7 @@ def make_stub(source: str, name: str, hint: str | None = None) -> str:
     for number, region in enumerate(regions):
         out += lines[position:region.begin]
         if hint and number == 0:
-            out.append(f"{region.indent}{HINT_PREFIX}{' '.join(hint.split())}")
+            out.append(f"{region.indent}{hint_prefix}{' '.join(hint.split())}")
         out.append(f"{region.indent}raise NotImplementedError({stub_message(name)!r})")
         position = region.end + 1
     return "\n".join(out + lines[position:])
@@ -121,7 +126,8 @@ def fill_in(learner_source: str, solution_source: str, *, keep_markers: bool = F
         if used == len(bodies):
             raise ValueError("the learner cell has more exercise stubs than the solution has "
                              "regions")
-        if out and out[-1].startswith(match.group("indent") + HINT_PREFIX):
+        if out and out[-1].startswith(tuple(match.group("indent") + prefix
+                                            for prefix in HINT_PREFIXES.values())):
             out.pop()
         out += bodies[used]
         used += 1
@@ -233,6 +239,7 @@ def make_learner(solution, name: str):
     nb = copy.deepcopy(solution)
     notebook_format.normalize_metadata(nb)
     nb.metadata.setdefault("tfcourse", {})["notebook"] = name
+    prefix = HINT_PREFIXES.get(nb.metadata["tfcourse"].get("language", "en"), HINT_PREFIX)
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -241,7 +248,8 @@ def make_learner(solution, name: str):
             continue
         if notebook_format.is_exercise(cell):
             hint = cell.metadata.get("tfcourse", {}).get("hint")
-            cell.source = make_stub(cell.source, notebook_format.exercise_name(cell), hint)
+            cell.source = make_stub(cell.source, notebook_format.exercise_name(cell), hint,
+                                    hint_prefix=prefix)
         cell.outputs, cell.execution_count = [], None
     return nb
 
@@ -292,25 +300,71 @@ def build(solutions_dir: str | Path, out_dir: str | Path, *, only: list[Path] | 
         if problems:
             report.problems += [f"{notebook_format.shown(source)}: {problem}" for problem in problems]
             continue
-        target = out_dir / source.name
-        text = notebook_format.dumps(make_learner(solution, source.stem))
-        current = target.read_text(encoding="utf-8") if target.exists() else None
-        if current == text:
-            report.unchanged.append(target)
-        elif check:
-            report.out_of_sync.append(target)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-            report.written.append(target)
-    if not only and out_dir.is_dir():
+        _emit(report, out_dir / source.name, make_learner(solution, source.stem), check)
+        if translation.twin_path(source).exists():
+            _build_chinese(report, source, solution, out_dir, check)
+    if not only:
         names = {source.name for source in sources}
-        for learner in sorted(out_dir.glob("*.ipynb")):
-            if learner.name not in names:
-                report.orphans.append(learner)
-                if not check:
-                    learner.unlink()
+        chinese = {source.name for source in sources if translation.twin_path(source).exists()}
+        for folder, expected in ((out_dir, names), (out_dir / translation.LANGUAGE, chinese),
+                                 (solutions_dir / translation.LANGUAGE, chinese)):
+            for generated in sorted(folder.glob("*.ipynb")) if folder.is_dir() else []:
+                if generated.name not in expected:
+                    report.orphans.append(generated)
+                    if not check:
+                        generated.unlink()
     return report
+
+
+def _emit(report: BuildReport, target: Path, nb, check: bool) -> None:
+    """Write ``nb`` to ``target`` unless it is already there (``check``: only compare)."""
+    text = notebook_format.dumps(nb)
+    current = target.read_text(encoding="utf-8") if target.exists() else None
+    if current == text:
+        report.unchanged.append(target)
+    elif check:
+        report.out_of_sync.append(target)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        report.written.append(target)
+
+
+def _keep_outputs(chinese, previous) -> None:
+    """Cells that print translated text start without outputs; where the previous Chinese
+    solution holds the same cell, executed (``tfcourse execute solutions/zh/...``), its
+    outputs stay."""
+    executed = {cell.get("id"): cell for cell in previous.cells if cell.cell_type == "code"}
+    for cell in chinese.cells:
+        old = executed.get(cell.get("id"))
+        if cell.cell_type == "code" and not cell.outputs and old is not None \
+                and old.source == cell.source and old.outputs:
+            cell.outputs, cell.execution_count = old.outputs, old.execution_count
+
+
+def _build_chinese(report: BuildReport, source: Path, solution, out_dir: Path, check: bool) -> None:
+    """``solutions/zh/NAME.ipynb`` and ``notebooks/zh/NAME.ipynb`` from the solution and
+    its translations (``solutions/NAME.zh.md``); a missing or stale translation is a
+    problem naming the cell."""
+    try:
+        sections = translation.parse_twin(translation.twin_path(source).read_text(encoding="utf-8"),
+                                          notebook_format.shown(translation.twin_path(source)))
+    except ValueError as error:
+        report.problems.append(str(error))
+        return
+    chinese, problems = translation.translate_notebook(solution, sections, source.stem)
+    problems += validate_solution(chinese)
+    if problems:
+        report.problems += [f"{notebook_format.shown(source)} (中文版): {problem}"
+                            for problem in problems]
+        return
+    notebook_format.normalize_metadata(chinese)
+    target = source.parent / translation.LANGUAGE / source.name
+    if target.exists():
+        _keep_outputs(chinese, notebook_format.read_notebook(target))
+    _emit(report, target, chinese, check)
+    _emit(report, out_dir / translation.LANGUAGE / source.name,
+          make_learner(chinese, source.stem), check)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

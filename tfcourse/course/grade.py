@@ -25,6 +25,11 @@ timeout, and lets the report say "expected ... / got ..." in plain words.
 Exit status: 0 only if every exercise of every notebook passes; 1 otherwise; 2 for bad
 arguments (no notebooks found, an output path that cannot be written: all checked before
 any grading). What is guaranteed, and what is not, is in docs/grading.md.
+
+A notebook's report is in Chinese under ``TFCOURSE_LANG=zh`` or when the notebook is one of
+the Chinese edition (``metadata.tfcourse.language == "zh"``); its kernel and sealed workers
+then run with ``TFCOURSE_LANG=zh`` too, so the checks' diagnoses are in Chinese. Verdicts
+and scores do not depend on the language.
 """
 
 from __future__ import annotations
@@ -40,9 +45,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..language import current, say, speaking
 from . import notebook_format
 from .build import STUB_SIGNATURE
-from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, judge, verb
+from .judge import (
+    ExerciseResult,
+    NotebookGrade,
+    exercise_names,
+    exercise_points,
+    judge,
+    not_implemented,
+    verb,
+)
 from .report import format_report, write_csv
 from .restamp import restamp
 from .run import grading_env, run_notebook
@@ -69,17 +83,40 @@ def find_solution(path: Path, solutions_dir: Path, against: str | None = None) -
     if against is not None:
         stem = against.removesuffix(".ipynb")
         if not NAME.fullmatch(stem) or stem not in names:
-            raise ValueError(f"--against {against!r} is not one of the course's notebooks "
-                             f"({', '.join(names) or 'none found'})")
+            raise ValueError(say(f"--against {against!r} is not one of the course's notebooks "
+                                 f"({', '.join(names) or 'none found'})",
+                                 f"--against {against!r} 不是本课程的 notebook"
+                                 f"（{', '.join(names) or '一个也没有找到'}）"))
         return solutions_dir / f"{stem}.ipynb"
     contained = sorted((name for name in names if name in path.stem), key=len)
     if path.stem in names:
         return solutions_dir / f"{path.stem}.ipynb"
     if contained:
         return solutions_dir / f"{contained[-1]}.ipynb"
-    raise ValueError(f"no solution notebook for {path.name} in {notebook_format.shown(solutions_dir)}: "
-                     f"name the file after one of {', '.join(names) or '(none found)'}, or pass "
-                     f"--against NAME")
+    folder = notebook_format.shown(solutions_dir)
+    raise ValueError(say(f"no solution notebook for {path.name} in {folder}: name the file after "
+                         f"one of {', '.join(names) or '(none found)'}, or pass --against NAME",
+                         f"{folder} 中没有与 {path.name} 对应的参考答案 notebook：请用其中一个名字"
+                         f"（{', '.join(names) or '一个也没有找到'}）给文件命名，或使用 "
+                         f"--against NAME"))
+
+
+def report_language(notebook) -> str:
+    """``"zh"`` when the reader asked for Chinese (``TFCOURSE_LANG=zh``) or ``notebook`` (a
+    notebook, or its raw JSON) is one of the Chinese edition, else ``""``: as the reader
+    asked."""
+    meta = notebook.get("metadata") if isinstance(notebook, dict) else None
+    course = meta.get("tfcourse") if isinstance(meta, dict) else None
+    chinese = isinstance(course, dict) and course.get("language") == "zh"
+    return "zh" if chinese or current() == "zh" else ""
+
+
+def _raw(path: Path):
+    """The JSON of ``path``, or None (the grader reports unreadable notebooks itself)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def grade(learner, solution, *, cwd: str | Path, timeout: float = 120,
@@ -91,10 +128,22 @@ def grade(learner, solution, *, cwd: str | Path, timeout: float = 120,
     the check here); the notebook itself runs in a kernel (in ``cwd``) only when an
     exercise cannot be judged that way, or when ``sealed`` is False. Returns
     ``(NotebookGrade, notebook)``; ``restamped_path`` (optional) receives the restamped
-    notebook before anything runs.
+    notebook before anything runs. The notes, and the checks' diagnoses, are in the
+    notebook's language (``report_language``).
     """
-    started = time.monotonic()
+    language = report_language(learner)
     env = env if env is not None else grading_env()
+    if language == "zh":
+        env = dict(env, TFCOURSE_LANG="zh")
+    with speaking(language or None):
+        result, notebook = _grade(learner, solution, cwd=cwd, timeout=timeout, env=env,
+                                  label=label, restamped_path=restamped_path, sealed=sealed)
+    result.language = language
+    return result, notebook
+
+
+def _grade(learner, solution, *, cwd, timeout, env, label, restamped_path, sealed):
+    started = time.monotonic()
     result = NotebookGrade(notebook=label)
     notebook, repairs = restamp(learner, solution)
     result.restamped = [repair.describe() for repair in repairs]
@@ -125,7 +174,7 @@ def grade(learner, solution, *, cwd: str | Path, timeout: float = 120,
     result.isolation = next((v.isolation for v in verdicts.values() if v.isolation), [])
     refuse(result.exercises, scan(solution, notebook))
     if not result.exercises:
-        result.error = "the solution notebook has no exercises"
+        result.error = say("the solution notebook has no exercises", "参考答案 notebook 中没有练习")
     result.seconds = time.monotonic() - started
     return result, notebook
 
@@ -137,8 +186,10 @@ def apply_sealed(exercise: ExerciseResult, verdict, solution) -> None:
     from .sealed.session import checks_of
 
     if verdict.status == "unsupported":
-        exercise.notes.append("judged by its check cell in your kernel, not sealed: "
-                              + "; ".join(verdict.notes))
+        exercise.notes.append(say("judged by its check cell in your kernel, not sealed: "
+                                  + "; ".join(verdict.notes),
+                                  "由检查单元格在你的内核中评判，而不是在隔离的进程中评判："
+                                  + "；".join(verdict.notes)))
         return
     exercise.sealed = True
     expected = checks_of(solution, exercise.name)[1].rstrip("\n")
@@ -150,7 +201,7 @@ def apply_sealed(exercise: ExerciseResult, verdict, solution) -> None:
     exercise.reason = "builtin" if verdict.status == "builtin" else verdict.reason
     exercise.expected, exercise.got, exercise.notes = expected, verdict.output, verdict.notes
     if STUB_SIGNATURE in exercise.got:
-        exercise.got += "\n(the exercise is not implemented yet)"
+        exercise.got += not_implemented()
 
 
 def refuse(exercises: list[ExerciseResult], findings: list[Finding]) -> None:
@@ -161,7 +212,8 @@ def refuse(exercises: list[ExerciseResult], findings: list[Finding]) -> None:
         if mine:
             result.passed, result.reason = False, mine[0].kind
             result.got = "\n".join(finding.describe() for finding in mine)
-            result.expected = result.expected or "your own implementation, judged by its check"
+            result.expected = result.expected or say("your own implementation, judged by its "
+                                                     "check", "你自己的实现，由检查来评判")
 
 
 def grade_notebook(path: str | Path, *, solutions_dir: str | Path | None = None,
@@ -173,9 +225,21 @@ def grade_notebook(path: str | Path, *, solutions_dir: str | Path | None = None,
 
     The kernel runs in a fresh temporary folder that holds a copy of this submission and
     nothing else, so one submission cannot read or overwrite another, or find the
-    solutions beside it; the folder is deleted afterwards.
+    solutions beside it; the folder is deleted afterwards. The report is in the notebook's
+    language (``report_language``), even when the notebook cannot be graded.
     """
     path = Path(path)
+    language = report_language(_raw(path))
+    with speaking(language or None):
+        result = _grade_notebook(path, solutions_dir=solutions_dir, against=against,
+                                 timeout=timeout, restamped_dir=restamped_dir, env=env,
+                                 sealed=sealed)
+    result.language = language
+    return result
+
+
+def _grade_notebook(path: Path, *, solutions_dir, against, timeout, restamped_dir, env,
+                    sealed) -> NotebookGrade:
     label = notebook_format.shown(path)
     try:
         folder = (Path(solutions_dir) if solutions_dir
@@ -194,11 +258,15 @@ def grade_notebook(path: str | Path, *, solutions_dir: str | Path | None = None,
                               else None, sealed=sealed)
     except Exception as error:  # noqa: BLE001 - e.g. no kernel; report it, grade the rest
         return NotebookGrade(notebook=label, solution=notebook_format.shown(solution_path),
-                             error=f"could not run the notebook: {type(error).__name__}: {error}")
+                             error=say(f"could not run the notebook: {type(error).__name__}: "
+                                       f"{error}",
+                                       f"无法运行这个 notebook：{type(error).__name__}: {error}"))
     result.solution = notebook_format.shown(solution_path)
     if isinstance(named, str) and named != solution_path.stem:
-        result.notes.append(f"the notebook's metadata names {named!r}; ignored: graded against "
-                            f"{solution_path.stem!r}")
+        result.notes.append(say(f"the notebook's metadata names {named!r}; ignored: graded "
+                                f"against {solution_path.stem!r}",
+                                f"notebook 的元数据指定的是 {named!r}；已忽略：按 "
+                                f"{solution_path.stem!r} 评分"))
     return result
 
 
@@ -212,7 +280,8 @@ def collect(paths: list[str]) -> list[Path]:
         elif path.is_file():
             found.append(path)
         else:
-            raise ValueError(f"no such notebook or folder: {name}")
+            raise ValueError(say(f"no such notebook or folder: {name}",
+                                 f"没有这个 notebook 或文件夹：{name}"))
     return found
 
 
@@ -224,21 +293,27 @@ def check_outputs(args: argparse.Namespace) -> list[str]:
             continue
         path = Path(value)
         if path.is_dir():
-            problems.append(f"{flag} {value}: is a folder; name a file")
+            problems.append(say(f"{flag} {value}: is a folder; name a file",
+                                f"{flag} {value}：这是一个文件夹；请给出文件名"))
         elif not path.parent.resolve().is_dir():
-            problems.append(f"{flag} {value}: the folder {path.parent} does not exist")
+            problems.append(say(f"{flag} {value}: the folder {path.parent} does not exist",
+                                f"{flag} {value}：文件夹 {path.parent} 不存在"))
         elif not os.access(path.parent.resolve(), os.W_OK) or (path.exists()
                                                                and not os.access(path, os.W_OK)):
-            problems.append(f"{flag} {value}: cannot write there")
+            problems.append(say(f"{flag} {value}: cannot write there",
+                                f"{flag} {value}：无法写入该位置"))
     if args.restamped is not None:
         folder = Path(args.restamped)
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            problems.append(f"--restamped {args.restamped}: cannot create it ({error.strerror})")
+            problems.append(say(f"--restamped {args.restamped}: cannot create it "
+                                f"({error.strerror})",
+                                f"--restamped {args.restamped}：无法创建（{error.strerror}）"))
         else:
             if not os.access(folder, os.W_OK):
-                problems.append(f"--restamped {args.restamped}: cannot write there")
+                problems.append(say(f"--restamped {args.restamped}: cannot write there",
+                                    f"--restamped {args.restamped}：无法写入该位置"))
     return problems
 
 
@@ -277,17 +352,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     problems = check_outputs(args)
     if args.jobs < 1:
-        problems.append(f"--jobs must be >= 1, got {args.jobs}")
+        problems.append(say(f"--jobs must be >= 1, got {args.jobs}",
+                            f"--jobs 必须 >= 1，实际是 {args.jobs}"))
     try:
         paths = collect(args.paths)
     except ValueError as error:
         problems.append(str(error))
         paths = []
     if not paths and not problems:
-        problems.append("no notebooks to grade")
+        problems.append(say("no notebooks to grade", "没有要评分的 notebook"))
     if problems:
         for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
+            print(say(f"error: {problem}", f"错误：{problem}"), file=sys.stderr)
         return 2
     env = grading_env(args.threads or None)
 
@@ -307,7 +383,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([grade.to_dict() for grade in grades], indent=2, ensure_ascii=False))
     elif len(grades) > 1:
-        print(f"{sum(g.ok for g in grades)}/{len(grades)} notebooks passed every exercise")
+        passed = f"{sum(g.ok for g in grades)}/{len(grades)}"
+        print(say(f"{passed} notebooks passed every exercise",
+                  f"{passed} 个 notebook 通过了全部练习"))
     if args.csv:
         write_csv(grades, args.csv)
     if args.gradescope:

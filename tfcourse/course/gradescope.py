@@ -16,6 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..language import say, speaking
 from .judge import ExerciseResult, NotebookGrade
 
 # Every string is plain text: Gradescope renders the top-level output as HTML by default
@@ -36,8 +37,10 @@ def _points(result: ExerciseResult) -> float:
     points = float(result.points)
     # JSON has no NaN or Infinity; a bad points value must fail here, not in Gradescope.
     if not math.isfinite(points) or points < 0:
-        raise ValueError(f"exercise {result.name!r}: points must be a finite number >= 0, "
-                         f"got {result.points!r}")
+        raise ValueError(say(f"exercise {result.name!r}: points must be a finite number >= 0, "
+                             f"got {result.points!r}",
+                             f"练习 {result.name!r}：分值必须是 >= 0 的有限数，"
+                             f"实际是 {result.points!r}"))
     return points
 
 
@@ -46,8 +49,9 @@ def _test_output(result: ExerciseResult) -> str:
     if result.passed:
         return "PASS"
     lines = [f"FAIL ({result.reason})" if result.reason else "FAIL",
-             f"expected: {result.expected}", f"got:      {result.got}"]
-    lines += [f"note: {note}" for note in result.notes]
+             say(f"expected: {result.expected}", f"预期：{result.expected}"),
+             say(f"got:      {result.got}", f"实际：{result.got}")]
+    lines += [say(f"note: {note}", f"说明：{note}") for note in result.notes]
     return "\n".join(lines)
 
 
@@ -62,13 +66,17 @@ def _test(name: str, score: float, max_score: float, passed: bool, output: str) 
 def _summary(grade: NotebookGrade, score: float, max_score: float) -> str:
     """The top-level text for one notebook: its verdict in one line, then its notes."""
     # The course notebook's name, not the solution's path (a folder on Gradescope's machine).
-    against = f" (against {_course_name(grade)})" if grade.solution else ""
+    course = _course_name(grade)
+    against = say(f" (against {course})", f"（对照 {course}）") if grade.solution else ""
     if grade.error:
-        lines = [f"{grade.notebook}{against}: NOT GRADED — {grade.error}"]
+        lines = [say(f"{grade.notebook}{against}: NOT GRADED — {grade.error}",
+                     f"{grade.notebook}{against}：未能评分——{grade.error}")]
     else:
-        verdict = f"{grade.passed}/{grade.total} exercises passed, {score:g}/{max_score:g} points"
-        lines = [f"{grade.notebook}{against}: {verdict}"]
-    lines += [f"  note: {note}" for note in grade.restamped + grade.notes]
+        lines = [say(f"{grade.notebook}{against}: {grade.passed}/{grade.total} exercises passed, "
+                     f"{score:g}/{max_score:g} points",
+                     f"{grade.notebook}{against}：通过 {grade.passed}/{grade.total} 个练习，"
+                     f"得分 {score:g}/{max_score:g}")]
+    lines += [say(f"  note: {note}", f"  说明：{note}") for note in grade.restamped + grade.notes]
     return "\n".join(lines)
 
 
@@ -77,29 +85,34 @@ def results(grades: list[NotebookGrade]) -> dict:
 
     A notebook that could not be graded (``grade.error``) scores 0 on each of its known
     exercises, with the error as their output; with no exercise known it gives one test
-    worth 0 points, marked failed. The error is also in the top-level output.
+    worth 0 points, marked failed. The error is also in the top-level output. Each
+    notebook's texts are in its language (``grade.language``); test names stay English, so
+    that Gradescope's per-test statistics line up across the two editions.
     """
     tests, summaries = [], []
     total = seconds = 0.0
     for grade in grades:
         course = _course_name(grade)
         score = max_score = 0.0
-        for result in grade.exercises:
-            points = _points(result)
-            passed = result.passed and not grade.error
-            earned = points if passed else 0.0
-            output = f"not graded: {grade.error}" if grade.error else _test_output(result)
-            tests.append(_test(f"{course}: {result.name}", earned, points, passed, output))
-            score, max_score = score + earned, max_score + points
-        if grade.error and not grade.exercises:
-            tests.append(_test(f"{course}: not graded", 0.0, 0.0, False, grade.error))
-        summaries.append(_summary(grade, score, max_score))
+        with speaking(grade.language or None):
+            for result in grade.exercises:
+                points = _points(result)
+                passed = result.passed and not grade.error
+                earned = points if passed else 0.0
+                output = (say(f"not graded: {grade.error}", f"未能评分：{grade.error}")
+                          if grade.error else _test_output(result))
+                tests.append(_test(f"{course}: {result.name}", earned, points, passed, output))
+                score, max_score = score + earned, max_score + points
+            if grade.error and not grade.exercises:
+                tests.append(_test(f"{course}: not graded", 0.0, 0.0, False, grade.error))
+            summaries.append(_summary(grade, score, max_score))
         total += score
         seconds += grade.seconds if math.isfinite(grade.seconds) else 0.0
     return {
         "score": total,
         "execution_time": round(seconds),  # whole seconds, as in Gradescope's example
-        "output": "\n".join(summaries) if summaries else "no notebook was graded",
+        "output": ("\n".join(summaries) if summaries
+                   else say("no notebook was graded", "没有为任何 notebook 评分")),
         "output_format": TEXT,
         "test_output_format": TEXT,
         "test_name_format": TEXT,

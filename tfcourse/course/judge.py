@@ -12,6 +12,7 @@ import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
+from ..language import say
 from . import notebook_format
 from .build import STUB_SIGNATURE
 from .run import CellRun
@@ -53,6 +54,9 @@ class NotebookGrade:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     error: str = ""  # set when the notebook could not be graded at all
+    # "zh": a notebook of the Chinese edition, reported in Chinese; "": the reader's language
+    # (TFCOURSE_LANG). Not in to_dict(): machine-readable output is the same in both.
+    language: str = ""
 
     @property
     def passed(self) -> int:
@@ -68,6 +72,7 @@ class NotebookGrade:
 
     def to_dict(self) -> dict:
         data = asdict(self)
+        del data["language"]
         data.update(passed=self.passed, total=self.total, ok=self.ok,
                     seconds=round(self.seconds, 2))
         return data
@@ -122,12 +127,12 @@ def describe_outputs(fields: dict[str, list]) -> str:
         if key == "stdout":
             parts.append(text)
         elif key == "stderr":
-            parts.append(f"(on stderr) {text}")
+            parts.append(say(f"(on stderr) {text}", f"（标准错误输出）{text}"))
         elif key == "text/plain":
-            parts.append(f"(displayed) {text}")
+            parts.append(say(f"(displayed) {text}", f"（显示的值）{text}"))
         else:
-            parts.append(f"({key}) {text[:200]}")
-    return "\n".join(parts) if parts else "(no output)"
+            parts.append(say(f"({key}) {text[:200]}", f"（{key}）{text[:200]}"))
+    return "\n".join(parts) if parts else say("(no output)", "（没有输出）")
 
 
 def exercise_points(solution, name: str) -> float:
@@ -138,8 +143,10 @@ def exercise_points(solution, name: str) -> float:
             points = cell.metadata.get("tfcourse", {}).get("points", 1)
             if (isinstance(points, bool) or not isinstance(points, (int, float))
                     or not 0 <= points < math.inf):
-                raise ValueError(f"exercise {name!r}: metadata tfcourse.points must be a number "
-                                 f">= 0, got {points!r}")
+                raise ValueError(say(f"exercise {name!r}: metadata tfcourse.points must be a "
+                                     f"number >= 0, got {points!r}",
+                                     f"练习 {name!r}：元数据 tfcourse.points 必须是 >= 0 的数，"
+                                     f"实际是 {points!r}"))
             return float(points)
     return 1.0
 
@@ -170,7 +177,8 @@ def judge(solution, executed, run_by_id: dict[str, CellRun]) -> list[ExerciseRes
         run = run_by_id.get(cell.get("id"))
         if notebook_format.is_exercise(cell):
             if run is not None and run.status != "ok":
-                result.notes.append(f"its exercise cell {cell.id!r} {verb(run)}")
+                result.notes.append(say(f"its exercise cell {cell.id!r} {verb(run)}",
+                                        f"它的练习单元格 {cell.id!r} {verb(run)}"))
             continue
         if not notebook_format.is_check(cell):
             continue
@@ -182,9 +190,10 @@ def judge(solution, executed, run_by_id: dict[str, CellRun]) -> list[ExerciseRes
             result.passed = False
             result.reason = run.status if run else "not-run"
             result.expected = describe_outputs(expected)
-            result.got = _plain(run.error_text) if run else "the check cell did not run"
+            result.got = (_plain(run.error_text) if run
+                          else say("the check cell did not run", "检查单元格没有运行"))
             if STUB_SIGNATURE in result.got:
-                result.got += "\n(the exercise is not implemented yet)"
+                result.got += not_implemented()
             continue
         got = comparable(learner_cells[cell.id].outputs)
         if got != expected:
@@ -200,9 +209,14 @@ def judge(solution, executed, run_by_id: dict[str, CellRun]) -> list[ExerciseRes
     return list(results.values())
 
 
+def not_implemented() -> str:
+    """Added to what a stub printed."""
+    return say("\n(the exercise is not implemented yet)", "\n（这个练习还没有实现）")
+
+
 def verb(run: CellRun) -> str:
     if run.status == "error":
-        return f"raised {_plain(run.error_text)}"
+        return say(f"raised {_plain(run.error_text)}", f"抛出了 {_plain(run.error_text)}")
     return _plain(run.error_text)
 
 

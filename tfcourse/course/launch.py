@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from ..language import say
+
 FOLDER = "notebooks"
 FIRST_PORT = 8888
 
@@ -70,7 +72,7 @@ def free_port(start: int = FIRST_PORT, tries: int = 50) -> int:
             except OSError:
                 continue
             return probe.getsockname()[1]
-    raise OSError("no free localhost port")
+    raise OSError(say("no free localhost port", "本机（localhost）上没有空闲端口"))
 
 
 def running_as_root() -> bool:
@@ -96,16 +98,26 @@ def serve(command: list[str]) -> int:
 def run(args: argparse.Namespace) -> int:
     folder = find_notebooks(args.dir)
     if folder is None:
-        where = args.dir or f"{FOLDER}/ next to the tfcourse package or in the current directory"
-        print(f"tfcourse lab: no notebook folder found (looked for {where}).\n"
-              f"Run this from the course folder (the one with solutions/ and notebooks/), or pass "
-              f"--dir FOLDER. If notebooks/ is missing but solutions/ exists, create it with "
-              f"`tfcourse build-notebooks`. Meanwhile, `tfcourse demo` runs without notebooks.",
+        where = args.dir or say(f"{FOLDER}/ next to the tfcourse package or in the current "
+                                "directory",
+                                f"tfcourse 软件包旁边或当前目录下的 {FOLDER}/")
+        print(say(f"tfcourse lab: no notebook folder found (looked for {where}).\n"
+                  f"Run this from the course folder (the one with solutions/ and notebooks/), or "
+                  f"pass --dir FOLDER. If notebooks/ is missing but solutions/ exists, create it "
+                  f"with `tfcourse build-notebooks`. Meanwhile, `tfcourse demo` runs without "
+                  f"notebooks.",
+                  f"tfcourse lab：没有找到 notebook 文件夹（查找的是 {where}）。\n"
+                  f"请在课程文件夹（包含 solutions/ 和 notebooks/ 的那个）中运行，或用 --dir FOLDER "
+                  f"指定文件夹。如果缺少 notebooks/ 但有 solutions/，可以用 "
+                  f"`tfcourse build-notebooks` 生成它。在此之前，`tfcourse demo` 不需要 notebook "
+                  f"也能运行。"),
               file=sys.stderr)
         return 1
     if importlib.util.find_spec("jupyterlab") is None:
-        print("tfcourse lab: JupyterLab is not installed in this environment; install it with "
-              "`pip install -e '.[lab]'` (or run `make lab`).", file=sys.stderr)
+        print(say("tfcourse lab: JupyterLab is not installed in this environment; install it with "
+                  "`pip install -e '.[lab]'` (or run `make lab`).",
+                  "tfcourse lab：当前环境中没有安装 JupyterLab；请用 `pip install -e '.[lab]'` "
+                  "安装（或运行 `make lab`）。"), file=sys.stderr)
         return 1
     extra = list(args.jupyter_args)
     if extra[:1] == ["--"]:
@@ -126,10 +138,15 @@ def run(args: argparse.Namespace) -> int:
         ours.append(f"--ServerApp.file_to_run={folder / notebook}")
     if running_as_root() and not {"--allow-root", "--ServerApp.allow_root=True"} & set(extra):
         ours.append("--allow-root")
-        print("tfcourse lab: running as root, so passing --allow-root to Jupyter (usual in "
-              "containers and cloud VMs; Jupyter refuses root without it)", flush=True)
+        print(say("tfcourse lab: running as root, so passing --allow-root to Jupyter (usual in "
+                  "containers and cloud VMs; Jupyter refuses root without it)",
+                  "tfcourse lab：正以 root 身份运行，因此给 Jupyter 加上 --allow-root（在容器和"
+                  "云虚拟机中很常见；没有它 Jupyter 会拒绝以 root 启动）"), flush=True)
     command = [sys.executable, "-m", "jupyterlab", str(folder), *ours, *extra]
     url = f"http://localhost:{port}/lab" + (f"/tree/{quote(notebook)}" if notebook else "")
-    print(f"tfcourse lab: opening {folder} in JupyterLab (Ctrl+C stops the server)\n"
-          f"tfcourse lab: open {url}" + (f"?token={token}" if token else ""), flush=True)
+    link = url + (f"?token={token}" if token else "")
+    print(say(f"tfcourse lab: opening {folder} in JupyterLab (Ctrl+C stops the server)\n"
+              f"tfcourse lab: open {link}",
+              f"tfcourse lab：正在用 JupyterLab 打开 {folder}（按 Ctrl+C 停止服务器）\n"
+              f"tfcourse lab：请打开 {link}"), flush=True)
     return serve(command)

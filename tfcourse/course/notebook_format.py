@@ -22,6 +22,8 @@ from pathlib import Path
 
 import nbformat
 
+from ..language import say
+
 EXERCISE_TAG = "exercise"
 CHECK_TAG = "check"
 CHECK_OUTPUT_TAG = "nbval-check-output"
@@ -59,7 +61,7 @@ def exercise_name(cell) -> str | None:
 
 def cell_label(cell, index: int) -> str:
     """How reports name a cell: its id and its position, e.g. "cell 'ex-rmsnorm' (#5)"."""
-    return f"cell {cell.get('id', '?')!r} (#{index})"
+    return say(f"cell {cell.get('id', '?')!r} (#{index})", f"单元格 {cell.get('id', '?')!r}（#{index}）")
 
 
 def read_notebook(path: str | Path, *, require_ids: bool = True) -> nbformat.NotebookNode:

@@ -24,6 +24,7 @@ import copy
 import re
 from dataclasses import dataclass
 
+from ..language import say
 from . import notebook_format
 from .build import learner_check_cell
 
@@ -38,10 +39,12 @@ class Restamp:
     action: str
 
     def describe(self) -> str:
-        what = f"check cell {self.cell_id!r}" + (f" ({self.exercise})" if self.exercise else "")
+        what = say(f"check cell {self.cell_id!r}" + (f" ({self.exercise})" if self.exercise else ""),
+                   f"检查单元格 {self.cell_id!r}" + (f"（{self.exercise}）" if self.exercise else ""))
         if self.action == "deleted":
-            return f"{what} was missing; restored from the solution"
-        return f"{what} was edited; the original was restored"
+            return say(f"{what} was missing; restored from the solution",
+                       f"{what}缺失，已按参考答案恢复")
+        return say(f"{what} was edited; the original was restored", f"{what}被改动过，已恢复原样")
 
 
 def restamp(learner, solution) -> tuple[object, list[Restamp]]:

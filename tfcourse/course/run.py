@@ -29,6 +29,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbclient.util import ensure_async, run_sync
 
+from ..language import say
+
 TIMEOUT_ENAME = "CellTimeout"
 # Seconds a kernel gets to come back after the interrupt that ends a timed-out cell.
 STUCK_AFTER_S = 10
@@ -152,8 +154,10 @@ async def _run(nb, *, cwd, timeout, startup_timeout, launch) -> NotebookRun:
         # Return at once after interrupting, with this error as the reply: nbclient would
         # otherwise wait (and re-interrupt) forever for a kernel that ignores SIGINT.
         error_on_timeout={"ename": TIMEOUT_ENAME,
-                          "evalue": f"the cell did not finish within {timeout:g} s and was "
-                                    f"interrupted", "traceback": []},
+                          "evalue": say(f"the cell did not finish within {timeout:g} s and was "
+                                        f"interrupted",
+                                        f"这个单元格没有在 {timeout:g} 秒内运行完，已被中断"),
+                          "traceback": []},
         record_timing=False,
         store_widget_state=False,
         shutdown_kernel="immediate",  # nothing to save; a graceful shutdown only costs time
@@ -185,8 +189,11 @@ async def _run(nb, *, cwd, timeout, startup_timeout, launch) -> NotebookRun:
                 await client.async_execute_cell(cell, cell_index)
             except DeadKernelError:
                 run.status = "kernel-died"
-                run.evalue = "the kernel died while running this cell (crash or out of memory)"
-                give_up = f"not run: the kernel died in cell {cell.get('id', cell_index)!r}"
+                run.evalue = say("the kernel died while running this cell (crash or out of memory)",
+                                 "内核在运行这个单元格时退出了（崩溃或内存不足）")
+                where = cell.get("id", cell_index)
+                give_up = say(f"not run: the kernel died in cell {where!r}",
+                              f"没有运行：内核在单元格 {where!r} 中退出了")
             run.seconds = time.monotonic() - cell_started
             if run.status != "ok":
                 continue
@@ -194,9 +201,12 @@ async def _run(nb, *, cwd, timeout, startup_timeout, launch) -> NotebookRun:
             if reply.get("status") == "error" and reply.get("ename") == TIMEOUT_ENAME:
                 run.status, run.evalue = "timeout", reply.get("evalue", "")
                 if not await _responsive(client):
-                    run.evalue += "; the kernel did not respond to the interrupt"
-                    give_up = (f"not run: the kernel was stuck in cell "
-                               f"{cell.get('id', cell_index)!r} after its timeout")
+                    run.evalue += say("; the kernel did not respond to the interrupt",
+                                      "；内核没有响应中断")
+                    where = cell.get("id", cell_index)
+                    give_up = say(f"not run: the kernel was stuck in cell {where!r} after its "
+                                  f"timeout",
+                                  f"没有运行：单元格 {where!r} 超时后内核卡住了")
             else:
                 errors = [out for out in cell.outputs if out.get("output_type") == "error"]
                 if errors or reply.get("status") == "error":

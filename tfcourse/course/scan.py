@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from ..language import say
 from . import notebook_format
 from .restamp import defined_names
 
@@ -49,12 +50,16 @@ class Finding:
 
     def describe(self) -> str:
         if self.kind == "reference":
-            return (f"{self.cell} uses the course's own implementation ({self.what}); write the "
-                    f"exercise yourself")
+            return say(f"{self.cell} uses the course's own implementation ({self.what}); write "
+                       f"the exercise yourself",
+                       f"{self.cell} 用了课程自带的参考实现（{self.what}）；请自己完成这个练习")
         if self.kind == "builtin":
-            return (f"{self.cell} hands the whole exercise to PyTorch's built-in {self.what}; "
-                    f"write it from primitives")
-        return f"{self.cell} reaches into the grader or runs generated code ({self.what})"
+            return say(f"{self.cell} hands the whole exercise to PyTorch's built-in {self.what}; "
+                       f"write it from primitives",
+                       f"{self.cell} 把整个练习交给了 PyTorch 的内置函数 {self.what}；"
+                       f"请用基本运算自己实现")
+        return say(f"{self.cell} reaches into the grader or runs generated code ({self.what})",
+                   f"{self.cell} 试图触碰评分器，或运行动态生成的代码（{self.what}）")
 
 
 class _Names(ast.NodeVisitor):

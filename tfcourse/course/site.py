@@ -3,8 +3,11 @@
 ``build/site/`` gets one page per solution notebook (``solutions/NN_topic.ipynb`` with its
 stored outputs and figures), the learner and solution ``.ipynb`` files to download, an index,
 and the Markdown documents (``README.md``, ``README.zh.md``, ``CONTRIBUTING.md``, ``docs/*.md``)
-as pages. Links that point at those ``.md`` files or into ``notebooks/`` / ``solutions/`` are
-rewritten to the site's pages. Open ``index.html`` from disk or under ``python -m http.server``.
+as pages; the Chinese edition (``solutions/zh/``, ``notebooks/zh/``) gets the same under
+``zh/``, and every page with a twin in the other language links to it from its header
+(``site_languages``). Links that point at those ``.md`` files or into ``notebooks/`` /
+``solutions/`` are rewritten to the site's pages. Open ``index.html`` from disk or under
+``python -m http.server``.
 
 Offline by construction: nbconvert renders only the cells (``lab/base.html.j2``); the page
 around them and its one stylesheet are ours, so nbconvert's require.js, MathJax and widget
@@ -29,12 +32,18 @@ from urllib.parse import unquote, urlsplit
 
 from . import notebook_format
 from .offline import check_offline
+from .site_languages import ENGLISH, Edition, editions, english_home, href, of_document, twins
 
 STYLESHEET = Path(__file__).with_name("site.css")   # ours; Pygments' colours appended
 MARKER = ".tfcourse-site"          # marks a folder this command may wipe and rebuild
-WIDGET_NOTE = ('<div class="note">An interactive widget is shown here in JupyterLab: download '
-               'the notebook and run it to use the widget.</div>')
+WIDGET_NOTE = ENGLISH.words["widget"]
 _CELLS_TEMPLATE = "{%- extends 'base.html.j2' -%}"     # lab's cells, no <head>: no CDN scripts
+_LINKS_ONLY = re.compile(r"\s*(\[[^\]]*\]\([^)]*\)[\s|·/,]*)+$")      # "[English](README.md)"
+_GOAL_LABEL = re.compile(r"^\*\*(Goal|目标)[.:。：]\*\*\s*")
+# A sentence ends at . ! ? before a space and a capital, or at 。！？ unless a closing quote follows.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(\"])|(?<=[。！？])(?![」』”’）)])\s*")
+_CJK = "\u3000-\u303f\u3400-\u9fff\uff00-\uffef"
+_CJK_LINE_BREAK = re.compile(f"(?<=[{_CJK}])\n(?=[{_CJK}])")   # joined: no space between 中文
 
 
 class SiteError(Exception):
@@ -110,14 +119,15 @@ class _Site:
         if parts.scheme or parts.netloc or not parts.path:
             return url                              # external links and "#fragment" stay
         path = unquote(parts.path)
-        target = posixpath.normpath(path.lstrip("/") if path.startswith("/")
-                                    else posixpath.join(posixpath.dirname(source), path))
-        if target not in self.sources:
-            if target.endswith((".md", ".ipynb")):
+        targets = [posixpath.normpath(path.lstrip("/") if path.startswith("/")
+                                      else posixpath.join(posixpath.dirname(home), path))
+                   for home in dict.fromkeys((source, english_home(source)))]
+        target = next((t for t in targets if t in self.sources), None)
+        if target is None:
+            if targets[0].endswith((".md", ".ipynb")):
                 self.warnings.append(f"{source}: link to {url!r}, which is not in the site")
             return url
-        new = posixpath.relpath(self.sources[target], posixpath.dirname(page) or ".")
-        return new + (f"#{parts.fragment}" if parts.fragment else "")
+        return href(self.sources[target], page) + (f"#{parts.fragment}" if parts.fragment else "")
 
     def markdown(self, text: str, source: str, page: str, attachments=None, notebook=False) -> str:
         from nbconvert.filters.markdown_mistune import MarkdownWithMath
@@ -152,14 +162,14 @@ class _Site:
         exporter.register_filter("clean_html", lambda cell_html: cell_html)
         return exporter
 
-    def prepare(self, nb, source: str):
-        """Make ``nb`` fit to show offline (in place): no widget state or views, no JavaScript,
-        TeX outputs as MathML."""
+    def prepare(self, nb, source: str, widget_note: str = WIDGET_NOTE):
+        """Make ``nb`` fit to show offline (in place): no widget state or views (``widget_note``
+        instead), no JavaScript, TeX outputs as MathML."""
         nb.metadata.pop("widgets", None)
         for output in (o for cell in nb.cells for o in cell.get("outputs", [])):
             data = output.get("data", {})
             if notebook_format.WIDGET_MIME in data:
-                output["data"] = {"text/html": WIDGET_NOTE}
+                output["data"] = {"text/html": widget_note}
                 continue
             data.pop("application/javascript", None)        # the site runs no code
             if "text/latex" in data and "text/html" not in data:
@@ -185,36 +195,29 @@ def build_site(root: str | Path, out: str | Path, notebooks=None) -> SiteReport:
     documents = [p.relative_to(root).as_posix() for p in (root / "README.md", root / "README.zh.md",
                  root / "CONTRIBUTING.md", *sorted((root / "docs").glob("*.md"))) if p.is_file()]
     sources = {doc: doc.removesuffix(".md") + ".html" for doc in documents}
-    for path in solutions:
-        sources[f"solutions/{path.name}"] = sources[f"notebooks/{path.name}"] = f"{path.stem}.html"
+    built = editions(root, solutions)
+    for edition, paths in built:
+        for path in paths:
+            for kind in ("solutions", "notebooks"):
+                sources[edition.source(kind, path.name)] = edition.page(path.stem)
     site, report = _Site(root, sources), SiteReport(out)
-    nav = [("Course", "index.html")] + [(_label(doc), sources[doc]) for doc in documents]
-    exporter, read = site.exporter(), [notebook_format.read_notebook(p, require_ids=False)
-                                       for p in solutions]
-    titles = [_title_and_goal(nb, path.stem) for path, nb in zip(solutions, read)]
-    entries = []
-    for number, (path, nb) in enumerate(zip(solutions, read)):
-        page, source = f"{path.stem}.html", f"solutions/{path.name}"
-        site.prepare(nb, source)
-        cells, _ = exporter.from_notebook_node(nb, resources={
-            "metadata": {"name": path.stem, "path": str(path.parent)},
-            "tfcourse_source": source, "tfcourse_page": page})
-        downloads = _copy_downloads(root, out, path, report)
-        neighbours = [(number - 1, "prev", "← {}"), (number + 1, "next", "{} →")]
-        pager = "".join(f'<a rel="{rel}" href="{solutions[i].stem}.html">'
-                        f"{form.format(html.escape(titles[i][0]))}</a>"
-                        if 0 <= i < len(solutions) else "<span></span>" for i, rel, form in neighbours)
-        pager = f'<nav class="pager">{pager}</nav>'
-        body = (f'{pager}\n<p class="downloads">Download the {" or the ".join(downloads)}. This page '
-                f"shows the solution with its stored outputs.</p>\n{cells}\n{pager}")
-        _write(out, page, _page(f"{titles[number][0]} · tfcourse", body, page, nav), report)
-        entries.append((page, *titles[number], downloads, source))
+    switches = twins(built, documents, sources)
+    navs = {edition: [(edition.words["course"], edition.page("index"))]
+            + [(_label(doc), sources[doc]) for doc in documents] for edition, _ in built}
+    exporter, english = site.exporter(), []
+    for edition, paths in built:
+        entries = _notebook_pages(root, out, site, exporter, edition, paths, navs[edition],
+                                  switches, report)
+        english, names = english or entries, {path.stem for path in paths}
+        others = [(page, name) for page, name, *_ in english if page.removesuffix(".html") not in names]
+        index = edition.page("index")
+        _write(out, index, _page("tfcourse", _index(root, site, edition, entries, documents, others),
+                                 index, navs[edition], edition, switches.get(index)), report)
     for doc in documents:
-        text = (root / doc).read_text(encoding="utf-8")
-        _write(out, sources[doc], _page(_label(doc), site.markdown(text, doc, sources[doc]),
-                                        sources[doc], nav), report)
-    _write(out, "index.html", _page("tfcourse", _index(root, site, entries, documents),
-                                    "index.html", nav), report)
+        edition = of_document(doc)
+        _write(out, sources[doc], _page(_label(doc), site.markdown(
+            (root / doc).read_text(encoding="utf-8"), doc, sources[doc]), sources[doc],
+            navs.get(edition, navs[ENGLISH]), edition, switches.get(sources[doc])), report)
     from pygments.formatters import HtmlFormatter
     (out / "style.css").write_text(STYLESHEET.read_text("utf-8") + HtmlFormatter().get_style_defs(".highlight"), "utf-8")
     (out / MARKER).write_text("built by `tfcourse site`; this folder is replaced on every build\n")
@@ -225,6 +228,33 @@ def build_site(root: str | Path, out: str | Path, notebooks=None) -> SiteReport:
                         "offline):\n  " + "\n  ".join(remote))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _notebook_pages(root: Path, out: Path, site: _Site, exporter, edition: Edition, paths,
+                    nav, switches, report: SiteReport) -> list[tuple]:
+    """One edition's notebook pages and downloads; the index entries: (page, title, goal,
+    download links, source)."""
+    read = [notebook_format.read_notebook(p, require_ids=False) for p in paths]
+    titles = [_title_and_goal(nb, path.stem) for path, nb in zip(paths, read)]
+    entries = []
+    for number, (path, nb) in enumerate(zip(paths, read)):
+        page, source = edition.page(path.stem), edition.source("solutions", path.name)
+        site.prepare(nb, source, edition.words["widget"])
+        cells, _ = exporter.from_notebook_node(nb, resources={
+            "metadata": {"name": path.stem, "path": str(path.parent)},
+            "tfcourse_source": source, "tfcourse_page": page})
+        downloads = _copy_downloads(root, out, edition, path.name, report)
+        neighbours = [(number - 1, "prev", "← {}"), (number + 1, "next", "{} →")]
+        pager = "".join(f'<a rel="{rel}" href="{paths[i].stem}.html">'
+                        f"{form.format(html.escape(titles[i][0]))}</a>"
+                        if 0 <= i < len(paths) else "<span></span>" for i, rel, form in neighbours)
+        pager = f'<nav class="pager">{pager}</nav>'
+        sentence = edition.words["downloads"].format(edition.words["or"].join(downloads))
+        body = f'{pager}\n<p class="downloads">{sentence}</p>\n{cells}\n{pager}'
+        _write(out, page, _page(f"{titles[number][0]} · tfcourse", body, page, nav, edition,
+                                switches.get(page)), report)
+        entries.append((page, *titles[number], downloads, source))
+    return entries
 
 
 def _solutions(root: Path, notebooks) -> list[Path]:
@@ -248,8 +278,8 @@ def _title_and_goal(nb, fallback: str) -> tuple[str, str]:
         if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
             heading, _, rest = cell.source.lstrip().partition("\n")
             paragraph = next((p for p in rest.split("\n\n") if p.strip()), "")
-            paragraph = re.sub(r"^\*\*Goal[.:]\*\*\s*", "", paragraph.strip()).replace("\n", " ")
-            goal = re.split(r"(?<=[.!?])\s+(?=[A-Z*(\"])", paragraph, maxsplit=1)[0]
+            paragraph = _CJK_LINE_BREAK.sub("", _GOAL_LABEL.sub("", paragraph.strip()))
+            goal = _SENTENCE_END.split(paragraph.replace("\n", " "), maxsplit=1)[0]
             return heading.lstrip("#").strip(), goal[:1].upper() + goal[1:]
     return fallback, ""
 
@@ -260,17 +290,19 @@ def _label(document: str) -> str:
         stem, stem if stem.isupper() else stem.replace("_", " ").capitalize())
 
 
-def _copy_downloads(root: Path, out: Path, solution: Path, report: SiteReport) -> list[str]:
-    """Copy the learner and solution notebooks into the site; links to them."""
+def _copy_downloads(root: Path, out: Path, edition: Edition, name: str,
+                    report: SiteReport) -> list[str]:
+    """Copy the edition's learner and solution notebook ``name`` into the site; links to
+    them from its page (which is in the same site folder)."""
     links = []
-    for folder, label in (("notebooks", "learner notebook (exercises to do)"),
-                          ("solutions", "solution notebook")):
-        if (root / folder / solution.name).is_file():
-            (out / folder).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(root / folder / solution.name, out / folder / solution.name)
-            links.append(f'<a href="{folder}/{solution.name}" download>{label}</a>')
+    for kind, label in (("notebooks", "learner"), ("solutions", "solution")):
+        source, copy = edition.source(kind, name), out / edition.download(kind, name)
+        if (root / source).is_file():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(root / source, copy)
+            links.append(f'<a href="{kind}/{name}" download>{edition.words[label]}</a>')
         else:
-            report.warnings.append(f"no {folder}/{solution.name}: its page does not offer it")
+            report.warnings.append(f"no {source}: its page does not offer it")
     return links
 
 
@@ -280,36 +312,47 @@ def _write(out: Path, page: str, text: str, report: SiteReport):
     report.pages.append(page)
 
 
-def _page(title: str, body: str, page: str, nav: list[tuple[str, str]]) -> str:
-    """The HTML document around ``body``; ``nav`` holds (label, site path) links."""
+def _page(title: str, body: str, page: str, nav: list[tuple[str, str]],
+          edition: Edition = ENGLISH, switch: tuple[Edition, str] | None = None) -> str:
+    """The HTML document around ``body``, in ``edition``'s language; ``nav`` holds (label,
+    site path) links; ``switch``, (the other edition, site path), the twin page's link."""
     prefix = "../" * page.count("/")
     links = " ".join(f'<a href="{prefix}{target}">{html.escape(label)}</a>' for label, target in nav)
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+    if switch:
+        other, target = switch
+        links += (f' <a class="switch" href="{prefix}{target}" hreflang="{other.html_lang}" '
+                  f'lang="{other.html_lang}">{other.name}</a>')
+    return (f'<!DOCTYPE html>\n<html lang="{edition.html_lang}">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f'<title>{html.escape(title)}</title>\n<link rel="stylesheet" href="{prefix}style.css">\n'
             f'</head>\n<body>\n<header class="site-header"><nav>{links}</nav></header>\n'
             f"<main>\n{body}\n</main>\n</body>\n</html>\n")
 
 
-def _index(root: Path, site: _Site, entries, documents) -> str:
-    """The README's title and first paragraph, the notebooks in order, the documents."""
-    title, intro = "tfcourse", ""
-    if (root / "README.md").is_file():
-        heading, _, rest = (root / "README.md").read_text(encoding="utf-8").lstrip().partition("\n")
+def _index(root: Path, site: _Site, edition: Edition, entries, documents, others=()) -> str:
+    """The edition's README's title and first paragraph, its notebooks in order, the
+    notebooks it lacks (``others``: English (page, title)), the documents."""
+    title, intro, index = "tfcourse", "", edition.page("index")
+    if (root / edition.readme).is_file():
+        text = (root / edition.readme).read_text(encoding="utf-8")
+        heading, _, rest = text.lstrip().partition("\n")
         title = heading.lstrip("#").strip() or title
-        first = next((p for p in rest.split("\n\n") if p.strip()), "")
-        intro = site.markdown(first, "README.md", "index.html")
+        # The first paragraph that is not just links (README.zh.md opens with "[English](...)").
+        first = next((p for p in rest.split("\n\n") if p.strip() and not _LINKS_ONLY.match(p)), "")
+        intro = site.markdown(_CJK_LINE_BREAK.sub("", first), edition.readme, index)
     items = "\n".join(
-        f'<li><a class="title" href="{page}">{html.escape(name)}</a>'
-        f'{site.markdown(goal, source, "index.html")}<p class="files">{" · ".join(links)}</p></li>'
+        f'<li><a class="title" href="{href(page, index)}">{html.escape(name)}</a>'
+        f'{site.markdown(goal, source, index)}<p class="files">{" · ".join(links)}</p></li>'
         for page, name, goal, links, source in entries)
-    reading = "\n".join(f'<li><a href="{site.sources[doc]}">{_label(doc)}</a> <code>{doc}</code></li>'
-                        for doc in documents)
-    return (f"<h1>{html.escape(title)}</h1>\n{intro}\n<p>Each page below shows a solution notebook "
-            f"with its stored outputs. To do the exercises, download the learner notebook and open "
-            f"it in JupyterLab (<code>make lab</code>).</p>\n<h2>The notebooks</h2>\n"
+    reading = "\n".join(f'<li><a href="{href(site.sources[doc], index)}">{_label(doc)}</a> '
+                         f"<code>{doc}</code></li>" for doc in documents)
+    missing = "、".join(f'<a href="{href(page, index)}" hreflang="en">{html.escape(name)}</a>'
+                       for page, name in others)
+    return (f"<h1>{html.escape(title)}</h1>\n{intro}\n<p>{edition.words['index']}</p>\n"
+            f"<h2>{edition.words['notebooks']}</h2>\n"
             f'<ul class="toc">\n{items}\n</ul>\n'
-            + (f"<h2>Documents</h2>\n<ul>\n{reading}\n</ul>\n" if reading else ""))
+            + (f"<p>{edition.words['english_only'].format(missing)}</p>\n" if missing else "")
+            + (f"<h2>{edition.words['documents']}</h2>\n<ul>\n{reading}\n</ul>\n" if reading else ""))
 
 
 # ------------------------------------------------------------------------- command

@@ -35,6 +35,7 @@ import sys
 
 import torch
 
+from ..language import say
 from ..nn.config import PRESETS, GPTConfig
 from ..nn.model import GPT
 from ..runtime import default_device
@@ -238,22 +239,25 @@ def run(args) -> int:
         env = _Distributed(device, args.collective_timeout)
     except (PreflightError, ValueError, RuntimeError) as error:
         if not quiet:
-            print(f"error: {error}", file=sys.stderr)
+            print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
         return 2
     clean = True
     try:
         code = _run(args, env)
     except (ValueError, TypeError) as error:        # a bad flag value: say which, no traceback
         if env.rank == 0:
-            print(f"error: {error}", file=sys.stderr)
+            print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
         code = 2
     except RuntimeError as error:
         if not (env.enabled and _is_collective_failure(error)):
             raise
         detail = re.sub(r"^\[[^\]]*\]\s*", "", str(error).splitlines()[0])[:160]
-        print(f"error: rank {env.rank}: a collective operation failed or waited more than "
-              f"--collective-timeout={env.timeout_seconds:g} s for another process (frozen "
-              f"or dead); stopping ({detail})", file=sys.stderr)
+        print(say(f"error: rank {env.rank}: a collective operation failed or waited more than "
+                  f"--collective-timeout={env.timeout_seconds:g} s for another process (frozen "
+                  f"or dead); stopping ({detail})",
+                  f"错误：rank {env.rank}：一次集合通信操作失败，或等待另一个进程（已卡死或已退出）"
+                  f"超过了 --collective-timeout={env.timeout_seconds:g} 秒；停止运行（{detail}）"),
+              file=sys.stderr)
         code, clean = 3, False
     finally:
         env.close(clean)
@@ -286,12 +290,13 @@ def _run(args, env: _Distributed) -> int:
     if args.resume:
         path = checkpoint_path if args.resume == "auto" else args.resume
         if path is None:
-            raise PreflightError("--resume needs a checkpoint path or --out DIR")
+            raise PreflightError(say("--resume needs a checkpoint path or --out DIR",
+                                     "--resume 需要一个检查点路径，或者 --out DIR"))
         state = preflight.read_checkpoint(path)
         config = state["config"]
         mismatch = preflight.mismatched_flags(args, config["model"], _MODEL_FLAGS)
         if mismatch:
-            raise PreflightError(f"{path}: {mismatch}")
+            raise PreflightError(say(f"{path}: {mismatch}", f"{path}：{mismatch}"))
         dataset_spec = config["data"]
         model_config = GPTConfig(**config["model"])
         train_config = TrainConfig.from_dict(config["train"])
@@ -346,7 +351,8 @@ def _run(args, env: _Distributed) -> int:
         save()
         log(f"saved {checkpoint_path} at step {trainer.step}")
     if history.diverged:
-        log(f"diverged at step {trainer.step}: loss {history.loss[-1]}")
+        log(say(f"diverged at step {trainer.step}: loss {history.loss[-1]}",
+                f"训练在第 {trainer.step} 步发散：loss {history.loss[-1]}"))
         return 1
     if history.loss:
         tail = history.loss[-10:]

@@ -14,6 +14,7 @@ import zipfile
 
 import torch
 
+from ..language import say
 from ..nn.config import GPTConfig
 from .checkpoint import CHECKPOINT_FORMAT, load_checkpoint
 
@@ -39,26 +40,39 @@ def check_arguments(args) -> None:
     for flag, name, smallest in _COUNTS:
         value = getattr(args, name, None)
         if value is not None and value < smallest:
-            raise PreflightError(f"{flag} must be >= {smallest}, got {value}")
+            raise PreflightError(say(f"{flag} must be >= {smallest}, got {value}",
+                                     f"{flag} 必须 >= {smallest}，实际是 {value}"))
     if not (math.isfinite(args.lr) and args.lr > 0):
-        raise PreflightError(f"--lr must be a finite number > 0, got {args.lr}")
+        raise PreflightError(say(f"--lr must be a finite number > 0, got {args.lr}",
+                                 f"--lr 必须是大于 0 的有限数，实际是 {args.lr}"))
     if args.min_lr is not None and not (math.isfinite(args.min_lr) and 0 <= args.min_lr <= args.lr):
-        raise PreflightError(f"--min-lr must be a finite number in [0, --lr={args.lr}], "
-                             f"got {args.min_lr}")
+        raise PreflightError(say(f"--min-lr must be a finite number in [0, --lr={args.lr}], "
+                                 f"got {args.min_lr}",
+                                 f"--min-lr 必须是 [0, --lr={args.lr}] 区间内的有限数，"
+                                 f"实际是 {args.min_lr}"))
     if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
-        raise PreflightError(f"--weight-decay must be a finite number >= 0, got {args.weight_decay}")
+        raise PreflightError(say(f"--weight-decay must be a finite number >= 0, "
+                                 f"got {args.weight_decay}",
+                                 f"--weight-decay 必须是 >= 0 的有限数，实际是 {args.weight_decay}"))
     if not (math.isfinite(args.grad_clip) and args.grad_clip >= 0):
-        raise PreflightError(f"--grad-clip must be a finite number >= 0 (0 = off), "
-                             f"got {args.grad_clip}")
+        raise PreflightError(say(f"--grad-clip must be a finite number >= 0 (0 = off), "
+                                 f"got {args.grad_clip}",
+                                 f"--grad-clip 必须是 >= 0 的有限数（0 表示不裁剪），"
+                                 f"实际是 {args.grad_clip}"))
     if args.dropout is not None and not 0 <= args.dropout < 1:
-        raise PreflightError(f"--dropout must be in [0, 1), got {args.dropout}")
+        raise PreflightError(say(f"--dropout must be in [0, 1), got {args.dropout}",
+                                 f"--dropout 必须在 [0, 1) 区间内，实际是 {args.dropout}"))
     if args.memory_limit is not None and not (math.isfinite(args.memory_limit)
                                               and args.memory_limit > 0):
-        raise PreflightError(f"--memory-limit must be a finite number of GiB > 0, "
-                             f"got {args.memory_limit}")
+        raise PreflightError(say(f"--memory-limit must be a finite number of GiB > 0, "
+                                 f"got {args.memory_limit}",
+                                 f"--memory-limit 必须是大于 0 的有限 GiB 数，"
+                                 f"实际是 {args.memory_limit}"))
     if args.collective_timeout <= 0:
-        raise PreflightError(f"--collective-timeout must be > 0 seconds, "
-                             f"got {args.collective_timeout}")
+        raise PreflightError(say(f"--collective-timeout must be > 0 seconds, "
+                                 f"got {args.collective_timeout}",
+                                 f"--collective-timeout 必须大于 0 秒，"
+                                 f"实际是 {args.collective_timeout}"))
 
 
 def prepare_out(directory: str) -> None:
@@ -70,8 +84,10 @@ def prepare_out(directory: str) -> None:
             file.write(b"ok")
         os.remove(probe)
     except OSError as error:
-        raise PreflightError(f"--out {directory}: cannot write there "
-                             f"({error.strerror or error})") from None
+        raise PreflightError(say(f"--out {directory}: cannot write there "
+                                 f"({error.strerror or error})",
+                                 f"--out {directory}：无法写入该位置"
+                                 f"（{error.strerror or error}）")) from None
 
 
 def resolve_device(flag: str | None, fallback) -> torch.device:
@@ -84,20 +100,29 @@ def resolve_device(flag: str | None, fallback) -> torch.device:
     try:
         device = torch.device(flag)
     except RuntimeError:
-        raise PreflightError(f"--device {flag!r} is not a device torch knows "
-                             f"(try cpu, cuda, cuda:1, mps)") from None
+        raise PreflightError(say(f"--device {flag!r} is not a device torch knows "
+                                 f"(try cpu, cuda, cuda:1, mps)",
+                                 f"--device {flag!r} 不是 torch 认识的设备"
+                                 f"（可以试试 cpu、cuda、cuda:1、mps）")) from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            build = (f"a CUDA {torch.version.cuda} build that sees no GPU" if torch.version.cuda
-                     else "a CPU-only build")
-            raise PreflightError(f"--device {flag}: this torch {torch.__version__} is {build}")
+            cuda = torch.version.cuda
+            raise PreflightError(say(
+                f"--device {flag}: this torch {torch.__version__} is "
+                + (f"a CUDA {cuda} build that sees no GPU" if cuda else "a CPU-only build"),
+                f"--device {flag}：当前的 torch {torch.__version__} "
+                + (f"是 CUDA {cuda} 版本，但没有检测到 GPU" if cuda else "是仅支持 CPU 的版本")))
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise PreflightError(f"--device {flag}: only {torch.cuda.device_count()} CUDA "
-                                 f"device(s) here")
+            raise PreflightError(say(f"--device {flag}: only {torch.cuda.device_count()} CUDA "
+                                     f"device(s) here",
+                                     f"--device {flag}：这台机器只有 {torch.cuda.device_count()} "
+                                     f"个 CUDA 设备"))
     elif device.type == "mps" and not torch.backends.mps.is_available():
-        raise PreflightError(f"--device {flag}: Apple's MPS backend is not available here")
+        raise PreflightError(say(f"--device {flag}: Apple's MPS backend is not available here",
+                                 f"--device {flag}：这台机器上无法使用 Apple 的 MPS 后端"))
     elif device.type not in ("cpu", "cuda", "mps"):
-        raise PreflightError(f"--device {flag}: tfcourse trains on cpu, cuda or mps")
+        raise PreflightError(say(f"--device {flag}: tfcourse trains on cpu, cuda or mps",
+                                 f"--device {flag}：tfcourse 只能在 cpu、cuda 或 mps 上训练"))
     return device
 
 
@@ -105,25 +130,33 @@ def read_checkpoint(path: str) -> dict:
     """A checkpoint written by ``tfcourse train``, or a ``PreflightError`` naming the file
     and what is wrong with it (empty, truncated, not a checkpoint, another format)."""
     if not os.path.isfile(path):
-        raise PreflightError(f"no checkpoint at {path}")
+        raise PreflightError(say(f"no checkpoint at {path}", f"{path} 处没有检查点"))
     if os.path.getsize(path) == 0:
-        raise PreflightError(f"checkpoint {path} is empty (0 bytes)")
+        raise PreflightError(say(f"checkpoint {path} is empty (0 bytes)",
+                                 f"检查点 {path} 是空文件（0 字节）"))
     try:
         state = load_checkpoint(path, map_location="cpu")
     except Exception as error:  # noqa: BLE001 - torch.load raises anything on a bad file
-        kind = ("truncated or corrupt" if zipfile.is_zipfile(path) or "zip" in str(error)
-                else "not a torch checkpoint")
-        raise PreflightError(f"checkpoint {path} is {kind} ({type(error).__name__})") from None
+        broken = zipfile.is_zipfile(path) or "zip" in str(error)
+        kind = say("truncated or corrupt" if broken else "not a torch checkpoint",
+                   "不完整或已损坏" if broken else "不是 torch 检查点")
+        raise PreflightError(say(f"checkpoint {path} is {kind} ({type(error).__name__})",
+                                 f"检查点 {path} {kind}（{type(error).__name__}）")) from None
     if not isinstance(state, dict) or not {"model", "optimizer", "step", "config"} <= set(state):
-        raise PreflightError(f"checkpoint {path} was not written by tfcourse train "
-                             f"(no model/optimizer/step/config entries)")
+        raise PreflightError(say(f"checkpoint {path} was not written by tfcourse train "
+                                 f"(no model/optimizer/step/config entries)",
+                                 f"检查点 {path} 不是 tfcourse train 写的"
+                                 f"（没有 model/optimizer/step/config 条目）"))
     if state.get("format") != CHECKPOINT_FORMAT:
-        raise PreflightError(f"checkpoint {path} has format {state.get('format')!r}; this "
-                             f"version reads format {CHECKPOINT_FORMAT}")
+        raise PreflightError(say(f"checkpoint {path} has format {state.get('format')!r}; this "
+                                 f"version reads format {CHECKPOINT_FORMAT}",
+                                 f"检查点 {path} 的格式是 {state.get('format')!r}；当前版本只能"
+                                 f"读取格式 {CHECKPOINT_FORMAT}"))
     try:
         GPTConfig(**state["config"]["model"])
     except (KeyError, TypeError, ValueError) as error:
-        raise PreflightError(f"checkpoint {path} holds no valid model config ({error})") from None
+        raise PreflightError(say(f"checkpoint {path} holds no valid model config ({error})",
+                                 f"检查点 {path} 中没有有效的模型配置（{error}）")) from None
     return state
 
 
@@ -133,8 +166,9 @@ def restore(path: str, load) -> None:
     try:
         load()
     except (RuntimeError, KeyError, ValueError) as error:
-        raise PreflightError(f"checkpoint {path} does not fit its own model config "
-                             f"({str(error).splitlines()[0][:200]})") from None
+        detail = str(error).splitlines()[0][:200]
+        raise PreflightError(say(f"checkpoint {path} does not fit its own model config ({detail})",
+                                 f"检查点 {path} 与它自己的模型配置不符（{detail}）")) from None
 
 
 def mismatched_flags(args, model: dict, flags) -> str | None:
@@ -148,7 +182,8 @@ def mismatched_flags(args, model: dict, flags) -> str | None:
         return None
     written = ", ".join(f"{k}={model.get(k)}" for k in ("n_layers", "n_heads", "d_model", "pre_ln"))
     wanted = ", ".join(f"{k}={v}" for k, v in asked.items())
-    return f"checkpoint was written for {written}; this run asks for {wanted}"
+    return say(f"checkpoint was written for {written}; this run asks for {wanted}",
+               f"检查点是按 {written} 写的；这次运行要求的是 {wanted}")
 
 
 # ------------------------------------------------------------------------- memory
@@ -193,8 +228,12 @@ def check_memory(config: GPTConfig, batch_size: int, seq_len: int, device: torch
     need = estimate_training_bytes(config, batch_size, seq_len)
     have = int(limit_gib * 2**30) if limit_gib is not None else available_bytes(device)
     if have is not None and need > have:
-        raise PreflightError(
+        raise PreflightError(say(
             f"this run needs about {need / 2**30:.1f} GiB (batch {batch_size} x seq-len "
             f"{seq_len}, {config.n_layers} layers of width {config.d_model}) but "
             f"{have / 2**30:.1f} GiB is available on {device}; lower --batch-size or "
-            f"--seq-len, or pass --no-memory-check to try anyway")
+            f"--seq-len, or pass --no-memory-check to try anyway",
+            f"这次运行大约需要 {need / 2**30:.1f} GiB（batch {batch_size} x seq-len {seq_len}，"
+            f"{config.n_layers} 层，宽度 {config.d_model}），但 {device} 上只有 "
+            f"{have / 2**30:.1f} GiB 可用；请调小 --batch-size 或 --seq-len，"
+            f"或加上 --no-memory-check 强行一试"))

@@ -18,6 +18,7 @@ import sys
 
 import torch
 
+from ..language import say
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 from . import preflight
@@ -48,8 +49,10 @@ def load_text_model(path: str, device: torch.device) -> tuple[GPT, CharTokenizer
     state = preflight.read_checkpoint(path)
     chars = state["config"].get("tokenizer")
     if not chars:
-        raise PreflightError(f"checkpoint {path} was not trained on text (--dataset text): "
-                             f"it has no character vocabulary to write with")
+        raise PreflightError(say(f"checkpoint {path} was not trained on text (--dataset text): "
+                                 f"it has no character vocabulary to write with",
+                                 f"检查点 {path} 不是在文本上训练的（--dataset text）："
+                                 f"它没有可用来生成文字的字符词表"))
     model = GPT(GPTConfig(**state["config"]["model"]))
     preflight.restore(path, lambda: model.load_state_dict(state["model"], strict=True))
     return model.to(device).eval(), CharTokenizer(list(chars))
@@ -68,15 +71,20 @@ def sample_text(model: GPT, tokenizer: CharTokenizer, prompt: str, n_chars: int,
 
 def _check(args) -> None:
     if args.chars < 1:
-        raise PreflightError(f"--chars must be >= 1, got {args.chars}")
+        raise PreflightError(say(f"--chars must be >= 1, got {args.chars}",
+                                 f"--chars 必须 >= 1，实际是 {args.chars}"))
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
-        raise PreflightError(f"--temperature must be a finite number >= 0, got {args.temperature}")
+        raise PreflightError(say(f"--temperature must be a finite number >= 0, "
+                                 f"got {args.temperature}",
+                                 f"--temperature 必须是 >= 0 的有限数，实际是 {args.temperature}"))
     if args.top_k is not None and args.top_k < 1:
-        raise PreflightError(f"--top-k must be >= 1, got {args.top_k}")
+        raise PreflightError(say(f"--top-k must be >= 1, got {args.top_k}",
+                                 f"--top-k 必须 >= 1，实际是 {args.top_k}"))
     if args.seed < 0:
-        raise PreflightError(f"--seed must be >= 0, got {args.seed}")
+        raise PreflightError(say(f"--seed must be >= 0, got {args.seed}",
+                                 f"--seed 必须 >= 0，实际是 {args.seed}"))
     if not args.prompt:
-        raise PreflightError("--prompt must not be empty")
+        raise PreflightError(say("--prompt must not be empty", "--prompt 不能为空"))
 
 
 def run(args) -> int:
@@ -86,13 +94,15 @@ def run(args) -> int:
         model, tokenizer = load_text_model(args.checkpoint, device)
         unknown = sorted(set(args.prompt) - set(tokenizer.chars))
         if unknown:
-            raise PreflightError(f"--prompt has characters the model never saw: "
-                                 f"{''.join(unknown)!r}")
+            raise PreflightError(say(f"--prompt has characters the model never saw: "
+                                     f"{''.join(unknown)!r}",
+                                     f"--prompt 中有模型从未见过的字符："
+                                     f"{''.join(unknown)!r}"))
         with torch.no_grad():
             text = sample_text(model, tokenizer, args.prompt, args.chars,
                                temperature=args.temperature, top_k=args.top_k, seed=args.seed)
     except PreflightError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
         return 2
     print(args.prompt + text if args.prompt != "\n" else text)
     return 0

@@ -19,6 +19,7 @@ import threading
 import torch
 from torch import nn
 
+from ...language import say
 from . import protocol
 
 # Exceptions a learner's code may raise that a check treats by type; others arrive as
@@ -30,6 +31,8 @@ _BUILTIN_ERRORS = {cls.__name__: cls for cls in (
 
 class WorkerFailed(Exception):
     """The worker died, hung, broke the protocol, or refused (not the learner's exception)."""
+
+    timed_out = False           # True: it did not answer in time
 
 
 class SealedUnsupported(Exception):
@@ -58,10 +61,14 @@ class Worker:
             reply = self._replies.get(timeout=timeout)
         except queue.Empty:
             self.kill()
-            raise WorkerFailed(f"no answer within {timeout:g} s (the learner's code hung "
-                               f"or ran too long)") from None
+            failure = WorkerFailed(say(f"no answer within {timeout:g} s (the learner's code hung "
+                                       f"or ran too long)",
+                                       f"{timeout:g} 秒内没有应答（学员的代码卡住了或运行时间过长）"))
+            failure.timed_out = True
+            raise failure from None
         if isinstance(reply, BaseException):
-            raise WorkerFailed(f"the worker stopped ({type(reply).__name__}: {reply})")
+            raise WorkerFailed(say(f"the worker stopped ({type(reply).__name__}: {reply})",
+                                   f"隔离进程已停止（{type(reply).__name__}: {reply}）"))
         header, tensors = reply
         self.trapped = list(header.get("trapped", []))
         return header, tensors
@@ -70,7 +77,8 @@ class Worker:
         try:
             protocol.write_message(self.process.stdin, header, tensors)
         except (BrokenPipeError, OSError) as error:
-            raise WorkerFailed(f"the worker stopped ({error})") from None
+            raise WorkerFailed(say(f"the worker stopped ({error})",
+                                   f"隔离进程已停止（{error}）")) from None
         reply, blob = self.receive()
         if "error" in reply:
             error = reply["error"]
@@ -132,7 +140,9 @@ class Worker:
             return result
         produced = list(protocol.tensors_of(result))
         if reply.get("leaves") != len(leaves):
-            raise SealedUnsupported("the worker and the grader disagree on what needs a gradient")
+            raise SealedUnsupported(say("the worker and the grader disagree on what needs a "
+                                        "gradient",
+                                        "隔离进程和评分器对哪些量需要梯度的判断不一致"))
         differentiable = [produced[i] for i in reply["differentiable"]]
         linked = _RemoteGradient.apply(self, reply["graph"], differentiable, *leaves)
         return _replace(result, dict(zip(reply["differentiable"], linked)))
@@ -150,8 +160,9 @@ def _send_handle(value, encoder, by_value: list[nn.Module]) -> dict:
     if isinstance(value, nn.Module):
         by_value.append(value)
         return _module_by_value(value, encoder)
-    raise SealedUnsupported(f"cannot pass a {type(value).__name__} to the learner's code in "
-                            f"the sealed worker")
+    raise SealedUnsupported(say(f"cannot pass a {type(value).__name__} to the learner's code in "
+                                f"the sealed worker",
+                                f"无法把 {type(value).__name__} 传给隔离进程中学员的代码"))
 
 
 def _module_by_value(module: nn.Module, encoder) -> dict:
@@ -161,7 +172,8 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
     module here is refused (the exercise is then judged in the kernel)."""
     cls = type(module)
     if not cls.__module__.startswith(("torch.nn.", "tfcourse.")):
-        raise SealedUnsupported(f"cannot send a {cls.__name__} to the sealed worker")
+        raise SealedUnsupported(say(f"cannot send a {cls.__name__} to the sealed worker",
+                                    f"无法把 {cls.__name__} 发送到隔离进程"))
     state = module.state_dict()
     init = {}
     for name, parameter in list(inspect.signature(cls.__init__).parameters.items())[1:]:
@@ -178,8 +190,10 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
         twin = cls(**init)
         twin.load_state_dict(state, strict=True)
     except Exception as error:  # noqa: BLE001 - any failure: not rebuildable
-        raise SealedUnsupported(f"cannot rebuild a {cls.__name__} in the sealed worker "
-                                f"({type(error).__name__})") from None
+        raise SealedUnsupported(say(f"cannot rebuild a {cls.__name__} in the sealed worker "
+                                    f"({type(error).__name__})",
+                                    f"无法在隔离进程中重建 {cls.__name__}"
+                                    f"（{type(error).__name__}）")) from None
     grads = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
     return {"$module": f"{cls.__module__}:{cls.__qualname__}", "init": encoder(init),
             "state": encoder(dict(state)), "grads": encoder(grads), "training": module.training,
@@ -319,6 +333,8 @@ class RemoteModule(nn.Module):
         value = protocol.decode(reply["value"], tensors, handle=self._worker.stand_in,
                                 requires_grad=False)
         if isinstance(value, RemoteCallable) and not isinstance(value, RemoteModule):
-            raise SealedUnsupported(f"the check calls {name!r} on your module, which the sealed "
-                                    f"worker cannot forward yet")
+            raise SealedUnsupported(say(f"the check calls {name!r} on your module, which the "
+                                        f"sealed worker cannot forward yet",
+                                        f"检查调用了你的模块的 {name!r}，隔离进程目前还无法"
+                                        f"转发这种调用"))
         return value

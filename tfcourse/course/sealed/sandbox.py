@@ -63,6 +63,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...language import say
 from . import confine
 from .confine import under
 
@@ -230,32 +231,43 @@ def launch(argv: list[str], *, cwd: Path, env: dict, hide_paths: list[Path], cpu
               ("RLIMIT_FSIZE", int(file_bytes), int(file_bytes)),
               ("RLIMIT_NOFILE", OPEN_FILES, OPEN_FILES),
               ("RLIMIT_CORE", 0, 0)]
-    words = [f"CPU {cpu_seconds} s", f"files {_size(file_bytes)}", f"{OPEN_FILES} open files",
-             "no core dumps"]
+    words = [say(f"CPU {cpu_seconds} s", f"CPU {cpu_seconds} 秒"),
+             say(f"files {_size(file_bytes)}", f"文件 {_size(file_bytes)}"),
+             say(f"{OPEN_FILES} open files", f"最多打开 {OPEN_FILES} 个文件"),
+             say("no core dumps", "不生成核心转储")]
     if memory_bytes is not None:
         limits.append(("RLIMIT_DATA", int(memory_bytes), int(memory_bytes)))
-        words.insert(1, f"memory {_size(memory_bytes)} (data)")
+        words.insert(1, say(f"memory {_size(memory_bytes)} (data)",
+                            f"内存 {_size(memory_bytes)}（数据段）"))
     else:
-        words.insert(1, "memory not limited")
-    isolation = ["own temporary folder", f"scrubbed environment ({len(env)} variables)",
-                 f"resource limits ({', '.join(words)})"]
+        words.insert(1, say("memory not limited", "内存不限"))
+    isolation = [say("own temporary folder", "独立的临时文件夹"),
+                 say(f"scrubbed environment ({len(env)} variables)",
+                     f"清理过的环境变量（{len(env)} 个）"),
+                 say(f"resource limits ({', '.join(words)})", f"资源限制（{'、'.join(words)}）")]
 
     ns = namespaces()
     if ns.prefix is not None:
         plan = namespace_plan(argv, work=work, hide=hide, keep=keep, limits=limits)
         command = [*ns.prefix, *_setup_command(plan, argv)]
-        isolation += ["no network (network namespace)",
-                      "course files hidden (mount namespace)" if hide
-                      else "course files: none named to hide",
-                      ("read-only file system outside its folder; other temporary folders, "
-                       "homes and raw devices hidden"),
-                      "other processes invisible (PID namespace)",
-                      "no privileges (capabilities dropped, no_new_privs)"]
+        isolation += [say("no network (network namespace)", "无网络（网络命名空间）"),
+                      say("course files hidden (mount namespace)", "课程文件已隐藏（挂载命名空间）")
+                      if hide else say("course files: none named to hide",
+                                       "课程文件：没有指定要隐藏的文件"),
+                      say("read-only file system outside its folder; other temporary folders, "
+                          "homes and raw devices hidden",
+                          "自己文件夹之外的文件系统只读；其他临时文件夹、主目录和原始设备均已隐藏"),
+                      say("other processes invisible (PID namespace)",
+                          "看不到其他进程（PID 命名空间）"),
+                      say("no privileges (capabilities dropped, no_new_privs)",
+                          "没有特权（已丢弃 capabilities，no_new_privs）")]
     else:
         command = _setup_command(plain_plan(work, limits), argv)
-        isolation += [f"network: not isolated ({ns.reason})",
-                      f"course files: not hidden ({ns.reason})",
-                      "file system and processes: as the grader's user sees them"]
+        isolation += [say(f"network: not isolated ({ns.reason})", f"网络：未隔离（{ns.reason}）"),
+                      say(f"course files: not hidden ({ns.reason})",
+                          f"课程文件：未隐藏（{ns.reason}）"),
+                      say("file system and processes: as the grader's user sees them",
+                          "文件系统和进程：与评分器所用的用户看到的一样")]
     process = subprocess.Popen(command, cwd=work, env=dict(env), stdin=stdin, stdout=stdout,
                                stderr=stderr, start_new_session=True, close_fds=True)
     return process, isolation

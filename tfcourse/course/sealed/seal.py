@@ -45,11 +45,10 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from ...language import current, say
 from .. import notebook_format
 
 PACKAGE_NAME = "tfcourse"
-MESSAGE = ("sealed: the course's reference {name} is not available while this exercise is "
-           "graded; write your own")
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
@@ -68,7 +67,10 @@ def package_dir() -> Path:
 # --------------------------------------------------------------------------- stubs
 
 def _message(name: str) -> str:
-    return repr(MESSAGE.format(name=name))
+    """The stub's message, as Python source, in the language of the grade being built."""
+    return repr(say(f"sealed: the course's reference {name} is not available while this "
+                    f"exercise is graded; write your own",
+                    f"sealed：为这个练习评分期间，课程的参考实现 {name} 不可用；请自己实现"))
 
 
 def stub_lines(kind: str, name: str, indent: str = "") -> list[str]:
@@ -306,7 +308,7 @@ def build_sealed_package(dest: Path, hide: set[str] | frozenset[str]) -> Path:
 
 
 _lock = threading.Lock()
-_built: dict[frozenset[str], Path] = {}
+_built: dict[tuple[frozenset[str], str], Path] = {}
 _root: Path | None = None
 
 
@@ -322,17 +324,21 @@ def _cleanup() -> None:
 def sealed_package(hide: frozenset[str] | Iterable[str]) -> Path:
     """The sealed package for ``hide``, built on first request and reused for the process's
     lifetime (removed at exit). Byte-compiled once here, so a worker whose file system is
-    read-only does not compile it again on every import. Thread-safe."""
+    read-only does not compile it again on every import. Thread-safe. One per language:
+    the stubs' message is in the language of the grade (``language.current()``)."""
     global _root
     hide = frozenset(hide)
+    key = (hide, current())
     with _lock:
-        if hide in _built:
-            return _built[hide]
+        if key in _built:
+            return _built[key]
         if _root is None:
             _root = Path(tempfile.mkdtemp(prefix="tfcourse-sealed-pkg-"))
             atexit.register(_cleanup)
         digest = hashlib.sha256("\0".join(sorted(hide)).encode()).hexdigest()[:16]
+        if key[1] != "en":
+            digest += f"-{key[1]}"
         dest = build_sealed_package(_root / digest, hide)
         compileall.compile_dir(dest, quiet=2, workers=1)
-        _built[hide] = dest
+        _built[key] = dest
         return dest

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import contextvars
 import importlib
 import io
 import shutil
@@ -27,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...language import say
 from .. import notebook_format
 from ..restamp import defined_names
 from . import proxy
@@ -55,7 +57,8 @@ def check_calls(source: str) -> list[tuple[str, list[str]]]:
         call = statement.value if isinstance(statement, ast.Expr) else None
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                 and call.func.id.startswith("check_") and not call.keywords):
-            raise ValueError(f"not a plain check call: {ast.unparse(statement)!r}")
+            raise ValueError(say(f"not a plain check call: {ast.unparse(statement)!r}",
+                                 f"不是一个简单的检查调用：{ast.unparse(statement)!r}"))
         calls.append((call.func.id, [ast.unparse(arg) for arg in call.args]))
     return calls
 
@@ -179,13 +182,16 @@ def checks_of(solution, exercise: str):
 def _unsealable(solution, exercise: str) -> SealedVerdict | None:
     """A verdict of "unsupported" for an exercise the sealed path cannot judge, else None."""
     if not sealable(solution, exercise):
-        return SealedVerdict("unsupported", notes=[
+        return SealedVerdict("unsupported", notes=[say(
             "its check looks at what your code does to the check's own model (metadata "
-            "tfcourse.sealed is false), which a copy sent to a worker cannot show"])
+            "tfcourse.sealed is false), which a copy sent to a worker cannot show",
+            "它的检查要看你的代码对检查自己的模型做了什么（元数据 tfcourse.sealed 为 false），"
+            "而发送到隔离进程中的副本无法体现这一点")])
     try:
         checks_of(solution, exercise)
     except (ValueError, SyntaxError) as error:
-        return SealedVerdict("unsupported", notes=[f"check cell: {error}"])
+        return SealedVerdict("unsupported", notes=[say(f"check cell: {error}",
+                                                       f"检查单元格：{error}")])
     return None
 
 
@@ -209,8 +215,11 @@ def _judge(worker, solution, exercise: str, notes: list[str], isolation: list[st
         output = printed.getvalue() + f"{type(error).__name__}: {error}"
     trapped = worker.trapped[trapped_before:]
     if trapped:
-        return SealedVerdict("builtin", output=f"called {', '.join(sorted(set(trapped)))}, "
-                             f"which does the whole exercise", notes=notes, isolation=isolation)
+        called = ", ".join(sorted(set(trapped)))
+        return SealedVerdict("builtin", output=say(f"called {called}, which does the whole "
+                                                   f"exercise",
+                                                   f"调用了 {called}，它包办了整个练习"),
+                             notes=notes, isolation=isolation)
     if status == "passed" and output != expected:
         status, reason = "failed", "mismatch"
     return SealedVerdict(status, output=output.rstrip("\n"), reason=reason, notes=notes,
@@ -247,8 +256,7 @@ def grade_exercises(learner, solution, exercises: list[str], *, env: dict[str, s
                 worker = None
             if worker is not None:
                 try:
-                    notes = [f"{label} raised {r['error']}"
-                             for (label, _), r in zip(sent, ran) if not r["ok"]]
+                    notes = _raised(sent, ran)
                     for name in shared:
                         verdict = _judge(worker, solution, name, notes, isolation)
                         if verdict.status == "passed":
@@ -257,10 +265,12 @@ def grade_exercises(learner, solution, exercises: list[str], *, env: dict[str, s
                     worker.kill()
     retry = [name for name in shared if name not in verdicts]
     if retry:
-        # Each retry is a worker of its own, mostly waiting on its process: run them at once.
+        # Each retry is a worker of its own, mostly waiting on its process: run them at once,
+        # each in a copy of this thread's context (the report's language, language.speaking).
+        contexts = {name: contextvars.copy_context() for name in retry}
         with ThreadPoolExecutor(max_workers=len(retry)) as pool:
-            for name, verdict in zip(retry, pool.map(lambda name: grade_exercise(
-                    learner, solution, name, env=env, timeout=timeout), retry)):
+            for name, verdict in zip(retry, pool.map(lambda name: contexts[name].run(
+                    grade_exercise, learner, solution, name, env=env, timeout=timeout), retry)):
                 verdicts[name] = verdict
     return {name: verdicts[name] for name in exercises}
 
@@ -279,9 +289,10 @@ def grade_exercise(learner, solution, exercise: str, *, env: dict[str, str],
                                                   builtins, work=Path(folder), env=env,
                                                   timeout=timeout)
         except proxy.WorkerFailed as error:
-            return SealedVerdict("failed", output=f"while running your cells, {error}",
+            return SealedVerdict("failed", output=say(f"while running your cells, {error}",
+                                                      f"运行你的单元格时，{error}"),
                                  reason=_reason(error))
-        notes = [f"{label} raised {r['error']}" for (label, _), r in zip(sent, ran) if not r["ok"]]
+        notes = _raised(sent, ran)
         try:
             # Only calls while the check runs count: a scratch cell may try the built-in.
             return _judge(worker, solution, exercise, notes, isolation)
@@ -289,10 +300,16 @@ def grade_exercise(learner, solution, exercise: str, *, env: dict[str, str],
             worker.kill()
 
 
+def _raised(sent: list[tuple[str, str]], ran: list[dict]) -> list[str]:
+    """A note for each of the learner's cells that raised in the worker."""
+    return [say(f"{label} raised {r['error']}", f"{label} 抛出了 {r['error']}")
+            for (label, _), r in zip(sent, ran) if not r["ok"]]
+
+
 def _reason(error: BaseException) -> str:
     while error is not None:
         if isinstance(error, proxy.WorkerFailed):
-            return "timeout" if "no answer within" in str(error) else "worker-died"
+            return "timeout" if error.timed_out else "worker-died"
         error = error.__cause__ or error.__context__
     return "error"
 

@@ -1,0 +1,149 @@
+"""Under ``TFCOURSE_LANG=zh`` (or for a notebook of the Chinese edition) the messages met
+outside the checks are in Chinese: ``tfcourse doctor``, the refusals of ``tfcourse train``
+and ``tfcourse sample``, and ``tfcourse grade``'s reports, with the same verdicts and
+scores as in English."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+
+from tfcourse import cli, language
+from tfcourse.course import notebook_format
+from tfcourse.course.build import solve
+from tfcourse.course.grade import grade, grade_notebook
+from tfcourse.course.gradescope import results
+from tfcourse.course.judge import ExerciseResult, NotebookGrade
+from tfcourse.course.report import format_report
+
+from test_grade import SOLUTIONS, TIMEOUT, learner, solution  # noqa: F401 - fixtures
+from test_train_cli import BASE
+from test_train_preflight import _resume, refused
+
+CHINESE = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture(autouse=True)
+def _reader_language(monkeypatch):
+    """Each test starts from English (no TFCOURSE_LANG, nothing chosen) and resets after."""
+    monkeypatch.delenv("TFCOURSE_LANG", raising=False)
+    language.use(None)
+    yield
+    language.use(None)
+
+
+@pytest.fixture
+def zh(monkeypatch):
+    monkeypatch.setenv("TFCOURSE_LANG", "zh")
+    language.use(None)
+
+
+def test_doctor_speaks_chinese(zh, tmp_path, capsys):
+    status = cli.main(["doctor", "--root", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status in (0, 1)
+    lines = out.splitlines()
+    assert lines[0].startswith("tfcourse ") and "课程文件夹" in lines[0]
+    assert all(CHINESE.search(line) for line in lines), out
+    assert "Healthy" not in out and "fix:" not in out
+    assert ("一切正常" in lines[-1]) == (status == 0)
+    assert f"{tmp_path} 中没有 notebooks/ 或 solutions/" in out
+
+
+def test_train_refuses_a_bad_flag_in_one_chinese_line(zh, tmp_path, capsys):
+    err = refused(BASE + ["--out", str(tmp_path / "run"), "--lr", "inf"], capsys)
+    assert err == "错误：--lr 必须是大于 0 的有限数，实际是 inf"
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_refuses_a_bad_checkpoint_in_one_chinese_line(zh, tmp_path, capsys):
+    notes = tmp_path / "notes.pt"
+    notes.write_text("these are my notes, not weights\n")
+    err = refused(_resume(notes), capsys)
+    assert err.startswith(f"错误：检查点 {notes} 不是 torch 检查点（"), err
+
+
+def test_sample_on_a_missing_folder_speaks_chinese(zh, tmp_path, capsys):
+    missing = tmp_path / "missing"
+    assert cli.main(["sample", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"错误：{missing} 处没有检查点"
+
+
+def test_the_english_stays_english(tmp_path, capsys):
+    missing = tmp_path / "missing"
+    assert cli.main(["sample", str(missing)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: no checkpoint at {missing}"
+
+
+def test_a_chinese_report_says_the_same_in_chinese():
+    grade_ = NotebookGrade(notebook="alice/03_norms.ipynb", solution="solutions/03_norms.ipynb",
+                           seconds=4.2, language="zh")
+    grade_.exercises = [
+        ExerciseResult("LayerNorm", True, ["check-layernorm"]),
+        ExerciseResult("RMSNorm", False, ["check-rmsnorm"], expected="RMSNorm: 6/6 checks passed",
+                       got="AssertionError: RMSNorm: 输出不同\nmax |diff| 0.31", reason="error"),
+    ]
+    assert format_report(grade_).split("\n") == [
+        "alice/03_norms.ipynb（对照 solutions/03_norms.ipynb，4.2 秒）",
+        "  LayerNorm：PASS",
+        "  RMSNorm：FAIL",
+        "      预期：'RMSNorm: 6/6 checks passed'",
+        "      实际：AssertionError: RMSNorm: 输出不同",
+        "            max |diff| 0.31",
+        "  成绩：通过 1/2 个练习",
+    ]
+    assert "language" not in grade_.to_dict()
+    english = copy.deepcopy(grade_)
+    english.language = ""
+    assert format_report(english).endswith("  score: 1/2 exercises passed")
+    # Gradescope: field names, statuses and test names stay English, the texts do not.
+    zh, en = results([grade_]), results([english])
+    assert zh.keys() == en.keys() and zh["score"] == en["score"]
+    assert [t["name"] for t in zh["tests"]] == [t["name"] for t in en["tests"]]
+    assert [t["status"] for t in zh["tests"]] == ["passed", "failed"]
+    assert "得分 1/2" in zh["output"] and "1/2 points" in en["output"]
+
+
+def test_a_chinese_notebook_is_graded_in_chinese_and_its_checks_get_tfcourse_lang(
+        monkeypatch, solution, learner):
+    """Without starting a worker: the grade's language and environment where the sealed
+    verdicts are asked for."""
+    from tfcourse.course.sealed import session
+
+    seen = {}
+
+    def sealed_verdicts(notebook, solution_, names, *, env, timeout):
+        seen.update(env=env, language=language.current())
+        return {name: session.SealedVerdict("failed", output=language.say("wrong", "错了"),
+                                            reason="error") for name in names}
+
+    monkeypatch.setattr(session, "grade_exercises", sealed_verdicts)
+    learner.metadata["tfcourse"]["language"] = "zh"
+    result, _ = grade(learner, solution, cwd=".", env={"PATH": "/bin"})
+    assert seen == {"env": {"PATH": "/bin", "TFCOURSE_LANG": "zh"}, "language": "zh"}
+    assert result.language == "zh" and language.current() == "en"   # only while grading
+    report = format_report(result)
+    assert "      实际：'错了'" in report and "  成绩：通过 0/2 个练习" in report
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_a_chinese_notebook_scores_what_the_english_one_scores(tmp_path, solution, learner):
+    """The cheapest real grade: a solved notebook (one sealed worker judges both exercises)."""
+    solved = solve(learner, solution)
+    english, chinese = tmp_path / "en" / "99_fixture.ipynb", tmp_path / "zh" / "99_fixture.ipynb"
+    notebook_format.write_notebook(solved, english)
+    solved.metadata["tfcourse"]["language"] = "zh"
+    notebook_format.write_notebook(solved, chinese)
+    grades = [grade_notebook(path, solutions_dir=SOLUTIONS, timeout=TIMEOUT)
+              for path in (english, chinese)]
+    en, zh = (format_report(g) for g in grades)
+    assert [(e.name, e.passed, e.score) for e in grades[0].exercises] == \
+        [(e.name, e.passed, e.score) for e in grades[1].exercises]
+    assert (grades[0].passed, grades[0].total) == (grades[1].passed, grades[1].total) == (2, 2)
+    assert "  score: 2/2 exercises passed" in en and not CHINESE.search(en)
+    assert "  成绩：通过 2/2 个练习" in zh and "  Causal mask：PASS" in zh
+    assert grades[1].isolation and all(CHINESE.search(word) for word in grades[1].isolation)

@@ -1,0 +1,181 @@
+"""The Chinese edition's machinery: translation files, what a translation may change, and
+the build of ``solutions/zh/`` and ``notebooks/zh/`` (fast: in-memory notebooks, no kernel).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tfcourse import cli, language
+from tfcourse.course import notebook_format, translation
+from tfcourse.course.build import build, solve
+
+from test_generator import METHOD, code, tiny_solution
+
+FULL = {   # a complete translation of test_generator.tiny_solution()
+    ("cell", "title"): "# 小例子",
+    ("cell", "ex-norm"): "```python\n" + METHOD.replace("# code after the region stays",
+                                                       "# 区域之后的代码保留") + "\n```",
+    ("hint", "ex-mask"): "保留下三角",
+    ("hint", "ex-norm"): "均方根",
+}
+
+
+def twin_text(nb, texts: dict) -> str:
+    """A translation file holding ``texts`` with the fingerprints of ``nb``'s English."""
+    cells = {cell.id: cell for cell in nb.cells}
+    parts = []
+    for (kind, cell_id), text in texts.items():
+        english = cells[cell_id].source if kind == "cell" else cells[cell_id].metadata.tfcourse.hint
+        parts.append(f"<!-- {kind}: {cell_id} · en: {translation.fingerprint(english)} -->\n{text}\n")
+    return "\n".join(parts)
+
+
+def problems_of(nb, texts: dict) -> list[str]:
+    sections = translation.parse_twin(twin_text(nb, texts))
+    return translation.translate_notebook(nb, sections, "00_tiny")[1]
+
+
+def test_a_complete_translation_gives_a_chinese_notebook_with_the_same_code():
+    nb = tiny_solution()
+    chinese, problems = translation.translate_notebook(
+        nb, translation.parse_twin(twin_text(nb, FULL)), "00_tiny")
+    # The tiny notebook has no setup cell: that is the only problem.
+    assert problems == ["00_tiny: no cell calls setup_notebook(...), which switches the "
+                        "Chinese edition's messages to Chinese"]
+    assert chinese.cells[0].source == "# 小例子"
+    assert chinese.cells[2].metadata.tfcourse.hint == "保留下三角"
+    assert chinese.cells[5].source.endswith("# 区域之后的代码保留")
+    assert [c.source for c in chinese.cells[1:5]] == [c.source for c in nb.cells[1:5]]
+    assert chinese.cells[3].outputs == nb.cells[3].outputs
+    assert chinese.metadata.tfcourse.language == "zh"
+
+
+def with_setup(nb):
+    nb.cells.insert(1, code("first", 'device = tc.runtime.setup_notebook(written_for="0.1.0")'))
+    return nb
+
+
+def test_the_generator_makes_the_first_cell_choose_chinese():
+    nb = with_setup(tiny_solution())
+    chinese, problems = translation.translate_notebook(
+        nb, translation.parse_twin(twin_text(nb, FULL)), "00_tiny")
+    assert problems == []
+    assert chinese.cells[1].source == ('device = tc.runtime.setup_notebook(written_for="0.1.0", '
+                                       'language="zh")')
+
+
+@pytest.mark.parametrize("drop, expected", [
+    (("cell", "title"), "cell 'title' (#0): the cell has no translation"),
+    (("hint", "ex-norm"), "cell 'ex-norm' (#6): its hint has no translation"),
+    (("cell", "ex-norm"), "cell 'ex-norm' (#6): the cell has no translation"),
+])
+def test_a_missing_translation_names_the_cell(drop, expected):
+    nb = with_setup(tiny_solution())
+    problems = problems_of(nb, {k: v for k, v in FULL.items() if k != drop})
+    assert len(problems) == 1 and expected in problems[0]
+
+
+def test_an_english_edit_makes_the_translation_stale_and_names_the_cell():
+    nb = with_setup(tiny_solution())
+    text = twin_text(nb, FULL)
+    nb.cells[0].source = "# Tiny, edited"
+    problems = translation.translate_notebook(nb, translation.parse_twin(text), "00_tiny")[1]
+    assert len(problems) == 1
+    assert "cell 'title' (#0): the cell changed since it was translated" in problems[0]
+    assert translation.fingerprint("# Tiny, edited") in problems[0]
+
+
+def test_untranslated_markdown_and_unused_sections_are_problems():
+    nb = with_setup(tiny_solution())
+    problems = problems_of(nb, {**FULL, ("cell", "title"): "# Tiny", ("cell", "ex-mask"): "x"})
+    assert any("cell 'title' (#0): the translation has no Chinese" in p for p in problems)
+    assert any("section 'cell: ex-mask' is not used (the cell needs no translation)" in p
+               for p in problems)
+
+
+@pytest.mark.parametrize("english, chinese, compared, allowed", [
+    ("x = f(1)  # one", "x = f(1)  # 一", True, True),
+    ('def f():\n    """Doc."""\n    return 1', 'def f():\n    """文档。"""\n    return 1', True, True),
+    ('print("a b")', 'print("甲 乙")', False, True),
+    ('print("a b")', 'print("甲 乙")', True, False),          # compared output would change
+    ('print(f"{x:.3f} nats per char")', 'print(f"每字符 {x:.3f} 奈特")', False, True),
+    ('print(f"{x:.3f} nats")', 'print(f"{x:.2f} 奈特")', False, False),   # the format is code
+    ('print(f"{x} {y}")', 'print(f"{x} {z}")', False, False),
+    ("x = f(1)", "x = f(2)", False, False),
+    ("x = f(1)", "x = g(1)", False, False),
+    ("%time x = 1", "%time x = 1  # 计时", False, True),
+])
+def test_a_code_translation_may_change_only_text(english, chinese, compared, allowed):
+    assert (translation.code_difference(english, chinese, compared=compared) is None) == allowed
+
+
+def test_which_cells_need_a_translation():
+    assert translation.needs_translation(code("a", "x = 1  # the first token"))
+    assert not translation.needs_translation(code("a", "x = y @ w  # (B, T, D)"))
+    assert not translation.needs_translation(code("a", "### BEGIN SOLUTION\nx = 1\n### END SOLUTION"))
+    assert translation.needs_translation(code("a", 'print("the loss is", x)'))
+    assert not translation.needs_translation(
+        code("a", 'print("the loss is", x)', ["nbval-check-output"]))   # must stay as it is
+
+
+def test_twin_files_reject_duplicates_and_stray_text():
+    header = "<!-- cell: title · en: 0123456789 -->"
+    with pytest.raises(ValueError, match="a second 'cell: title' section"):
+        translation.parse_twin(f"{header}\n甲\n{header}\n乙\n")
+    with pytest.raises(ValueError, match="text before the first"):
+        translation.parse_twin(f"stray\n{header}\n甲\n")
+
+
+def test_build_writes_both_editions_and_check_names_a_stale_cell(tmp_path, capsys):
+    solutions = tmp_path / "solutions"
+    nb = with_setup(tiny_solution())
+    notebook_format.write_notebook(nb, solutions / "00_tiny.ipynb")
+    translation.twin_path(solutions / "00_tiny.ipynb").write_text(twin_text(nb, FULL), encoding="utf-8")
+    report = build(solutions, tmp_path / "notebooks")
+    assert report.ok, report.problems
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in report.written)
+    assert written == ["notebooks/00_tiny.ipynb", "notebooks/zh/00_tiny.ipynb",
+                       "solutions/zh/00_tiny.ipynb"]
+    learner = notebook_format.read_notebook(tmp_path / "notebooks" / "zh" / "00_tiny.ipynb")
+    assert learner.cells[3].source.splitlines()[2] == "    # 提示：保留下三角"
+    solved = solve(learner, notebook_format.read_notebook(tmp_path / "solutions" / "zh" / "00_tiny.ipynb"))
+    assert "提示" not in solved.cells[3].source and "tril" in solved.cells[3].source
+    assert learner.metadata.tfcourse.language == "zh"
+
+    nb.cells[0].source = "# Tiny, edited"
+    notebook_format.write_notebook(nb, solutions / "00_tiny.ipynb")
+    capsys.readouterr()
+    args = ["build-notebooks", "--check", "--solutions", str(solutions),
+            "--out", str(tmp_path / "notebooks")]
+    assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert "00_tiny.ipynb (中文版): 00_tiny: cell 'title' (#0): the cell changed" in err
+
+
+def test_say_follows_the_chosen_language(monkeypatch):
+    monkeypatch.delenv("TFCOURSE_LANG", raising=False)
+    try:
+        assert language.say("mask", "掩码") == "mask"
+        monkeypatch.setenv("TFCOURSE_LANG", "zh_CN.UTF-8")
+        assert language.say("mask", "掩码") == "掩码"
+        language.use("en")
+        assert language.say("mask", "掩码") == "mask"
+        with pytest.raises(ValueError, match="language must be one of"):
+            language.use("fr")
+    finally:
+        language.use(None)
+
+
+def test_translate_command_appends_the_missing_sections(tmp_path, monkeypatch, capsys):
+    solutions = tmp_path / "solutions"
+    nb = with_setup(tiny_solution())
+    notebook_format.write_notebook(nb, solutions / "00_tiny.ipynb")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["translate", "00_tiny"]) == 0
+    text = translation.twin_path(solutions / "00_tiny.ipynb").read_text(encoding="utf-8")
+    sections = translation.parse_twin(text)
+    assert set(sections) == set(FULL)
+    assert sections[("cell", "title")].text == "# Tiny"            # the English, to replace
+    assert cli.main(["translate", "00_tiny", "--check"]) == 1
+    assert "the translation has no Chinese" in capsys.readouterr().err

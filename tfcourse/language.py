@@ -1,0 +1,60 @@
+"""The language learners read: English by default, Simplified Chinese with ``TFCOURSE_LANG=zh``
+or in a Chinese notebook (its first cell calls ``setup_notebook(..., language="zh")``).
+
+Every message a learner meets is written as a pair at the place it is raised,
+``say("the mask is missing", "缺少掩码")``, so the two texts are read (and updated) together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+
+LANGUAGES = ("en", "zh")
+_chosen: str | None = None         # set by use(); otherwise TFCOURSE_LANG decides
+# Set by speaking(): one thread's (or task's) language, e.g. the grader's for one notebook.
+_spoken: contextvars.ContextVar[str | None] = contextvars.ContextVar("tfcourse_language",
+                                                                    default=None)
+
+
+def current() -> str:
+    """``"en"`` or ``"zh"``: what ``speaking()`` or ``use()`` chose, else ``TFCOURSE_LANG``,
+    else English."""
+    if _spoken.get() is not None:
+        return _spoken.get()
+    if _chosen is not None:
+        return _chosen
+    value = os.environ.get("TFCOURSE_LANG", "").strip().lower()
+    return "zh" if value.startswith("zh") else "en"
+
+
+def use(language: str | None) -> None:
+    """Choose the language for this process (``None``: back to ``TFCOURSE_LANG``)."""
+    global _chosen
+    if language is not None and language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    _chosen = language
+
+
+@contextlib.contextmanager
+def speaking(language: str | None):
+    """Within the block, in this thread only, speak ``language`` (``None``: as before).
+
+    For work done for one reader among others at once: ``tfcourse grade --jobs N`` grades
+    each notebook, in its own thread, in that notebook's language. A thread started inside
+    the block does not inherit it unless it runs in a copy of this context
+    (``contextvars.copy_context().run``).
+    """
+    if language is not None and language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    token = _spoken.set(language if language is not None else _spoken.get())
+    try:
+        yield
+    finally:
+        _spoken.reset(token)
+
+
+def say(english: str, chinese: str) -> str:
+    """The text in the current language."""
+    return chinese if current() == "zh" else english
