@@ -30,3 +30,37 @@ def test_the_capstone_config_follows_the_data_and_the_schedule(small_data):
     assert config.vocab_size == small_data.vocab_size
     assert config.max_seq_len == capstone.SCHEDULE["seq_len"]
     assert (config.attn_impl, config.fused_norms) == ("sdpa", True)
+
+
+def _brute_force_held_out(model, tokens, context):
+    """Each target scored by its own forward pass, the window the rule gives it."""
+    import torch.nn.functional as F
+
+    stride, total = context // 2, 0.0
+    for j in range(1, len(tokens)):
+        # held_out_loss: windows start at 0, stride, 2*stride, ... (and the tail); target j
+        # is scored by the first window that reaches it and has not scored it before.
+        start = 0 if j <= context else min(((j - context - 1) // stride + 1) * stride,
+                                           len(tokens) - 1 - context)
+        logits = model(tokens[None, start:j])[0, -1]
+        total += float(F.cross_entropy(logits[None], tokens[j:j + 1]))
+    return total / (len(tokens) - 1)
+
+
+@pytest.mark.parametrize("n", [17, 40, 61])
+def test_held_out_loss_scores_every_character_once_with_its_context(n):
+    import torch
+
+    import tfcourse as tc
+
+    torch.manual_seed(0)
+    model = tc.GPT(tc.GPTConfig(vocab_size=11, max_seq_len=16, n_layers=1, n_heads=2,
+                                d_model=16)).eval()
+    tokens = torch.randint(0, 11, (n,))
+    with torch.no_grad():
+        expected = _brute_force_held_out(model, tokens, 16)
+    assert capstone.held_out_loss(model, tokens, batch_size=3) == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(ValueError, match="context must be in"):
+        capstone.held_out_loss(model, tokens, context=32)
+    with pytest.raises(ValueError, match="1-D long tensor"):
+        capstone.held_out_loss(model, tokens.float())

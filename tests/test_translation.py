@@ -4,10 +4,12 @@ the build of ``solutions/zh/`` and ``notebooks/zh/`` (fast: in-memory notebooks,
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tfcourse import cli, language
-from tfcourse.course import notebook_format, translation
+from tfcourse.course import glossary, notebook_format, translation
 from tfcourse.course.build import build, solve
 
 from test_generator import METHOD, code, tiny_solution
@@ -179,3 +181,67 @@ def test_translate_command_appends_the_missing_sections(tmp_path, monkeypatch, c
     assert sections[("cell", "title")].text == "# Tiny"            # the English, to replace
     assert cli.main(["translate", "00_tiny", "--check"]) == 1
     assert "the translation has no Chinese" in capsys.readouterr().err
+
+
+def test_a_glossary_term_in_english_needs_its_chinese_term():
+    nb = with_setup(tiny_solution())
+    nb.cells[0].source = "# Tiny: weight tying"
+    assert problems_of(nb, {**FULL, ("cell", "title"): "# 小例子：权重绑定"}) == []
+    problems = problems_of(nb, {**FULL, ("cell", "title"): "# 小例子：权重共享"})
+    assert len(problems) == 1
+    assert "the English says 'weight tying'; the Chinese should say 权重绑定" in problems[0]
+
+
+def test_the_glossary_reads_its_own_rules():
+    terms = {term.english: term.chinese for term in glossary.load()}
+    assert terms["weight tying"] == ("权重绑定",)                      # 又称权重共享: not accepted
+    assert terms["layer normalization"] == ("层归一化", "LayerNorm")
+    assert terms["pre-LN"] == ("前置层归一化", "Pre-LN") and terms["KV cache"][0] == "键值缓存"
+    for english in ("cross-entropy", "autoregressive generation", "teacher forcing",
+                    "temperature", "top-k sampling", "entropy rate", "dropout",
+                    "grouped-query attention", "learned positional embedding", "buffer", "logits"):
+        assert english in terms, english
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TRANSLATED = sorted(p for p in (ROOT / "solutions").glob("*.ipynb") if translation.twin_path(p).exists())
+
+
+@pytest.mark.parametrize("solution", TRANSLATED, ids=lambda p: p.stem)
+def test_the_two_editions_pair_up(solution):
+    """Same cells, same code, same compared outputs; every text translated, glossary kept."""
+    english = notebook_format.read_notebook(solution)
+    chinese, problems = translation.check_notebook(solution)
+    assert problems == []
+    shipped = notebook_format.read_notebook(solution.parent / "zh" / solution.name)
+    assert [(c.id, c.cell_type) for c in shipped.cells] == [(c.id, c.cell_type) for c in english.cells]
+    for en, zh in zip(english.cells, shipped.cells):
+        if en.cell_type == "code":
+            setup = translation._SETUP_CALL.sub(r'\1, language="zh")', en.source)
+            assert translation.code_difference(setup, zh.source, compared=translation.is_compared(en)) \
+                is None, en.id
+            if translation.is_compared(en):
+                assert zh.outputs == en.outputs, en.id
+        elif translation.needs_translation(en):
+            assert translation._CJK.search(zh.source), en.id
+    assert shipped.metadata.tfcourse.language == "zh"
+
+
+def test_check_cells_are_never_translated():
+    nb = with_setup(tiny_solution())
+    nb.cells[4].source = "check_mask(causal_mask)  # the verdict line"
+    assert not translation.needs_translation(nb.cells[4])
+    problems = problems_of(nb, {**FULL, ("cell", "check-mask"): "```python\ncheck_mask(causal_mask)  # 判定\n```"})
+    assert any("section 'cell: check-mask' is not used" in p for p in problems)
+
+
+@pytest.mark.parametrize("source", [
+    'ax.set(xlabel="step", ylabel="nats / character")',
+    'ax.plot(x, y, label="train (smoothed)")',
+    'print(f"--- after {step} steps ---")',
+    'widgets.IntSlider(description="heads")',
+])
+def test_labels_and_printed_words_need_a_translation(source):
+    assert translation.needs_translation(code("a", source))
+    assert not translation.needs_translation(code("a", source, ["nbval-check-output"]))
+    assert not translation.needs_translation(code("a", 'ax.plot(x, y, "o-", color="C1")'))

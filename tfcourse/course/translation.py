@@ -148,17 +148,49 @@ def is_compared(cell) -> bool:
 
 def needs_translation(cell) -> bool:
     """Whether the cell has English for a reader: markdown with words, or a code cell with
-    a comment or docstring in words, or (when not compared) a string of prose."""
+    a comment or docstring in words, or (when not compared) a string of prose. Check cells
+    are never translated: the grader puts back the English ones."""
     source = cell.get("source", "")
     if cell.get("cell_type") == "markdown":
         return bool(_WORDS.search(_prose(source)))
-    if cell.get("cell_type") != "code":
-        return False
+    if cell.get("cell_type") != "code" or notebook_format.is_check(cell):
+        return False             # check cells stay as they are: the grader restamps them
     comments, strings = _comments_and_strings(source)
     if any(_WORDS.search(c) and not c.strip().startswith(_NOT_PROSE_COMMENTS) for c in comments):
         return True
     docstring = re.compile(r'^[rRbBuU]?("""|\'\'\')')
-    return any(_PROSE.search(s) and (docstring.match(s) or not is_compared(cell)) for s in strings)
+    if any(_PROSE.search(s) and (docstring.match(s) or not is_compared(cell)) for s in strings):
+        return True
+    return not is_compared(cell) and any(_WORDS.search(text) for text in _labels(source))
+
+
+# Where a short string is text for a reader: what print() shows, and figure and widget labels.
+_LABEL_KEYWORDS = {"label", "title", "xlabel", "ylabel", "suptitle", "description"}
+_LABEL_METHODS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "text", "annotate",
+                  "legend", "print"}
+
+
+def _labels(source: str) -> list[str]:
+    """The literal text of ``print(...)`` arguments and of figure/widget labels."""
+    try:
+        tree = notebook_format.parse_python(_python(source))
+    except SyntaxError:
+        return []
+    found = []
+
+    def texts(node):
+        return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
+                and isinstance(n.value, str)]
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+        if name in _LABEL_METHODS:
+            for arg in node.args:
+                found += texts(arg)
+        found += [t for k in node.keywords if k.arg in _LABEL_KEYWORDS for t in texts(k.value)]
+    return found
 
 
 class _Neutral(ast.NodeTransformer):

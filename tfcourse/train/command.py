@@ -32,9 +32,11 @@ import datetime
 import os
 import re
 import sys
+import time
 
 import torch
 
+from ..lab.language import real_word_fraction, vocabulary
 from ..language import say
 from ..nn.config import PRESETS, GPTConfig
 from ..nn.model import GPT
@@ -42,7 +44,7 @@ from ..runtime import default_device
 from . import preflight
 from .checkpoint import CHECKPOINT_NAME, save_checkpoint
 from .data import DATASETS, TEXT_SOURCES, CopyTask, MarkovChain, TextDataset, make_dataset
-from .loop import TrainConfig, Trainer
+from .loop import TrainConfig, Trainer, held_out_loss
 from .preflight import PreflightError
 from .presets import training_defaults
 from .sample import sample_text
@@ -207,9 +209,18 @@ def _params_in_sync(module) -> float:
 def _report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: int) -> None:
     generator = torch.Generator().manual_seed(seed)
     if isinstance(dataset, TextDataset):
-        print("--- sample (temperature 0.8, top-k 20) ---")
-        print("\n" + sample_text(model, dataset.tokenizer, "\n", n_tokens, temperature=0.8,
-                                 top_k=20, seed=seed))
+        # What notebook 12 measures: every held-out character scored once, and the real
+        # words in a sample at temperature 0.8 (`tfcourse sample DIR` writes more).
+        loss = held_out_loss(model, dataset.val)
+        text = sample_text(model, dataset.tokenizer, "\n", n_tokens, temperature=0.8,
+                           top_k=None, seed=seed)
+        known = vocabulary(dataset.tokenizer.decode(dataset.train))
+        print(say(f"held-out loss: {loss:.3f} nats/char over all {len(dataset.val):,} validation "
+                  f"characters", f"留出集损失：{loss:.3f} 奈特/字符（全部 {len(dataset.val):,} 个"
+                  f"验证字符）"))
+        print(say(f"--- sample (temperature 0.8): {real_word_fraction(text, known):.0%} real words ---",
+                  f"--- 采样（温度 0.8）：真实单词占 {real_word_fraction(text, known):.0%} ---"))
+        print("\n" + text)
         print("---")
         return
     if isinstance(dataset, CopyTask):
@@ -346,7 +357,9 @@ def _run(args, env: _Distributed) -> int:
     until = train_config.steps
     if args.stop_after is not None:
         until = min(until, trainer.step + args.stop_after)
+    started, first_step = time.perf_counter(), trainer.step
     history = trainer.fit(until=until, callback=every_step)
+    seconds = time.perf_counter() - started
     if checkpoint_path:
         save()
         log(f"saved {checkpoint_path} at step {trainer.step}")
@@ -362,6 +375,11 @@ def _run(args, env: _Distributed) -> int:
         if floor is not None:
             line += f", floor {floor:.4f}"
         log(line)
+        tokens = (trainer.step - first_step) * train_config.batch_size * train_config.seq_len
+        log(say(f"trained {trainer.step - first_step} steps in {seconds / 60:.1f} min "
+                f"({tokens * env.world_size / max(seconds, 1e-9):,.0f} tokens/s)",
+                f"训练 {trainer.step - first_step} 步，用时 {seconds / 60:.1f} 分钟"
+                f"（每秒 {tokens * env.world_size / max(seconds, 1e-9):,.0f} 个词元）"))
     if env.enabled:
         diff = _params_in_sync(trainer.module)
         log(f"ranks in sync: max |parameter difference| across {env.world_size} processes = {diff:.3g}")

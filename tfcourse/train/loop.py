@@ -63,6 +63,49 @@ def evaluate(model: nn.Module, dataset, *, batch_size: int, seq_len: int, n_batc
     return total / n_batches
 
 
+@torch.no_grad()
+def held_out_loss(model: nn.Module, tokens: torch.Tensor, *, context: int | None = None,
+                  batch_size: int = 32) -> float:
+    """Mean loss (nats/char) over every token of ``tokens (N,)`` but the first, each scored
+    once with at least ``context // 2`` tokens before it (all of them near the start).
+
+    Windows of ``context`` tokens (default: the model's ``max_seq_len``) advance by half a
+    window; each window scores only its second half, the first window all of it. That is
+    how a character n-gram is scored too (every character, with its context), whereas
+    random windows would score a sixty-fourth of the characters with almost none.
+    """
+    if tokens.dim() != 1 or tokens.dtype != torch.long or len(tokens) < 2:
+        raise ValueError(f"tokens must be a 1-D long tensor of 2 or more ids, got "
+                         f"{tuple(tokens.shape)} {tokens.dtype}")
+    context = model.config.max_seq_len if context is None else context
+    if not 2 <= context <= model.config.max_seq_len:
+        raise ValueError(f"context must be in [2, max_seq_len={model.config.max_seq_len}], "
+                         f"got {context}")
+    device = next(model.parameters()).device
+    stride = context // 2
+    last = max(len(tokens) - 1 - context, 0)
+    starts = list(range(0, last + 1, stride))
+    if starts[-1] != last:
+        starts.append(last)                    # the tail, scored from where the others stop
+    was_training = model.training
+    model.eval()
+    total, counted, scored_to = 0.0, 0, 0      # scored_to: targets before it are scored
+    for i in range(0, len(starts), batch_size):
+        chunk = starts[i:i + batch_size]
+        window = min(context, len(tokens) - 1)
+        seq = torch.stack([tokens[s:s + window + 1] for s in chunk]).to(device)
+        losses = F.cross_entropy(model(seq[:, :-1]).float().transpose(1, 2), seq[:, 1:],
+                                 reduction="none")                        # (B, window)
+        for row, s in zip(losses, chunk):
+            first = max(scored_to - s, 0)      # skip the targets an earlier window scored
+            total += float(row[first:].sum())
+            counted += window - first
+            scored_to = s + window
+    model.train(was_training)
+    return total / counted
+
+
+
 # --------------------------------------------------------------------------- config and history
 
 
