@@ -62,9 +62,15 @@ notebooks-check: setup
 	$(BIN)/tfcourse build-notebooks --check
 
 # Every solution but the capstone, whose stored outputs come from its full run
-# (TFCOURSE_CAPSTONE=full tfcourse execute --timeout 3600 solutions/12_capstone.ipynb).
+# (TFCOURSE_CAPSTONE=full tfcourse execute --timeout 3600 solutions/12_capstone.ipynb, then
+# the same for solutions/zh/12_capstone.ipynb). English first; then the Chinese edition is
+# rebuilt from it and executed, which fills the cells that print translated text.
+NOT_CAPSTONE = $(filter-out %/12_capstone.ipynb,$(sort $(wildcard $(1)/*.ipynb)))
 execute: setup
-	$(BIN)/tfcourse execute $(filter-out solutions/12_capstone.ipynb,$(sort $(wildcard solutions/*.ipynb)))
+	$(BIN)/tfcourse execute $(call NOT_CAPSTONE,solutions)
+	$(BIN)/tfcourse build-notebooks
+	$(BIN)/tfcourse execute $(call NOT_CAPSTONE,solutions/zh)
+	$(BIN)/tfcourse build-notebooks
 
 # Notebook 12 in full: trains the capstone GPT (about ten minutes on a laptop CPU) in a
 # copy under build/capstone/ and prints its verdicts.

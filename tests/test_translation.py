@@ -209,12 +209,18 @@ TRANSLATED = sorted(p for p in (ROOT / "solutions").glob("*.ipynb") if translati
 
 @pytest.mark.parametrize("solution", TRANSLATED, ids=lambda p: p.stem)
 def test_the_two_editions_pair_up(solution):
-    """Same cells, same code, same compared outputs; every text translated, glossary kept."""
+    """Same cells, same code, same compared outputs; every text translated, glossary kept;
+    a cell the English solution shows executed is executed in the Chinese one too (the
+    Chinese reader, and the site, see its figures and numbers)."""
     english = notebook_format.read_notebook(solution)
     chinese, problems = translation.check_notebook(solution)
     assert problems == []
     shipped = notebook_format.read_notebook(solution.parent / "zh" / solution.name)
     assert [(c.id, c.cell_type) for c in shipped.cells] == [(c.id, c.cell_type) for c in english.cells]
+    unexecuted = [en.id for en, zh in zip(english.cells, shipped.cells)
+                  if en.cell_type == "code" and en.outputs and not zh.outputs]
+    assert not unexecuted, (f"cells without outputs in solutions/zh/{solution.name}: "
+                            f"{unexecuted}; run `tfcourse execute solutions/zh/{solution.name}`")
     for en, zh in zip(english.cells, shipped.cells):
         if en.cell_type == "code":
             setup = translation._SETUP_CALL.sub(r'\1, language="zh")', en.source)
