@@ -130,3 +130,25 @@ def test_torchrun_resume_gives_the_uninterrupted_losses(tmp_path):
     assert a["history"]["loss"] == b["history"]["loss"]
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
+
+
+def test_the_capstone_preset_holds_out_notebook_12s_split():
+    """`tfcourse train --preset capstone` scores the held-out text notebook 12 scores (one
+    block in ten), not the corpus's last tenth, which is docstrings only."""
+    import argparse
+
+    from tfcourse.train import capstone
+    from tfcourse.train.command import _dataset_spec, add_arguments, apply_preset
+    from tfcourse.train.data import make_dataset
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--dataset", "text", "--preset", "capstone"])
+    apply_preset(args)
+    spec = _dataset_spec(args)
+    assert spec["kwargs"]["val_block"] == capstone.VAL_BLOCK
+    ours, notebook = make_dataset(spec["name"], **spec["kwargs"]), capstone.capstone_data()
+    assert torch.equal(ours.val, notebook.val) and torch.equal(ours.train, notebook.train)
+    args = parser.parse_args(["--dataset", "text", "--preset", "capstone", "--val-block", "700"])
+    apply_preset(args)
+    assert _dataset_spec(args)["kwargs"]["val_block"] == 700        # the flag wins

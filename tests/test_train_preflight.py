@@ -45,6 +45,7 @@ def refused(args, capsys) -> str:
     ("weight-decay", "-0.1", "--weight-decay must be a finite number >= 0"),
     ("dropout", "1", "--dropout must be in [0, 1)"),
     ("collective-timeout", "0", "--collective-timeout must be > 0"),
+    ("val-block", "0", "--val-block must be >= 1, got 0"),
 ])
 def test_a_flag_out_of_range_is_refused_before_any_work(flag, value, message, tmp_path, capsys):
     out = tmp_path / "run"

@@ -20,7 +20,7 @@ from .presets import TRAINING_PRESETS
 from .sample import sample_text
 
 SCHEDULE = TRAINING_PRESETS["capstone"]
-VAL_BLOCK = 5000                 # characters per held-out block (one block in ten)
+VAL_BLOCK = SCHEDULE["val_block"]    # characters per held-out block (one block in ten)
 
 
 @dataclass
@@ -41,7 +41,8 @@ class CapstoneRun:
 def capstone_data() -> TextDataset:
     """The capstone corpus (``corpus.capstone_text``), characters as tokens, one block of
     ``VAL_BLOCK`` characters in ten held out."""
-    return TextDataset(source="capstone", max_chars=None, val_block=VAL_BLOCK)
+    return TextDataset(source=SCHEDULE["text_source"], max_chars=SCHEDULE["max_chars"],
+                       val_block=VAL_BLOCK)
 
 
 def capstone_config(data: TextDataset, **changes) -> GPTConfig:

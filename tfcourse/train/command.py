@@ -71,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="markov: number of states; copy: number of symbols (default: 32)")
     data.add_argument("--max-chars", type=int, default=None,
                       help="text: characters to gather (default: 200000; capstone: all)")
+    data.add_argument("--val-block", type=int, default=None, metavar="N",
+                      help="text: hold out one block of N characters in ten for validation "
+                           "(default: the last tenth; capstone: 5000, notebook 12's split)")
     model = parser.add_argument_group("model")
     model.add_argument("--preset", choices=sorted(PRESETS), default="tiny",
                        help="GPTConfig preset the flags below override (default: tiny)")
@@ -133,7 +136,8 @@ def _dataset_spec(args) -> dict:
         return {"name": "markov", "kwargs": {"vocab_size": args.vocab_size, "seed": 0}}
     if args.dataset == "copy":
         return {"name": "copy", "kwargs": {"n_symbols": args.vocab_size}}
-    return {"name": "text", "kwargs": {"max_chars": args.max_chars, "source": args.text_source}}
+    return {"name": "text", "kwargs": {"max_chars": args.max_chars, "source": args.text_source,
+                                       "val_block": args.val_block}}
 
 
 def _model_config(args, vocab_size: int) -> GPTConfig:

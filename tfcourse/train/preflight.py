@@ -29,7 +29,8 @@ _COUNTS = (("--steps", "steps", 1), ("--batch-size", "batch_size", 1), ("--seq-l
            ("--eval-batches", "eval_batches", 1), ("--seed", "seed", 0),
            ("--save-every", "save_every", 0), ("--stop-after", "stop_after", 1),
            ("--sample", "sample", 0), ("--vocab-size", "vocab_size", 2),
-           ("--max-chars", "max_chars", 1), ("--n-layers", "n_layers", 1),
+           ("--max-chars", "max_chars", 1), ("--val-block", "val_block", 1),
+           ("--n-layers", "n_layers", 1),
            ("--n-heads", "n_heads", 1), ("--n-kv-heads", "n_kv_heads", 1),
            ("--d-model", "d_model", 1))
 
