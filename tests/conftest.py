@@ -8,6 +8,7 @@ import the helpers with ``from conftest import passes, fails`` (``tests/`` is on
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 import torch
@@ -19,6 +20,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Notebook 12 trains for about ten minutes; the tests run it in its short mode (a few
 # steps, which proves every cell runs). Kernels inherit this environment.
 os.environ.setdefault("TFCOURSE_CAPSTONE", "short")
+# The grader's secret (it draws each learner's cases) lives in a folder of the test run's
+# own, never in the developer's config folder.
+os.environ.setdefault("TFCOURSE_GRADING_SECRET",
+                      os.path.join(tempfile.mkdtemp(prefix="tfcourse-tests-"), "grading-secret"))
 
 # The tests use tiny tensors: one intra-op thread is as fast, and on a busy or
 # small machine it avoids OpenMP threads spinning against each other (measured
@@ -31,6 +36,15 @@ torch.set_num_threads(1)
 def _seed_torch():
     """Every test starts from the same global RNG state, whatever ran before it."""
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def grading_setup():
+    """How the tests start sealed workers: one thread, a 60 s limit per cell, the sandbox."""
+    from tfcourse.course.run import grading_env
+    from tfcourse.course.sealed.session import Setup
+
+    return Setup(env=grading_env(1), timeout=60)
 
 
 @pytest.fixture

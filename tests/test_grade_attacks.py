@@ -1,9 +1,18 @@
 """Attacks on the grade, each of which must earn no points, and honest work that must.
 
 Every attack below is a way a learner could make ``check_rmsnorm`` (or every check) print
-its pass line without writing RMSNorm. The fast tests show the grader's static scan names
-each one; the slow test grades them all through ``tfcourse grade`` in real kernels, where
-several would otherwise pass (the check cells run in the learner's kernel).
+its pass line without writing RMSNorm. Two kinds:
+
+- ``ATTACKS`` answer the exercise with the course's reference or a built-in that does the
+  whole job: the grader's static scan names each one (fast tests), and the sealed worker
+  stubs the reference and traps the built-in;
+- ``SANDBOXED`` reach for the grader itself (replace the check, patch the checks module or
+  the harness, IPython hooks, ``sys.modules``, builtins, generated code, a shell line).
+  The checks run in the grader, not in the learner's process, so these change nothing and
+  the scan no longer looks for them: they must score nothing for RMSNorm and must not cost
+  the neighbouring exercise its point.
+
+The slow test grades them all through ``tfcourse grade``.
 """
 
 from __future__ import annotations
@@ -26,47 +35,48 @@ FIXTURE = SOLUTIONS / "99_fixture.ipynb"
 PASS_LINE = 'print("RMSNorm: 6/6 checks passed")'
 
 # name -> (code replacing the RMSNorm exercise cell, code of an extra cell before it or None,
-#          the finding expected: (exercise or None for every exercise, kind))
+#          the finding expected: (exercise, kind))
 ATTACKS = {
     "alias": ("RMSNorm = tc.RMSNorm", None, ("RMSNorm", "reference")),
     "alias elsewhere": (None, "RMSNorm = tc.RMSNorm", ("RMSNorm", "reference")),
     "import the reference": ("from tfcourse import RMSNorm", None, ("RMSNorm", "reference")),
     "subclass": ("class RMSNorm(tc.RMSNorm):\n    pass", None, ("RMSNorm", "reference")),
     "wrap through an alias": (
-        "class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
-        "        super().__init__()\n        self.inner = Hidden(d, eps)\n"
-        "        self.weight = self.inner.weight\n    def forward(self, x):\n"
-        "        return self.inner(x)",
+        ("class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
+         "        super().__init__()\n        self.inner = Hidden(d, eps)\n"
+         "        self.weight = self.inner.weight\n    def forward(self, x):\n"
+         "        return self.inner(x)"),
         "from tfcourse.nn.norms import RMSNorm as Hidden", ("RMSNorm", "reference")),
     "torch built-in": (
-        "class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
-        "        super().__init__()\n        self.eps = eps\n"
-        "        self.weight = torch.nn.Parameter(torch.ones(d))\n    def forward(self, x):\n"
-        "        return torch.nn.functional.rms_norm(x, x.shape[-1:], self.weight, self.eps)",
+        ("class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
+         "        super().__init__()\n        self.eps = eps\n"
+         "        self.weight = torch.nn.Parameter(torch.ones(d))\n    def forward(self, x):\n"
+         "        return torch.nn.functional.rms_norm(x, x.shape[-1:], self.weight, self.eps)"),
         None, ("RMSNorm", "builtin")),
     "built-in through a helper": (
-        "class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
-        "        super().__init__()\n        self.eps = eps\n"
-        "        self.weight = torch.nn.Parameter(torch.ones(d))\n    def forward(self, x):\n"
-        "        return norm(x, x.shape[-1:], self.weight, self.eps)",
+        ("class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
+         "        super().__init__()\n        self.eps = eps\n"
+         "        self.weight = torch.nn.Parameter(torch.ones(d))\n    def forward(self, x):\n"
+         "        return norm(x, x.shape[-1:], self.weight, self.eps)"),
         "import torch.nn.functional as G\nnorm = G.rms_norm", ("RMSNorm", "builtin")),
-    "replace the check function": (None, f"check_rmsnorm = lambda cls: {PASS_LINE}",
-                                   (None, "tampering")),
-    "patch the checks module": (None, "import tfcourse.checks as C\n"
-                                      f"C.check_rmsnorm = lambda cls: {PASS_LINE}",
-                                (None, "tampering")),
-    "patch the harness": (None, "from tfcourse.checks import _harness\n"
-                                "_harness.Checker.__exit__ = lambda *a: True",
-                          (None, "tampering")),
-    "IPython hook": (None, "get_ipython().events.register('pre_run_cell', lambda *a: None)",
-                     (None, "tampering")),
-    "module swap": (None, "import sys, types\nsys.modules['tfcourse.checks'] = types.SimpleNamespace()",
-                    (None, "tampering")),
-    "generated code": (None, "exec(bytes.fromhex('524d534e6f726d203d2074632e524d534e6f726d').decode())",
-                       (None, "tampering")),
-    "globals": (None, "globals()['RMSNorm'] = getattr(tc, 'RMS' + 'Norm')", (None, "tampering")),
-    "builtins": (None, "import builtins\nbuiltins.print = lambda *a, **k: None", (None, "tampering")),
-    "shell": (None, "!cp ../solutions/99_fixture.ipynb .", (None, "tampering")),
+}
+
+# name -> (code replacing the RMSNorm exercise cell or None for the stub as given, code of an
+#          extra cell before it or None)
+SANDBOXED = {
+    "replace the check function": (None, f"check_rmsnorm = lambda cls: {PASS_LINE}"),
+    "patch the checks module": (None, ("import tfcourse.checks as C\n"
+                                       f"C.check_rmsnorm = lambda cls: {PASS_LINE}")),
+    "patch the harness": (None, ("from tfcourse.checks import _harness\n"
+                                 "_harness.Checker.__exit__ = lambda *a: True")),
+    "IPython hook": (None, "get_ipython().events.register('pre_run_cell', lambda *a: None)"),
+    "module swap": (None, ("import sys, types\n"
+                           "sys.modules['tfcourse.checks'] = types.SimpleNamespace()")),
+    "generated code": ("exec(bytes.fromhex('524d534e6f726d203d2074632e524d534e6f726d').decode())",
+                       None),
+    "globals": ("globals()['RMSNorm'] = getattr(tc, 'RMS' + 'Norm')", None),
+    "builtins": (None, "import builtins\nbuiltins.print = lambda *a, **k: None"),
+    "shell": (None, "!cp ../solutions/99_fixture.ipynb ."),
 }
 
 
@@ -77,7 +87,7 @@ def solution():
 
 def attacked(solution, name: str):
     """The solved fixture with its RMSNorm exercise replaced by the attack ``name``."""
-    replacement, extra, _ = ATTACKS[name]
+    replacement, extra = ATTACKS[name][:2] if name in ATTACKS else SANDBOXED[name]
     nb = solve(make_learner(solution, "99_fixture"), solution)
     index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex-rmsnorm")
     learner_stub = make_learner(solution, "99_fixture").cells[index].source
@@ -97,8 +107,15 @@ def test_the_scan_names_each_attack(solution, name):
     assert ATTACKS[name][2] in found, found
 
 
+@pytest.mark.parametrize("name", sorted(SANDBOXED))
+def test_the_scan_leaves_reaching_for_the_grader_to_the_sandbox(solution, name):
+    stamped, _ = restamp(attacked(solution, name), solution)
+    assert scan(solution, stamped) == []
+
+
 def test_there_are_at_least_twelve_distinct_attacks():
-    assert len({(r, e) for r, e, _ in ATTACKS.values()}) >= 12
+    routes = {(r, e) for r, e, _ in ATTACKS.values()} | set(SANDBOXED.values())
+    assert len(routes) >= 12
 
 
 @pytest.mark.parametrize("code", [
@@ -126,7 +143,7 @@ def test_every_attack_scores_nothing_for_what_it_attacks(tmp_path, solution):
     folder = tmp_path / "submissions"
     folder.mkdir()
     files = {}
-    for number, name in enumerate(sorted(ATTACKS)):
+    for number, name in enumerate(sorted([*ATTACKS, *SANDBOXED])):
         files[f"attack_{number:02d}.ipynb"] = name
         notebook_format.write_notebook(attacked(solution, name), folder / f"attack_{number:02d}.ipynb")
     # The same routes without the shortcut still score: the grader does not punish a file.
@@ -141,10 +158,9 @@ def test_every_attack_scores_nothing_for_what_it_attacks(tmp_path, solution):
     assert result.returncode == 1
     assert grades["honest.ipynb"]["passed"] == 2, grades["honest.ipynb"]
     for file, name in files.items():
-        exercise, kind = ATTACKS[name][2]
+        # A shortcut is named by the scan; reaching for the grader leaves the stub to fail
+        # its check. Neither costs the neighbouring exercise its point.
+        kind = ATTACKS[name][2][1] if name in ATTACKS else "error"
         verdicts = {e["name"]: (e["passed"], e["reason"]) for e in grades[file]["exercises"]}
         assert verdicts["RMSNorm"] == (False, kind), (name, verdicts)
-        if exercise is None:
-            assert verdicts["Causal mask"] == (False, kind), (name, verdicts)
-        else:
-            assert verdicts["Causal mask"] == (True, ""), (name, verdicts)
+        assert verdicts["Causal mask"] == (True, ""), (name, verdicts)

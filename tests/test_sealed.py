@@ -21,7 +21,8 @@ from tfcourse.course.grade import grade
 from tfcourse.course.restamp import restamp
 from tfcourse.course.run import grading_env
 from tfcourse.course.sealed import protocol
-from tfcourse.course.sealed.session import cells_for, check_calls, grade_exercise
+from tfcourse.course.sealed import proxy
+from tfcourse.course.sealed.session import Setup, cells_for, check_calls, grade_exercise
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "solutions" / "99_fixture.ipynb"
@@ -90,7 +91,7 @@ def test_check_calls_are_parsed_from_our_check_cells():
         check_calls("import os")
 
 
-def test_the_worker_gets_no_demos_and_nothing_after_the_exercise():
+def test_the_worker_gets_no_demos_no_checks_and_nothing_after_the_check():
     solution = notebook_format.read_notebook(FIXTURE)
     learner, _ = restamp(solve(make_learner(solution, "99_fixture"), solution), solution)
     sent = cells_for(learner, solution, "Causal mask")
@@ -98,6 +99,17 @@ def test_the_worker_gets_no_demos_and_nothing_after_the_exercise():
     assert not any("plt.subplots" in cell or "check_" in cell.split("\n")[-1] for cell in sent)
     assert any(cell.startswith("class RMSNorm(") for cell in cells_for(learner, solution,
                                                                         "RMSNorm"))
+
+
+def test_a_cell_between_the_stub_and_its_check_is_sent():
+    """A solution typed into a new cell right below the untouched stub counts."""
+    solution = notebook_format.read_notebook(FIXTURE)
+    nb = make_learner(solution, "99_fixture")
+    index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex-rmsnorm")
+    nb.cells.insert(index + 1, new_code_cell("class RMSNorm: pass  # mine", id="below"))
+    learner, _ = restamp(nb, solution)
+    assert cells_for(learner, solution, "RMSNorm")[-1] == "class RMSNorm: pass  # mine"
+    assert "# mine" not in "".join(cells_for(learner, solution, "Causal mask"))
 
 
 # --- verdicts from real workers (slow) ---------------------------------------------------------
@@ -108,9 +120,9 @@ def solution():
     return notebook_format.read_notebook(FIXTURE)
 
 
-def _sealed(solution, nb, exercise):
+def _sealed(solution, nb, exercise, timeout=60):
     stamped, _ = restamp(nb, solution)
-    return grade_exercise(stamped, solution, exercise, env=grading_env(1), timeout=30)
+    return grade_exercise(stamped, solution, exercise, Setup(env=grading_env(1), timeout=timeout))
 
 
 def _rmsnorm_replaced(solution, source, extra=None):
@@ -191,18 +203,78 @@ def test_printing_the_pass_line_from_the_learners_code_earns_nothing(solution):
 def test_a_hanging_exercise_times_out_and_the_grade_says_so(solution):
     source = ("class RMSNorm(torch.nn.Module):\n    def __init__(self, *a, **k):\n"
               "        super().__init__()\n        while True:\n            pass\n")
-    stamped, _ = restamp(_rmsnorm_replaced(solution, source), solution)
-    verdict = grade_exercise(stamped, solution, "RMSNorm", env=grading_env(1), timeout=3)
+    verdict = _sealed(solution, _rmsnorm_replaced(solution, source), "RMSNorm", timeout=3)
     assert (verdict.status, verdict.reason) == ("failed", "timeout")
 
 
 @pytest.mark.slow
 def test_grade_is_sealed_and_reports_its_isolation(solution, tmp_path):
     result, _ = grade(solve(make_learner(solution, "99_fixture"), solution), solution,
-                      cwd=tmp_path, timeout=30, env=grading_env(1))
+                      Setup(env=grading_env(1), timeout=60))
     assert [(e.name, e.passed, e.sealed) for e in result.exercises] == [
         ("Causal mask", True, True), ("RMSNorm", True, True)]
-    assert any("environment" in measure for measure in result.isolation), result.isolation
+    assert any("bubblewrap" in measure for measure in result.isolation), result.isolation
+
+
+# A learner's cell that rewrites the worker's replies on their way out: the worker runs in
+# the learner's process, so the protocol module is theirs to patch. The grader must notice.
+LIE = """
+import sys
+_protocol = sys.modules["protocol"]
+_write = _protocol.write_message
+def _lie(stream, header, tensors=None):
+    CHANGE
+    return _write(stream, header, tensors)
+_protocol.write_message = _lie
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", [
+    'header["leaves"] = -1 if "leaves" in header else None',        # what needs a gradient
+    'header.update(grads=["g0"] * 7) if "grads" in header else None',    # gradient count
+    # a module that declares a huge parameter and sends no tensor for it
+    'header.get("params") and header["params"][0].update(shape=[2**20, 2**20], value="nope")',
+    'header.update(cells="all fine") if "cells" in header else None',  # the cells' report
+])
+def test_a_worker_that_lies_fails_the_exercise_with_protocol_broken(solution, change):
+    nb = solve(make_learner(solution, "99_fixture"), solution)
+    nb = _rmsnorm_replaced(solution, nb.cells[next(i for i, c in enumerate(nb.cells)
+                                                   if c.get("id") == "ex-rmsnorm")].source,
+                           LIE.replace("CHANGE", change))
+    verdict = _sealed(solution, nb, "RMSNorm")
+    assert (verdict.status, verdict.reason) == ("failed", "protocol"), verdict
+
+
+def test_a_reported_trap_cannot_be_taken_back():
+    """Once a reply said a built-in was trapped, a later reply without it is a lie."""
+    stream = io.BytesIO()
+    protocol.write_message(stream, {"trapped": ["torch.nn.functional.rms_norm"]})
+    protocol.write_message(stream, {"trapped": []})
+    stream.seek(0)
+
+    class Process:
+        stdout = stream
+
+        def poll(self):
+            return 0
+
+    worker = proxy.Worker(Process(), timeout=5)
+    assert worker.receive()[0]["trapped"] == ["torch.nn.functional.rms_norm"]
+    with pytest.raises(proxy.ProtocolBroken, match="shrank"):
+        worker.receive()
+
+
+def test_huge_declared_shapes_allocate_nothing():
+    """A module description is refused before anything is allocated from it."""
+    class FakeWorker:
+        def request(self, header, tensors=None):
+            return {"params": [{"name": "w", "shape": [2**30, 2**30], "tie": 1,
+                                "requires_grad": True, "value": "t0"}],
+                    "buffers": {}, "training": True}, {}
+
+    with pytest.raises(proxy.ProtocolBroken, match="does not add up"):
+        proxy.RemoteModule(FakeWorker(), {"$handle": 1, "kind": "module"})
 
 
 SOLUTION_EXERCISES = [

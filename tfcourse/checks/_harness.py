@@ -26,6 +26,7 @@ from ..runtime import default_device, fmt
 # Re-exported: checks import these from here.
 from ._compare import close, max_abs_diff, scaled_error, tolerances  # noqa: F401
 from ._environment import _disable_tf32, _restore_rng, _restore_tf32, _save_rng
+from .cases import case_seed
 
 # A known mistake: a short description and a thunk computing what it would output.
 Variant = tuple[str, Callable[[], object]]
@@ -204,6 +205,10 @@ class Checker:
         of "eps outside the square root"), so each one's distance is measured in units of
         that tolerance and the smallest wins; on a tie the earlier in the table wins.
         """
+        return self._closest(got, variants)[0]
+
+    def _closest(self, got: torch.Tensor, variants: Iterable[Variant]) -> tuple[str | None, float]:
+        """``diagnose``'s search: ``(variant, distance in 10x tolerances)``, or ``(None, inf)``."""
         got = got.detach()
         best, best_error = None, math.inf
         for description, compute in variants:
@@ -219,12 +224,30 @@ class Checker:
                 best, best_error = description, error
                 if error == 0.0:        # exact: nothing can be closer
                     break
-        return best
+        return best, best_error
+
+    def output_mistake(self, got: torch.Tensor, expected: torch.Tensor,
+                       variants: Iterable[Variant]) -> str | None:
+        """The known mistake closest to ``got``, an output within tolerance, if strictly
+        closer than the reference: for a differing gradient, as some mistakes (eps outside
+        the square root, on some inputs) move the output less than the tolerance and the
+        gradient more. A correct output, the reference up to rounding, gets no name."""
+        if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+            return None
+        description, error = self._closest(got, variants)
+        reference_error = scaled_error(got.detach(), expected.detach().to(got.dtype),
+                                       10 * self.rtol, 10 * self.atol)
+        return description if error < reference_error else None
 
     def compare_grads(self, case: str, got: Mapping[str, torch.Tensor | None],
                       expected: Mapping[str, torch.Tensor | None], *,
-                      variants: Mapping[str, Iterable[Variant]] | None = None) -> None:
-        """Compare named gradients (input and parameters) after both backward passes."""
+                      variants: Mapping[str, Iterable[Variant]] | None = None,
+                      explain: Callable[[], str | None] = lambda: None) -> None:
+        """Compare named gradients (input and parameters) after both backward passes.
+
+        ``explain`` names a mistake from the output when no gradient variant reproduces
+        a differing gradient (see ``output_mistake``); it runs only on a failure.
+        """
         for name, want in expected.items():
             have = got.get(name)
             if want is None:
@@ -241,6 +264,7 @@ class Checker:
                 continue
             looks = self.diagnose(have, (variants or {}).get(name, ())) if have.shape == \
                 want.shape else None
+            looks = looks or explain()
             self.fail(case, say(f"the gradient of {name} differs from the reference "
                                 f"(the output matched)",
                                 f"{label} 的梯度与参考实现不一致（输出是一致的）"),
@@ -266,7 +290,8 @@ class Checker:
 
     # -- tensors -----------------------------------------------------------------------------
     def generator(self, seed: int) -> torch.Generator:
-        return torch.Generator().manual_seed(seed)
+        """A CPU generator for the check's ``seed``, salted inside ``grading_cases``."""
+        return torch.Generator().manual_seed(case_seed(seed))
 
     def randn(self, gen: torch.Generator, *shape: int, scale: float = 1.0,
               offset: float = 0.0) -> torch.Tensor:
@@ -457,17 +482,19 @@ def module_case(chk: Checker, case: str, learner: nn.Module, reference: nn.Modul
     chk.compare(case, say("output", "输出"), got, expected, variants=variants(), hint=hint,
                 near_misses=near_misses())
     backward_case(chk, case, reference, learner, expected, got, seed=seed + 1000,
-                  inputs={"x": (x_ref, x_mine)})
+                  inputs={"x": (x_ref, x_mine)}, variants=variants)
 
 
 def backward_case(chk: Checker, case: str, reference: nn.Module, learner: nn.Module,
                   expected: torch.Tensor, got: torch.Tensor, *, seed: int,
                   inputs: Mapping[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
-                  what: str = "output") -> None:
+                  what: str = "output",
+                  variants: Callable[[], Iterable[Variant]] = lambda: ()) -> None:
     """Backpropagate one seeded upstream gradient through both outputs and compare gradients.
 
     ``inputs`` maps a name to the (reference, learner) leaf tensors whose gradients are
-    compared, besides every parameter's.
+    compared, besides every parameter's. ``variants`` (the output's known mistakes) name
+    the mistake when a gradient differs although the output matched.
     """
     inputs = inputs or {}
     upstream = chk.randn(chk.generator(seed), *expected.shape)
@@ -479,7 +506,8 @@ def backward_case(chk: Checker, case: str, reference: nn.Module, learner: nn.Mod
              lambda: (got * upstream).sum().backward())
     chk.compare_grads(case,
                       input_grads_and_params(learner, {n: m for n, (_, m) in inputs.items()}),
-                      reference_grads(reference, learner, {n: r for n, (r, _) in inputs.items()}))
+                      reference_grads(reference, learner, {n: r for n, (r, _) in inputs.items()}),
+                      explain=lambda: chk.output_mistake(got, expected, variants()))
 
 
 def inplace_case(chk: Checker, case: str, modules: Iterable[nn.Module], x: torch.Tensor) -> None:

@@ -161,7 +161,8 @@ def _attention_case(chk: Checker, case: str, fn, tensors, mask, seed: int) -> No
              lambda: (out * upstream).sum().backward())
     names = ("q", "k", "v")
     chk.compare_grads(case, {f"input {n}": t.grad for n, t in zip(names, my_inputs)},
-                      {f"input {n}": t.grad for n, t in zip(names, ref_inputs)})
+                      {f"input {n}": t.grad for n, t in zip(names, ref_inputs)},
+                      explain=lambda: chk.output_mistake(out, out_ref, variants(0)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,8 +297,8 @@ def _mha_case(chk: Checker, case: str, learner, reference, x, seed: int) -> None
                            "时只返回输出 (B, T, D)"))
     table = _mha_mistakes()
     variants = [(label, lambda o=o: _mha(reference, x, **o)) for label, o in table]
-    chk.compare(case, say("output", "输出"), out, out_ref,
-                variants=[(label, lambda f=f: f()[0]) for label, f in variants])
+    outputs = [(label, lambda f=f: f()[0]) for label, f in variants]
+    chk.compare(case, say("output", "输出"), out, out_ref, variants=outputs)
     # The output matched: mistakes that touch only the returned weights come first
     # (a stable sort on the option, whatever the language of the descriptions).
     variants = [variants[i] for i in sorted(range(len(table)),
@@ -317,7 +318,7 @@ def _mha_case(chk: Checker, case: str, learner, reference, x, seed: int) -> None
                          "每个头返回一张 (T, T) 的权重图，形状为 (B, H, T, T)：即掩码之后的 "
                          "softmax，取在 dropout 之前"))
     backward_case(chk, case, reference, learner, out_ref, out, seed=seed + 200,
-                  inputs={"x": (x_ref, x_mine)})
+                  inputs={"x": (x_ref, x_mine)}, variants=lambda: outputs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -60,7 +60,9 @@ def _case(chk: Checker, case: str, fn, kv: torch.Tensor, n_rep: int, *, grad: bo
         (expected * upstream).sum().backward()
         chk.call(case, say("backward through your output", "对你的输出做反向传播"),
                  lambda: (got * upstream).sum().backward())
-        chk.compare_grads(case, {"input kv": kv_mine.grad}, {"input kv": kv_ref.grad})
+        chk.compare_grads(case, {"input kv": kv_mine.grad}, {"input kv": kv_ref.grad},
+                          explain=lambda: chk.output_mistake(got, expected,
+                                                             _variants(kv.detach(), n_rep)))
     chk.ok()
 
 

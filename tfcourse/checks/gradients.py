@@ -8,6 +8,7 @@ from ..lab.probes import gradient_probe, twin_models
 from ..language import say
 from ..nn.config import GPTConfig
 from ._harness import Checker
+from .cases import case_seed
 
 PROBE_CONFIG = GPTConfig(vocab_size=40, max_seq_len=12, n_layers=3, n_heads=2, d_model=16)
 
@@ -32,7 +33,8 @@ def check_grad_norm_probe(fn) -> None:
     """
     with Checker("grad_norm_probe") as chk:
         gen = chk.generator(9)
-        pre, post = (m.to(chk.device, chk.dtype) for m in twin_models(PROBE_CONFIG, seed=9))
+        pre, post = (m.to(chk.device, chk.dtype) for m in twin_models(PROBE_CONFIG,
+                                                                        seed=case_seed(9)))
         inputs = []
         for model, kind, shape in ((pre, "pre-LN", (2, 12)), (post, "post-LN", (2, 12)),
                                    (pre, "pre-LN", (1, 1))):

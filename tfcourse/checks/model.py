@@ -134,12 +134,12 @@ def check_gpt(cls) -> None:
 def _gpt_case(chk: Checker, case: str, learner, reference, idx, seed: int) -> None:
     expected = reference(idx)
     got = chk.call(case, say("calling your model(idx)", "调用你的 model(idx)"), learner, idx)
-    chk.compare(case, say("logits tensor", "logits 张量"), got, expected,
-                variants=[(label, lambda o=o: _gpt(reference, idx, **o))
-                          for label, o in _gpt_mistakes()],
+    variants = [(label, lambda o=o: _gpt(reference, idx, **o)) for label, o in _gpt_mistakes()]
+    chk.compare(case, say("logits tensor", "logits 张量"), got, expected, variants=variants,
                 hint=say("logits (B, T, vocab_size) for every position",
                          "每个位置都要给出 logits，形状为 (B, T, vocab_size)"))
-    backward_case(chk, case, reference, learner, expected, got, seed=seed + 300, what="logits")
+    backward_case(chk, case, reference, learner, expected, got, seed=seed + 300, what="logits",
+                  variants=lambda: variants)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -208,8 +208,8 @@ def check_rotary(fn) -> None:
             x_mine = x.clone().requires_grad_(True)
             expected = apply_rotary(x_ref, cos, sin)
             got = chk.call(case, say("your function", "运行你的函数"), fn, x_mine, cos, sin)
-            chk.compare(case, say("output", "输出"), got, expected,
-                        variants=_rotary_variants(x, cos, sin, T, hd, base),
+            variants = _rotary_variants(x, cos, sin, T, hd, base)
+            chk.compare(case, say("output", "输出"), got, expected, variants=variants,
                         hint=say("x1, x2 = x.chunk(2, dim=-1); return x * cos + "
                                  "torch.cat([-x2, x1], dim=-1) * sin",
                                  "应这样计算：x1, x2 = x.chunk(2, dim=-1)；返回 x * cos + "
@@ -218,7 +218,9 @@ def check_rotary(fn) -> None:
             (expected * upstream).sum().backward()
             chk.call(case, say("backward through your output", "对你的输出做反向传播"),
                      lambda got=got, upstream=upstream: (got * upstream).sum().backward())
-            chk.compare_grads(case, {"input x": x_mine.grad}, {"input x": x_ref.grad})
+            chk.compare_grads(case, {"input x": x_mine.grad}, {"input x": x_ref.grad},
+                              explain=lambda got=got, expected=expected, variants=variants:
+                              chk.output_mistake(got, expected, variants))
             chk.ok()
 
         case = say("input not modified in place", "输入不得被原地修改")

@@ -1,66 +1,50 @@
 """``tfcourse grade``: grade learner notebooks against the solution notebooks.
 
-For each learner notebook: choose its solution (``--against NAME``, else by file name;
-never from the submission's metadata), restamp the check cells from it (undoing edited,
-moved or deleted checks, found by content, id and exercise name; see ``restamp``), then
-judge each exercise the sealed way (``sealed/``): the learner's cells run in a confined
-worker process, the check runs here, and an exercise passes when the check printed what
-the solution's stored output says. ``--in-kernel`` (or an exercise whose metadata says
-``tfcourse.sealed: false``) judges by the check cells instead: a copy of the notebook runs
-alone in a fresh temporary folder, in a fresh kernel with a scrubbed environment and a
-per-cell timeout, and each check cell's output is compared with the stored one (after
-``sanitize``, on the same fields as nbval; ``judge``). ``--jobs N`` grades N notebooks at
-once.
-
-Why nbclient and not nbval under the hood. nbval is the runner in CI (the solution
-notebooks must pass ``pytest --nbval-lax``), and the restamped notebook passes or fails
-``pytest --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg`` exactly where this
-grader does (write it with ``--restamped DIR``). But as a grader nbval falls short:
-after one timed-out cell it marks every later cell as an expected failure (so one
-hanging cell hides every later verdict), it reports a mismatch as a diff with the
-reference as "+", and its results come back as pytest reports to be parsed. Executing
-with nbclient (``tfcourse.course.run``) gives per-cell results directly, carries on after a
-timeout, and lets the report say "expected ... / got ..." in plain words.
+One path for every exercise of every notebook. For each learner notebook: choose its
+solution (``--against NAME``, else by file name; never from the submission's metadata, and
+always from the course the grader runs from or the teacher's ``--solutions``, never from
+a folder near a submission), restamp the check cells from it (so a moved or edited check
+does not move what is judged; see ``restamp``), then judge each exercise sealed
+(``sealed/session.py``): the learner's cells run in a worker inside bubblewrap's sandbox,
+the check runs here, and an exercise passes when the check printed what the solution's
+stored output says. Learner code never runs anywhere else during grading; where the
+sandbox cannot work, grading needs the teacher's ``--unsealed`` and every report line says
+so. ``--jobs N`` grades N notebooks at once; a notebook that breaks anything gets its own
+line and the run goes on; the CSV and JSON are always written.
 
 Exit status: 0 only if every exercise of every notebook passes; 1 otherwise; 2 for bad
-arguments (no notebooks found, an output path that cannot be written: all checked before
-any grading). What is guaranteed, and what is not, is in docs/grading.md.
+arguments (no notebooks found, a bad number, an output path that cannot be written, no
+sandbox without ``--unsealed``: all checked before any grading). What is guaranteed, and
+what is not, is in docs/grading.md.
 
 A notebook's report is in Chinese under ``TFCOURSE_LANG=zh`` or when the notebook is one of
-the Chinese edition (``metadata.tfcourse.language == "zh"``); its kernel and sealed workers
-then run with ``TFCOURSE_LANG=zh`` too, so the checks' diagnoses are in Chinese. Verdicts
-and scores do not depend on the language.
+the Chinese edition (``metadata.tfcourse.language == "zh"``); its workers then run with
+``TFCOURSE_LANG=zh`` too, so the checks' diagnoses are in Chinese. Verdicts and scores do
+not depend on the language.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..language import current, say, speaking
 from . import notebook_format
-from .build import STUB_SIGNATURE
-from .judge import (
-    ExerciseResult,
-    NotebookGrade,
-    exercise_names,
-    exercise_points,
-    judge,
-    not_implemented,
-    verb,
-)
-from .report import format_report, write_csv
+from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
+from .report import format_report, json_report, probe_output, write_outputs
 from .restamp import restamp
-from .run import grading_env, run_notebook
+from .run import grading_env
 from .scan import Finding, scan
+from .build import STUB_SIGNATURE
+from .sealed.sandbox import sandbox
+from .sealed.session import SealedVerdict, Setup, checks_of, grade_exercises
 
 NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]*")
 
@@ -119,96 +103,74 @@ def _raw(path: Path):
         return None
 
 
-def grade(learner, solution, *, cwd: str | Path, timeout: float = 120,
-          env: dict[str, str] | None = None, label: str = "notebook",
-          restamped_path: str | Path | None = None, sealed: bool = True):
-    """Restamp and judge an in-memory learner notebook against ``solution``.
-
-    ``sealed``: each exercise is judged by the sealed path (the learner's code in a worker,
-    the check here); the notebook itself runs in a kernel (in ``cwd``) only when an
-    exercise cannot be judged that way, or when ``sealed`` is False. Returns
-    ``(NotebookGrade, notebook)``; ``restamped_path`` (optional) receives the restamped
-    notebook before anything runs. The notes, and the checks' diagnoses, are in the
-    notebook's language (``report_language``).
-    """
+def grade(learner, solution, setup: Setup, *, label: str = "notebook",
+          restamped_path: str | Path | None = None) -> tuple[NotebookGrade, object]:
+    """Restamp and judge an in-memory learner notebook against ``solution``, every exercise
+    sealed (``sealed/session.py``). Returns ``(NotebookGrade, restamped notebook)``;
+    ``restamped_path`` (optional) receives the restamped notebook before anything runs.
+    The notes, and the checks' diagnoses, are in the notebook's language
+    (``report_language``)."""
     language = report_language(learner)
-    env = env if env is not None else grading_env()
     if language == "zh":
-        env = dict(env, TFCOURSE_LANG="zh")
+        setup = Setup(**{**vars(setup), "env": dict(setup.env, TFCOURSE_LANG="zh")})
     with speaking(language or None):
-        result, notebook = _grade(learner, solution, cwd=cwd, timeout=timeout, env=env,
-                                  label=label, restamped_path=restamped_path, sealed=sealed)
+        started = time.monotonic()
+        result = NotebookGrade(notebook=label)
+        notebook, repairs = restamp(learner, solution)
+        result.restamped = [repair.describe() for repair in repairs]
+        if restamped_path:
+            notebook_format.write_notebook(notebook, restamped_path)
+        names = exercise_names(solution)
+        verdicts = grade_exercises(notebook, solution, names, setup)
+        result.exercises = [_result(name, verdicts[name], solution, sealed=not setup.unsealed)
+                            for name in names]
+        result.isolation = isolation(setup)
+        refuse(result.exercises, scan(solution, notebook))
+        if not result.exercises:
+            result.error = say("the solution notebook has no exercises",
+                               "参考答案 notebook 中没有练习")
+        result.seconds = time.monotonic() - started
     result.language = language
     return result, notebook
 
 
-def _grade(learner, solution, *, cwd, timeout, env, label, restamped_path, sealed):
-    started = time.monotonic()
-    result = NotebookGrade(notebook=label)
-    notebook, repairs = restamp(learner, solution)
-    result.restamped = [repair.describe() for repair in repairs]
-    if restamped_path:
-        notebook_format.write_notebook(notebook, restamped_path)
-    names = exercise_names(solution)
-    verdicts = {}
-    if sealed:
-        from .sealed.session import grade_exercises
+def isolation(setup: Setup) -> list[str]:
+    """The measures every worker of this run was under, in words."""
+    from .sealed.sandbox import Sandbox, measures
+    from .sealed.session import FILE_BYTES, MEMORY_BYTES
 
-        verdicts = grade_exercises(notebook, solution, names, env=env, timeout=timeout)
-    if not sealed or any(v.status == "unsupported" for v in verdicts.values()):
-        run = run_notebook(notebook, cwd=cwd, timeout=timeout, env=env)
-        result.exercises = judge(solution, notebook, run.by_id())
-        judged = {cell.get("id") for cell in solution.cells
-                  if notebook_format.is_check(cell) or notebook_format.is_exercise(cell)}
-        for cell_run in run.failures():
-            if cell_run.cell_id not in judged and cell_run.status != "not-run":
-                cell = notebook.cells[cell_run.index]
-                result.notes.append(f"{notebook_format.cell_label(cell, cell_run.index)} "
-                                    f"{verb(cell_run)}")
-    else:
-        result.exercises = [ExerciseResult(name=name, passed=False, check_cells=[],
-                                           points=exercise_points(solution, name))
-                            for name in names]
-    for exercise in result.exercises:
-        apply_sealed(exercise, verdicts.get(exercise.name), solution)
-    result.isolation = next((v.isolation for v in verdicts.values() if v.isolation), [])
-    refuse(result.exercises, scan(solution, notebook))
-    if not result.exercises:
-        result.error = say("the solution notebook has no exercises", "参考答案 notebook 中没有练习")
-    result.seconds = time.monotonic() - started
-    return result, notebook
+    limits = say(f"CPU time per cell {setup.timeout:g} s, memory {MEMORY_BYTES >> 30} GiB, "
+                 f"files {FILE_BYTES >> 20} MiB each, 256 open files, no core dumps",
+                 f"每个单元格 CPU 时间 {setup.timeout:g} 秒、内存 {MEMORY_BYTES >> 30} GiB、"
+                 f"单个文件 {FILE_BYTES >> 20} MiB、最多打开 256 个文件、不生成核心转储")
+    found = Sandbox(None, say("the teacher asked for it", "教师要求这样做")) if setup.unsealed \
+        else sandbox()
+    return measures(found, limits)
 
 
-def apply_sealed(exercise: ExerciseResult, verdict, solution) -> None:
-    """The sealed verdict overrides what the check cells printed in the learner's kernel."""
-    if verdict is None:
-        return
-    from .sealed.session import checks_of
-
-    if verdict.status == "unsupported":
-        exercise.notes.append(say("judged by its check cell in your kernel, not sealed: "
-                                  + "; ".join(verdict.notes),
-                                  "由检查单元格在你的内核中评判，而不是在隔离的进程中评判："
-                                  + "；".join(verdict.notes)))
-        return
-    exercise.sealed = True
-    expected = checks_of(solution, exercise.name)[1].rstrip("\n")
-    if verdict.status == "passed":
-        exercise.passed, exercise.reason, exercise.expected, exercise.got = True, "", "", ""
-        exercise.notes = verdict.notes          # cells of yours that raised on the way
-        return
-    exercise.passed = False
-    exercise.reason = "builtin" if verdict.status == "builtin" else verdict.reason
-    exercise.expected, exercise.got, exercise.notes = expected, verdict.output, verdict.notes
-    if STUB_SIGNATURE in exercise.got:
-        exercise.got += not_implemented()
+def _result(name: str, verdict: SealedVerdict, solution, *, sealed: bool) -> ExerciseResult:
+    """The report's entry for one exercise from its verdict."""
+    result = ExerciseResult(name=name, passed=verdict.status == "passed",
+                            check_cells=[], points=exercise_points(solution, name),
+                            sealed=sealed, notes=list(verdict.notes))
+    if result.passed:
+        return result
+    result.reason = "builtin" if verdict.status == "builtin" else verdict.reason
+    try:
+        result.expected = checks_of(solution, name)[1].rstrip("\n")
+    except (ValueError, SyntaxError):
+        result.expected = ""
+    result.got = verdict.output
+    if STUB_SIGNATURE in result.got:
+        result.got += not_implemented()
+    return result
 
 
 def refuse(exercises: list[ExerciseResult], findings: list[Finding]) -> None:
-    """No points where the static scan found the reference, a built-in that does the whole
-    exercise, or tampering (which voids every exercise): whatever the check cells printed."""
+    """No points where the static scan found the reference or a built-in that does the
+    whole exercise, whatever the checks said."""
     for result in exercises:
-        mine = [f for f in findings if f.exercise in (None, result.name)]
+        mine = [f for f in findings if f.exercise == result.name]
         if mine:
             result.passed, result.reason = False, mine[0].kind
             result.got = "\n".join(finding.describe() for finding in mine)
@@ -216,52 +178,71 @@ def refuse(exercises: list[ExerciseResult], findings: list[Finding]) -> None:
                                                      "check", "你自己的实现，由检查来评判")
 
 
-def grade_notebook(path: str | Path, *, solutions_dir: str | Path | None = None,
-                   against: str | None = None, timeout: float = 120,
-                   restamped_dir: str | Path | None = None,
-                   env: dict[str, str] | None = None, sealed: bool = True) -> NotebookGrade:
-    """Grade one learner notebook file. Never raises for a bad notebook: the problem goes
-    to ``NotebookGrade.error``.
+def installed_solutions() -> Path | None:
+    """The solution notebooks of the course this grader runs from (the checkout of an
+    editable install), or None. Never a folder found near a submission."""
+    folder = Path(__file__).resolve().parents[2] / "solutions"
+    return folder if folder.is_dir() else None
 
-    The kernel runs in a fresh temporary folder that holds a copy of this submission and
-    nothing else, so one submission cannot read or overwrite another, or find the
-    solutions beside it; the folder is deleted afterwards. The report is in the notebook's
-    language (``report_language``), even when the notebook cannot be graded.
-    """
+
+def refused(path: Path, solutions: Path) -> str:
+    """Why ``path`` is not graded ("" when it is): a symlink (it could point at the answer
+    key), or a file inside the solutions folder."""
+    if path.is_symlink():
+        return say("the submission is a symbolic link; submit the notebook file itself",
+                   "提交的是一个符号链接；请提交 notebook 文件本身")
+    if path.resolve().is_relative_to(solutions.resolve()):
+        return say("the submission lies inside the solutions folder", "提交的文件位于参考答案文件夹中")
+    return ""
+
+
+def grade_notebook(path: str | Path, setup: Setup, *, solutions_dir: str | Path | None = None,
+                   against: str | None = None, restamped: str | Path | None = None,
+                   identity: str | None = None) -> NotebookGrade:
+    """Grade one learner notebook file. Never raises: whatever goes wrong with this
+    notebook (a malformed file, a grader error) goes to ``NotebookGrade.error``, so a class
+    run carries on. ``restamped``: where to write the restamped notebook. ``identity``:
+    the learner's identity for the grading cases (default: the file name). The report is
+    in the notebook's language (``report_language``), even when it cannot be graded."""
     path = Path(path)
+    label = notebook_format.shown(path)
     language = report_language(_raw(path))
     with speaking(language or None):
-        result = _grade_notebook(path, solutions_dir=solutions_dir, against=against,
-                                 timeout=timeout, restamped_dir=restamped_dir, env=env,
-                                 sealed=sealed)
+        try:
+            result = _grade_notebook(path, setup, solutions_dir=solutions_dir, against=against,
+                                     restamped=restamped, identity=identity, label=label)
+        except Exception as error:  # noqa: BLE001 - one notebook's line; the class goes on
+            result = NotebookGrade(notebook=label, error=say(
+                f"the grader failed on this notebook ({type(error).__name__}: {error}); the "
+                f"other notebooks are graded", f"评分器处理这个 notebook 时出错"
+                f"（{type(error).__name__}: {error}）；其他 notebook 照常评分"))
     result.language = language
     return result
 
 
-def _grade_notebook(path: Path, *, solutions_dir, against, timeout, restamped_dir, env,
-                    sealed) -> NotebookGrade:
-    label = notebook_format.shown(path)
+def _grade_notebook(path: Path, setup: Setup, *, solutions_dir, against, restamped, identity,
+                    label) -> NotebookGrade:
+    folder = Path(solutions_dir) if solutions_dir else installed_solutions()
     try:
-        folder = (Path(solutions_dir) if solutions_dir
-                  else notebook_format.course_root(path.parent) / "solutions")
+        if folder is None:
+            raise ValueError(say("no solutions are installed with this tfcourse: pass "
+                                 "--solutions DIR", "这个 tfcourse 没有附带参考答案：请使用 "
+                                 "--solutions DIR"))
+        if why := refused(path, folder):
+            raise ValueError(why)
         solution_path = find_solution(path, folder, against)
         learner = notebook_format.read_notebook(path, require_ids=False)
         solution = notebook_format.read_notebook(solution_path)
     except ValueError as error:
         return NotebookGrade(notebook=label, error=str(error))
-    named = learner.metadata.get("tfcourse", {}).get("notebook")
-    try:
-        with tempfile.TemporaryDirectory(prefix="tfcourse-grade-") as work:
-            shutil.copyfile(path, Path(work) / path.name)
-            result, _ = grade(learner, solution, cwd=work, timeout=timeout, env=env, label=label,
-                              restamped_path=Path(restamped_dir) / path.name if restamped_dir
-                              else None, sealed=sealed)
-    except Exception as error:  # noqa: BLE001 - e.g. no kernel; report it, grade the rest
-        return NotebookGrade(notebook=label, solution=notebook_format.shown(solution_path),
-                             error=say(f"could not run the notebook: {type(error).__name__}: "
-                                       f"{error}",
-                                       f"无法运行这个 notebook：{type(error).__name__}: {error}"))
+    salt = setup.salt
+    if callable(salt):      # the learner's cases: from the grader's secret and their identity
+        who = identity or path.name
+        setup = Setup(**{**vars(setup), "salt": lambda exercise: salt(who, exercise)})
+    result, _ = grade(learner, solution, setup, label=label, restamped_path=restamped)
     result.solution = notebook_format.shown(solution_path)
+    meta = learner.metadata.get("tfcourse")
+    named = meta.get("notebook") if isinstance(meta, dict) else None
     if isinstance(named, str) and named != solution_path.stem:
         result.notes.append(say(f"the notebook's metadata names {named!r}; ignored: graded "
                                 f"against {solution_path.stem!r}",
@@ -270,38 +251,52 @@ def _grade_notebook(path: Path, *, solutions_dir, against, timeout, restamped_di
     return result
 
 
-def collect(paths: list[str]) -> list[Path]:
-    """Notebook files named on the command line; a folder means its ``*.ipynb``."""
+def collect(paths: list[str]) -> list[tuple[Path, Path]]:
+    """``(notebook file, its name under --restamped)`` for each notebook named on the
+    command line; a folder means its ``*.ipynb``, named under the folder's own name, so
+    two folders' same-named files stay apart."""
     found = []
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            found += sorted(p for p in path.glob("*.ipynb") if p.is_file())
-        elif path.is_file():
-            found.append(path)
+            found += [(p, Path(*_safe_parts(path)) / p.name)
+                      for p in sorted(path.glob("*.ipynb")) if p.is_file() or p.is_symlink()]
+        elif path.is_file() or path.is_symlink():
+            found.append((path, Path(*_safe_parts(path.parent), path.name)))
         else:
             raise ValueError(say(f"no such notebook or folder: {name}",
                                  f"没有这个 notebook 或文件夹：{name}"))
     return found
 
 
-def check_outputs(args: argparse.Namespace) -> list[str]:
-    """Problems with the output paths, found before any grading (which can take minutes)."""
-    problems = []
+def _safe_parts(folder: Path) -> list[str]:
+    """``folder``'s parts as a relative path that stays inside the --restamped folder."""
+    return [part for part in folder.parts if part not in ("/", "..", ".", "")
+            and not part.endswith(":\\")]
+
+
+def number(flag: str, value, *, low: float, high: float, integer: bool = False) -> str:
+    """A problem with a numeric flag ("" when ``low <= value <= high``, finite, and an
+    integer where asked)."""
+    ok = (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high
+          and (not integer or float(value).is_integer()))
+    if ok:
+        return ""
+    kind = say("an integer", "整数") if integer else say("a number", "数")
+    return say(f"{flag} must be {kind} from {low:g} to {high:g}, got {value!r}",
+               f"{flag} 必须是 {low:g} 到 {high:g} 之间的{kind}，实际是 {value!r}")
+
+
+def check_arguments(args: argparse.Namespace) -> list[str]:
+    """Every problem found before any grading (which can take minutes): numbers, output
+    files (created now, so a full disk or a typo shows at once), the sandbox."""
+    problems = [p for p in (
+        number("--timeout", args.timeout, low=1, high=24 * 3600),
+        number("--threads", args.threads, low=0, high=256, integer=True),
+        number("--jobs", args.jobs, low=1, high=256, integer=True)) if p]
     for flag, value in (("--csv", args.csv), ("--gradescope", args.gradescope)):
-        if value is None:
-            continue
-        path = Path(value)
-        if path.is_dir():
-            problems.append(say(f"{flag} {value}: is a folder; name a file",
-                                f"{flag} {value}：这是一个文件夹；请给出文件名"))
-        elif not path.parent.resolve().is_dir():
-            problems.append(say(f"{flag} {value}: the folder {path.parent} does not exist",
-                                f"{flag} {value}：文件夹 {path.parent} 不存在"))
-        elif not os.access(path.parent.resolve(), os.W_OK) or (path.exists()
-                                                               and not os.access(path, os.W_OK)):
-            problems.append(say(f"{flag} {value}: cannot write there",
-                                f"{flag} {value}：无法写入该位置"))
+        if value is not None and (problem := probe_output(value)):
+            problems.append(f"{flag} {value}: {problem}")
     if args.restamped is not None:
         folder = Path(args.restamped)
         try:
@@ -314,6 +309,18 @@ def check_outputs(args: argparse.Namespace) -> list[str]:
             if not os.access(folder, os.W_OK):
                 problems.append(say(f"--restamped {args.restamped}: cannot write there",
                                     f"--restamped {args.restamped}：无法写入该位置"))
+    if args.solutions is not None and not Path(args.solutions).is_dir():
+        problems.append(say(f"--solutions {args.solutions}: not a folder",
+                            f"--solutions {args.solutions}：不是文件夹"))
+    if not args.unsealed and (found := sandbox()).bwrap is None:
+        problems.append(say(
+            f"cannot seal the learners' code here: {found.reason}. Install bubblewrap "
+            "(Debian/Ubuntu: apt-get install bubblewrap) and grade as a user allowed to "
+            "create namespaces, or pass --unsealed to grade without the sandbox (every "
+            "report line then says the grade is unsealed)",
+            f"无法在这里隔离学员的代码：{found.reason}。请安装 bubblewrap（Debian/Ubuntu："
+            "apt-get install bubblewrap）并以可以创建命名空间的用户评分，或者使用 --unsealed "
+            "在没有沙箱的情况下评分（报告的每一行都会注明成绩未经隔离）"))
     return problems
 
 
@@ -321,23 +328,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="NOTEBOOK_OR_FOLDER",
                         help="learner notebooks, or folders of them (e.g. submissions/)")
     parser.add_argument("--solutions", metavar="DIR",
-                        help="folder of solution notebooks (default: the course's solutions/)")
+                        help="folder of solution notebooks (default: the course's own)")
     parser.add_argument("--against", metavar="NAME",
                         help="grade every notebook against this course notebook (e.g. 03_norms); "
                              "default: the one whose name the file name contains")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                        help="notebooks graded at once, each in its own kernel (default: the "
-                             "number of cores)")
-    parser.add_argument("--in-kernel", action="store_true",
-                        help="judge by the check cells in the learner's own kernel only, as a "
-                             "learner's check cell does (not sealed: for debugging, not grades)")
+                        help="notebooks graded at once (default: the number of cores)")
     parser.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
-                        help="per-cell time limit; a cell running longer is interrupted and "
-                             "reported (default: 120)")
+                        help="per-cell and per-check-call time limit (default: 120)")
     # One thread by default: verdicts do not depend on it (the determinism test checks),
     # and torch's OpenMP threads spin and multiply CPU time on a busy machine.
     parser.add_argument("--threads", type=int, default=1,
-                        help="OMP/MKL threads in the kernel (default: 1; 0: torch's choice)")
+                        help="OMP/MKL threads for learner code (default: 1; 0: torch's choice)")
+    parser.add_argument("--unsealed", action="store_true",
+                        help="grade without the sandbox where it cannot work (no bubblewrap, "
+                             "macOS): learner code can then read and write what you can; "
+                             "every report line says so")
+    parser.add_argument("--secret", metavar="FILE",
+                        help="the grading secret that draws each learner's cases (default: "
+                             "created on first use in your config folder)")
     parser.add_argument("--json", action="store_true",
                         help="print a machine-readable report (a JSON list) instead of text")
     parser.add_argument("--csv", metavar="OUT",
@@ -350,10 +359,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    problems = check_outputs(args)
-    if args.jobs < 1:
-        problems.append(say(f"--jobs must be >= 1, got {args.jobs}",
-                            f"--jobs 必须 >= 1，实际是 {args.jobs}"))
+    problems = check_arguments(args)
     try:
         paths = collect(args.paths)
     except ValueError as error:
@@ -365,31 +371,41 @@ def run(args: argparse.Namespace) -> int:
         for problem in problems:
             print(say(f"error: {problem}", f"错误：{problem}"), file=sys.stderr)
         return 2
-    env = grading_env(args.threads or None)
+    setup = Setup(env=grading_env(int(args.threads) or None), timeout=args.timeout,
+                  unsealed=args.unsealed, salt=learner_salt(args.secret),
+                  hide=tuple(Path(p).resolve() for p in args.paths if Path(p).is_dir()))
 
-    def grade_one(path: Path) -> NotebookGrade:
-        return grade_notebook(path, solutions_dir=args.solutions, against=args.against,
-                              timeout=args.timeout, restamped_dir=args.restamped, env=env,
-                              sealed=not args.in_kernel)
+    def grade_one(item: tuple[Path, Path]) -> NotebookGrade:
+        path, name = item
+        out = Path(args.restamped) / name if args.restamped else None
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        return grade_notebook(path, setup, solutions_dir=args.solutions, against=args.against,
+                              restamped=out)
 
-    # Threads are enough: each notebook runs in its own kernel process, and a crash or a
-    # hang there is that notebook's verdict alone. Reports come out in the input order.
-    with ThreadPoolExecutor(max_workers=min(args.jobs, len(paths))) as pool:
+    # Threads are enough: each exercise runs in its own worker process, and a crash or a
+    # hang there is that exercise's verdict alone. Reports come out in the input order.
+    with ThreadPoolExecutor(max_workers=min(int(args.jobs), len(paths))) as pool:
         grades = []
         for grade in pool.map(grade_one, paths):
             grades.append(grade)
             if not args.json:
                 print(format_report(grade), flush=True)
     if args.json:
-        print(json.dumps([grade.to_dict() for grade in grades], indent=2, ensure_ascii=False))
+        print(json_report(grades))
     elif len(grades) > 1:
         passed = f"{sum(g.ok for g in grades)}/{len(grades)}"
         print(say(f"{passed} notebooks passed every exercise",
                   f"{passed} 个 notebook 通过了全部练习"))
-    if args.csv:
-        write_csv(grades, args.csv)
-    if args.gradescope:
-        from .gradescope import write_results
+    errors = write_outputs(grades, csv=args.csv, gradescope=args.gradescope)
+    for error in errors:
+        print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
+    return 2 if errors else 0 if all(grade.ok for grade in grades) else 1
 
-        write_results(grades, args.gradescope)
-    return 0 if all(grade.ok for grade in grades) else 1
+
+def learner_salt(secret_file: str | None):
+    """``salt(identity, exercise)`` from the grader's secret (created on first use)."""
+    from .secret import case_salt, load_secret
+
+    secret = load_secret(Path(secret_file) if secret_file else None)
+    return lambda identity, exercise: case_salt(secret, identity, exercise)

@@ -6,18 +6,20 @@ The format is Gradescope's autograder results schema
 ``score``, ``max_score``, ``status`` and an ``output`` that says "expected ... / got ..."
 like the text report. ``tfcourse autograder`` bundles a script that writes this file on
 Gradescope; see docs/grading.md.
+
+Learner text is cleaned as for the text report (``report.clean_grade``): Gradescope shows it
+in a browser, where a bidi override would reorder a line as well as in a terminal.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 from ..language import say, speaking
 from .judge import ExerciseResult, NotebookGrade
+from .report import clean_grade, indented, text_width, write_atomically
 
 # Every string is plain text: Gradescope renders the top-level output as HTML by default
 # ("simple_format"), and a diagnosis such as "x < 0" or "<lambda>" must show as written.
@@ -46,12 +48,16 @@ def _points(result: ExerciseResult) -> float:
 
 def _test_output(result: ExerciseResult) -> str:
     """PASS, or the failure in the text report's words: reason, expected, got, notes."""
+    unsealed = "" if result.sealed else say(" (UNSEALED)", "（未隔离）")
     if result.passed:
-        return "PASS"
-    lines = [f"FAIL ({result.reason})" if result.reason else "FAIL",
-             say(f"expected: {result.expected}", f"预期：{result.expected}"),
-             say(f"got:      {result.got}", f"实际：{result.got}")]
-    lines += [say(f"note: {note}", f"说明：{note}") for note in result.notes]
+        return "PASS" + unsealed
+    lines = [(f"FAIL ({result.reason})" if result.reason else "FAIL") + unsealed]
+    # A continuation line starts under its first line's text, so a learner's output cannot
+    # make a line of its own that starts like "expected:" or "note:".
+    for label, text in ((say("expected: ", "预期："), result.expected),
+                        (say("got:      ", "实际："), result.got),
+                        *((say("note: ", "说明："), note) for note in result.notes)):
+        lines.append(label + indented(text, " " * text_width(label)))
     return "\n".join(lines)
 
 
@@ -69,14 +75,17 @@ def _summary(grade: NotebookGrade, score: float, max_score: float) -> str:
     course = _course_name(grade)
     against = say(f" (against {course})", f"（对照 {course}）") if grade.solution else ""
     if grade.error:
-        lines = [say(f"{grade.notebook}{against}: NOT GRADED — {grade.error}",
-                     f"{grade.notebook}{against}：未能评分——{grade.error}")]
+        error = indented(grade.error, "    ")
+        lines = [say(f"{grade.notebook}{against}: NOT GRADED — {error}",
+                     f"{grade.notebook}{against}：未能评分——{error}")]
     else:
         lines = [say(f"{grade.notebook}{against}: {grade.passed}/{grade.total} exercises passed, "
                      f"{score:g}/{max_score:g} points",
                      f"{grade.notebook}{against}：通过 {grade.passed}/{grade.total} 个练习，"
                      f"得分 {score:g}/{max_score:g}")]
-    lines += [say(f"  note: {note}", f"  说明：{note}") for note in grade.restamped + grade.notes]
+    note = say("  note: ", "  说明：")
+    pad = " " * text_width(note)
+    lines += [note + indented(text, pad) for text in grade.restamped + grade.notes]
     return "\n".join(lines)
 
 
@@ -92,6 +101,7 @@ def results(grades: list[NotebookGrade]) -> dict:
     tests, summaries = [], []
     total = seconds = 0.0
     for grade in grades:
+        grade = clean_grade(grade)
         course = _course_name(grade)
         score = max_score = 0.0
         with speaking(grade.language or None):
@@ -124,17 +134,15 @@ def results(grades: list[NotebookGrade]) -> dict:
 def write_results(grades: list[NotebookGrade], path: str | Path) -> None:
     """Write ``results(grades)`` to ``path`` as UTF-8 JSON.
 
-    Written to a temporary file beside it, then renamed: Gradescope reads whatever is at
-    ``path`` when the run ends, and a half-written file would lose the whole grade.
+    Written whole or not at all (``report.write_atomically``): Gradescope reads whatever is
+    at ``path`` when the run ends, and a half-written file would lose the whole grade.
+    Raises ``ValueError`` for points JSON cannot hold, ``OSError`` saying which file could
+    not be written and why.
     """
-    path = Path(path)
     text = json.dumps(results(grades), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    handle, temporary = tempfile.mkstemp(prefix=".results-", suffix=".json", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from other users
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        write_atomically(path, text, prefix=".results-")
+    except OSError as error:
+        why = error.strerror or str(error)
+        raise OSError(say(f"could not write Gradescope's results {path}: {why}",
+                          f"无法写入 Gradescope 结果文件 {path}：{why}")) from error

@@ -1,8 +1,8 @@
-"""Judging an executed notebook: each exercise passes when its check cells printed what the
-solution's stored output says, compared on the fields nbval compares.
+"""A grade's records and what the solution says about its exercises.
 
-``judge`` turns a solution notebook and an executed, restamped learner notebook into one
-``ExerciseResult`` per exercise; ``NotebookGrade`` collects them for one submission.
+``ExerciseResult`` per exercise and ``NotebookGrade`` per submission (what the reports
+print); each exercise's name and points; and ``comparable``: a cell's outputs on the
+fields nbval compares (the notebook tests compare stored and fresh outputs with it).
 """
 
 from __future__ import annotations
@@ -14,15 +14,12 @@ from dataclasses import asdict, dataclass, field
 
 from ..language import say
 from . import notebook_format
-from .build import STUB_SIGNATURE
-from .run import CellRun
 from .sanitize import sanitize
 
 # Output fields nbval does not compare (nbval's skip list, without --nbdime): pictures,
 # widget model ids, tracebacks, counters and the like.
 _SKIP = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
          notebook_format.WIDGET_MIME, "image/png", "image/jpeg"}
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass
@@ -32,11 +29,12 @@ class ExerciseResult:
     check_cells: list[str]
     expected: str = ""
     got: str = ""
-    reason: str = ""  # "" when passed; mismatch | error | timeout | kernel-died | not-run | missing
-    #                   | reference | builtin | tampering (the static scan, see scan.py)
+    # "" when passed; mismatch | error | timeout | worker-died | protocol | not-gradeable
+    # (the sealed path, see sealed/session.py) | reference | builtin (see scan.py)
+    reason: str = ""
     notes: list[str] = field(default_factory=list)
     points: float = 1.0  # what the exercise is worth (the solution's metadata.tfcourse.points)
-    sealed: bool = False  # judged by the sealed path (else: by its check cells in the kernel)
+    sealed: bool = True  # False: graded with --unsealed, outside the sandbox
 
     @property
     def score(self) -> float:
@@ -162,65 +160,6 @@ def exercise_names(solution) -> list[str]:
     return names
 
 
-def judge(solution, executed, run_by_id: dict[str, CellRun]) -> list[ExerciseResult]:
-    """One result per exercise of ``solution``, in notebook order, from an executed,
-    restamped learner notebook and its per-cell run records."""
-    learner_cells = {cell.get("id"): cell for cell in executed.cells}
-    results = {name: ExerciseResult(name=name, passed=True, check_cells=[],
-                                    points=exercise_points(solution, name))
-               for name in exercise_names(solution)}
-    for cell in solution.cells:
-        name = notebook_format.exercise_name(cell)
-        if name not in results:
-            continue
-        result = results[name]
-        run = run_by_id.get(cell.get("id"))
-        if notebook_format.is_exercise(cell):
-            if run is not None and run.status != "ok":
-                result.notes.append(say(f"its exercise cell {cell.id!r} {verb(run)}",
-                                        f"它的练习单元格 {cell.id!r} {verb(run)}"))
-            continue
-        if not notebook_format.is_check(cell):
-            continue
-        result.check_cells.append(cell.id)
-        expected = comparable(cell.outputs)
-        if not result.passed:  # report the first failing check cell of an exercise
-            continue
-        if run is None or run.status != "ok":
-            result.passed = False
-            result.reason = run.status if run else "not-run"
-            result.expected = describe_outputs(expected)
-            result.got = (_plain(run.error_text) if run
-                          else say("the check cell did not run", "检查单元格没有运行"))
-            if STUB_SIGNATURE in result.got:
-                result.got += not_implemented()
-            continue
-        got = comparable(learner_cells[cell.id].outputs)
-        if got != expected:
-            result.passed = False
-            result.reason = "mismatch"
-            result.expected = describe_outputs(expected)
-            result.got = describe_outputs(got)
-    for result in results.values():
-        if result.passed:
-            result.notes = []  # an exercise cell's hiccup does not matter if its check passes
-        elif not result.check_cells:
-            result.passed, result.reason = False, "missing"
-    return list(results.values())
-
-
 def not_implemented() -> str:
     """Added to what a stub printed."""
     return say("\n(the exercise is not implemented yet)", "\n（这个练习还没有实现）")
-
-
-def verb(run: CellRun) -> str:
-    if run.status == "error":
-        return say(f"raised {_plain(run.error_text)}", f"抛出了 {_plain(run.error_text)}")
-    return _plain(run.error_text)
-
-
-def _plain(text: str) -> str:
-    return sanitize(_ANSI.sub("", text)).strip()
-
-

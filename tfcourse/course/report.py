@@ -1,13 +1,51 @@
-"""Grade reports for people and spreadsheets: plain words ("expected ... / got ..."), CSV."""
+"""Grade reports for people and spreadsheets: plain words ("expected ... / got ..."), CSV, JSON.
+
+Every text a submission controls (what it printed or raised, notes about it, its file name)
+goes through ``clean_grade`` first (see untrusted.py), and each continuation line of a
+multi-line text is indented under its first line: a learner's output cannot draw a line
+that reads like the report's own. Output files are written whole or not at all, and can be
+probed before the grading that fills them.
+"""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
+import io
+import json
+import os
+import shutil
+import tempfile
 import unicodedata
 from pathlib import Path
 
 from ..language import say, speaking
 from .judge import NotebookGrade
+from .untrusted import clean_dict, csv_text, plain
+
+# File names and exercise names stay on one line, and short.
+LABEL_LIMIT = 300
+
+
+def clean_grade(grade: NotebookGrade) -> NotebookGrade:
+    """A copy of ``grade`` with every text passed through ``untrusted.plain``; names and
+    labels (notebook, solution, exercise, check cells, reason) kept on one line."""
+    if not isinstance(grade, NotebookGrade):
+        raise TypeError(say(f"expected a NotebookGrade, got {type(grade).__name__}",
+                            f"需要 NotebookGrade，实际是 {type(grade).__name__}"))
+
+    def label(text: str) -> str:
+        return plain(text, LABEL_LIMIT, one_line=True)
+
+    exercises = [dataclasses.replace(
+        result, name=label(result.name), check_cells=[label(c) for c in result.check_cells],
+        expected=plain(result.expected), got=plain(result.got), reason=label(result.reason),
+        notes=[plain(note) for note in result.notes]) for result in grade.exercises]
+    return dataclasses.replace(
+        grade, notebook=label(grade.notebook), solution=label(grade.solution),
+        exercises=exercises, isolation=[plain(text) for text in grade.isolation],
+        restamped=[plain(text) for text in grade.restamped],
+        notes=[plain(text) for text in grade.notes], error=plain(grade.error))
 
 
 def _quoted(text: str, indent: str) -> str:
@@ -17,69 +55,206 @@ def _quoted(text: str, indent: str) -> str:
     return ("\n" + indent).join(lines)
 
 
+def indented(text: str, indent: str) -> str:
+    """``text`` with each line after the first starting with ``indent``: under the first line's
+    text, never at a column where a report line of its own starts."""
+    return ("\n" + indent).join(text.split("\n"))
+
+
 def format_report(grade: NotebookGrade) -> str:
     """The plain-words report for one notebook, in its language (``grade.language``)."""
+    grade = clean_grade(grade)
     with speaking(grade.language or None):
         return _format_report(grade)
 
 
 def _format_report(grade: NotebookGrade) -> str:
     if grade.error:
-        return say(f"{grade.notebook}: NOT GRADED — {grade.error}",
-                   f"{grade.notebook}：未能评分——{grade.error}")
+        error = indented(grade.error, "    ")
+        return say(f"{grade.notebook}: NOT GRADED — {error}",
+                   f"{grade.notebook}：未能评分——{error}")
     seconds = f"{grade.seconds:.1f}"
     lines = [say(f"{grade.notebook} ("
                  + (f"against {grade.solution}, " if grade.solution else "") + f"{seconds} s)",
                  f"{grade.notebook}（" + (f"对照 {grade.solution}，" if grade.solution else "")
                  + f"{seconds} 秒）")]
-    # The continuation lines of a multi-line expected/got start under its first line.
+    # The continuation lines of a multi-line expected/got/note start under its first line.
     expected, got = say("expected: ", "预期："), say("got:      ", "实际：")
-    pad = " " * (6 + _width(expected))
+    note = say("note: ", "说明：")
+    pad = " " * (6 + text_width(expected))
+    note_pad, grade_note_pad = " " * (6 + text_width(note)), " " * (2 + text_width(note))
     for result in grade.exercises:
-        unsealed = ("" if result.sealed or not grade.isolation
-                    else say(" (judged in your kernel)", "（在你的内核中评判）"))
+        unsealed = "" if result.sealed else say(" (UNSEALED)", "（未隔离）")
         if result.passed:
             lines.append(say(f"  {result.name}: PASS{unsealed}", f"  {result.name}：PASS{unsealed}"))
             continue
         lines.append(say(f"  {result.name}: FAIL{unsealed}", f"  {result.name}：FAIL{unsealed}"))
         lines.append(f"      {expected}{_quoted(result.expected, pad)}")
         lines.append(f"      {got}{_quoted(result.got, pad)}")
-        for note in result.notes:
-            lines.append(say(f"      note: {note}", f"      说明：{note}"))
-    for note in grade.restamped + grade.notes:
-        lines.append(say(f"  note: {note}", f"  说明：{note}"))
+        for text in result.notes:
+            lines.append(f"      {note}{indented(text, note_pad)}")
+    for text in grade.restamped + grade.notes:
+        lines.append(f"  {note}{indented(text, grade_note_pad)}")
     if grade.isolation:
         lines.append(say(f"  sealed: {'; '.join(grade.isolation)}",
                          f"  隔离措施：{'；'.join(grade.isolation)}"))
     lines.append(say(f"  score: {grade.passed}/{grade.total} exercises passed",
                      f"  成绩：通过 {grade.passed}/{grade.total} 个练习"))
     if any(result.points != 1 for result in grade.exercises):
-        earned = f"{sum(r.score for r in grade.exercises):g}/{sum(r.points for r in grade.exercises):g}"
+        score = sum(result.score for result in grade.exercises)
+        earned = f"{score:g}/{sum(result.points for result in grade.exercises):g}"
         lines.append(say(f"  points: {earned}", f"  得分：{earned}"))
     return "\n".join(lines)
 
 
-def _width(text: str) -> int:
+def text_width(text: str) -> int:
     """Columns ``text`` takes in a terminal: two for each Chinese character."""
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-def write_csv(grades: list[NotebookGrade], out: str | Path) -> None:
-    """One row per notebook, one column per exercise (1 pass, 0 fail, empty if the
-    notebook's solution has no such exercise), then passed, total, seconds, error."""
+def json_report(grades: list[NotebookGrade]) -> str:
+    """The machine-readable report (``tfcourse grade --json``): a JSON list, one object per
+    notebook (``NotebookGrade.to_dict``), its texts cleaned as in the text report."""
+    grades = _checked(grades)
+    return json.dumps([clean_dict(clean_grade(grade).to_dict()) for grade in grades], indent=2,
+                      ensure_ascii=False)
+
+
+def _checked(grades) -> list[NotebookGrade]:
+    if not isinstance(grades, (list, tuple)) or not all(isinstance(g, NotebookGrade)
+                                                        for g in grades):
+        raise TypeError(say("grades must be a list of NotebookGrade",
+                            "grades 必须是 NotebookGrade 的列表"))
+    return list(grades)
+
+
+def csv_text_of(grades: list[NotebookGrade]) -> str:
+    """The CSV ``write_csv`` writes, as text."""
+    grades = [clean_grade(grade) for grade in _checked(grades)]
     exercises: list[str] = []
     for grade in grades:
         for result in grade.exercises:
             if result.name not in exercises:
                 exercises.append(result.name)
-    with open(out, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["notebook", "solution", *exercises, "passed", "total", "seconds",
-                         "error"])
-        for grade in grades:
-            marks = {result.name: int(result.passed) for result in grade.exercises}
-            writer.writerow([grade.notebook, grade.solution,
-                             *(marks.get(name, "") for name in exercises),
-                             grade.passed, grade.total, f"{grade.seconds:.1f}", grade.error])
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow([csv_text(name) for name in ["notebook", "solution", *exercises, "passed",
+                                                 "total", "seconds", "sealed", "error"]])
+    for grade in grades:
+        # Only text cells are guarded against formulas: marks, counts and seconds are numbers
+        # we wrote, and must stay numbers (a negative one would be shown as text otherwise).
+        marks = {result.name: int(result.passed) for result in grade.exercises}
+        writer.writerow([csv_text(grade.notebook), csv_text(grade.solution),
+                         *(marks.get(name, "") for name in exercises),
+                         grade.passed, grade.total, f"{grade.seconds:.1f}",
+                         "no" if unsealed(grade) else "yes", csv_text(grade.error)])
+    return out.getvalue()
 
 
+def unsealed(grade: NotebookGrade) -> bool:
+    """True when any exercise of ``grade`` was judged outside the sandbox (--unsealed)."""
+    return any(not result.sealed for result in grade.exercises)
+
+
+def write_csv(grades: list[NotebookGrade], out: str | Path) -> None:
+    """One row per notebook, one column per exercise (1 pass, 0 fail, empty if the
+    notebook's solution has no such exercise), then passed, total, seconds, sealed (yes,
+    or no under --unsealed), error.
+
+    Written whole or not at all (``write_atomically``); raises ``OSError`` saying which file
+    could not be written and why.
+    """
+    text = csv_text_of(grades)
+    try:
+        write_atomically(out, text)
+    except OSError as error:
+        raise OSError(say(f"could not write the CSV {out}: {_why(error)}",
+                          f"无法写入 CSV 文件 {out}：{_why(error)}")) from error
+
+
+def write_atomically(path: str | Path, text: str, *, prefix: str = ".tfcourse-") -> None:
+    """Write ``text`` (UTF-8, newlines as given) to ``path`` whole or not at all.
+
+    It goes to a temporary file beside ``path``, flushed to disk, then renamed over it: a
+    full disk or a crash while writing leaves the old file (or none), never half of one,
+    and never a temporary file. A symbolic link is written through, to its target.
+    """
+    path = Path(os.path.realpath(path))
+    handle, temporary = tempfile.mkstemp(prefix=prefix, suffix=path.suffix, dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from other users
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _why(error: OSError) -> str:
+    return error.strerror or str(error)
+
+
+def probe_output(path: str | Path) -> str | None:
+    """Why ``path`` could not take a report file, in one line; ``None`` when it can.
+
+    Called before grading (which can take many minutes), so a bad ``--csv`` or
+    ``--gradescope`` is found before the work it would lose. It opens the file for appending
+    (nothing in it is changed; a file it had to create is removed again), makes and removes
+    a temporary file beside it (``write_atomically`` needs one there) and looks for free
+    space on the disk.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(say(f"path must be a str or a path, got {type(path).__name__}",
+                            f"path 必须是字符串或路径，实际是 {type(path).__name__}"))
+    given = Path(path)
+    target = Path(os.path.realpath(given))
+    if target.is_dir():
+        return say(f"{path}: is a folder; name a file", f"{path}：这是一个文件夹；请给出文件名")
+    if not target.parent.is_dir():
+        return say(f"{path}: the folder {given.parent} does not exist",
+                   f"{path}：文件夹 {given.parent} 不存在")
+    if target.exists() and not target.is_file():
+        # A device or a pipe: it would be replaced by the file, not written into.
+        return say(f"{path}: is not a regular file", f"{path}：不是普通文件")
+    existed = target.exists()
+    try:
+        with open(target, "a", encoding="utf-8"):
+            pass
+        if not existed:
+            target.unlink()
+        handle, temporary = tempfile.mkstemp(prefix=".tfcourse-probe-", dir=target.parent)
+        os.close(handle)
+        os.unlink(temporary)
+        free = shutil.disk_usage(target.parent).free
+    except OSError as error:
+        return say(f"{path}: cannot write there ({_why(error)})",
+                   f"{path}：无法写入该位置（{_why(error)}）")
+    if free == 0:
+        return say(f"{path}: the disk is full", f"{path}：磁盘已满")
+    return None
+
+
+def write_outputs(grades: list[NotebookGrade], csv: str | Path | None = None,
+                  gradescope: str | Path | None = None) -> list[str]:
+    """Write the CSV and Gradescope's results.json that were asked for (``None``: not asked).
+
+    Each is tried even when the other failed; what went wrong comes back as one line per
+    file, instead of an exception, so the caller can say it and exit non-zero.
+    """
+    problems = []
+    if csv is not None:
+        try:
+            write_csv(grades, csv)
+        except (OSError, ValueError) as error:
+            problems.append(str(error))
+    if gradescope is not None:
+        from .gradescope import write_results  # it imports this module
+
+        try:
+            write_results(grades, gradescope)
+        except (OSError, ValueError) as error:
+            problems.append(str(error))
+    return problems

@@ -1,24 +1,26 @@
-"""A static look at a submission's code before it earns points: shortcuts and tampering.
+"""A static look at a submission's code before it earns points: the shortcuts.
 
-The check cells run in the learner's kernel, where anything can be replaced, so the
-grader first reads the code the learner wrote (every code cell that is not identical to
-one of the solution's own cells, and every exercise cell) and looks for:
+The grader reads the code the learner wrote (every code cell that is not identical to one
+of the solution's own cells, and every exercise cell) and gives no points where an
+exercise is answered with:
 
-- **the reference**: an exercise answered with the package's own implementation of it
-  (``LayerNorm = tc.LayerNorm``, ``class RMSNorm(tc.RMSNorm)``, a wrapper that calls
-  ``tfcourse.nn.attention.causal_mask``). The names of an exercise are what the
-  solution's exercise cell defines, plus ``metadata.tfcourse.reference``;
-- **a built-in that does the whole exercise**: ``metadata.tfcourse.builtins`` of the
-  exercise cell, dotted names such as ``torch.nn.functional.layer_norm``;
-- **tampering with the grader**: touching ``tfcourse.checks`` or ``check_*`` functions
-  outside the check cells, IPython's event hooks, ``sys.modules``, builtins, frames,
-  or running code built from strings (``exec``, ``eval``, ``compile``, ``__import__``,
-  ``importlib``), which could hide any of the above.
+- **the reference**: the package's own implementation of it (``LayerNorm = tc.LayerNorm``,
+  ``class RMSNorm(tc.RMSNorm)``, a wrapper that calls ``tfcourse.nn.attention.causal_mask``).
+  The names of an exercise are ``references.reference_names``: what the solution's
+  exercise cell defines, its ``metadata.tfcourse.reference`` and the course helpers
+  listed for it;
+- **a built-in that does the whole exercise**: ``references.builtins``, dotted names such
+  as ``torch.nn.functional.layer_norm``.
 
 Names are resolved through the imports of all code cells (``import tfcourse as tc``,
 ``from torch.nn import functional as F``) and simple assignments (``f = F.layer_norm``).
-A static look is not a sandbox: code can still reach things in ways no reader resolves.
-It stops the direct routes and says so in plain words; the verdict is zero points.
+The scan says in plain words why an exercise earns nothing. It is not what keeps the
+grade honest: the sealed worker is (the reference is a stub there, the built-ins are
+traps, and the checks run in the grader, out of the learner's reach). So the scan looks
+for nothing else: ``exec``, ``globals()``, ``vars(cfg)``, ``sys.modules`` or a shell line
+in a scratch cell cost no points. IPython syntax is read the way IPython runs it
+(``_python``): a magic or shell line is a call with a string, and the Python body of a
+``%%time``, ``%%timeit`` or ``%%capture`` cell is read like any cell.
 """
 
 from __future__ import annotations
@@ -27,25 +29,16 @@ import ast
 from dataclasses import dataclass
 
 from ..language import say
-from . import notebook_format
-from .restamp import defined_names
-
-# Roots whose use outside check cells is tampering, whatever the attribute.
-_TAMPER_ROOTS = ("tfcourse.checks", "tfcourse.course", "sys.modules", "sys._getframe",
-                 "sys.settrace", "sys.setprofile", "builtins", "inspect", "gc", "importlib",
-                 "ctypes")
-_TAMPER_CALLS = {"exec", "eval", "compile", "__import__", "get_ipython", "globals", "vars",
-                 "setattr", "delattr", "breakpoint"}
-_TAMPER_NAMES = {"__builtins__", "__loader__", "__spec__"}
+from . import notebook_format, references
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One reason to give no points: ``exercise`` is None for tampering (every exercise)."""
+    """One reason to give ``exercise`` no points."""
 
-    exercise: str | None
-    kind: str           # "reference" | "builtin" | "tampering"
-    what: str           # the dotted name or call found
+    exercise: str
+    kind: str           # "reference" | "builtin"
+    what: str           # the dotted name found
     cell: str           # how the report names the cell
 
     def describe(self) -> str:
@@ -53,13 +46,10 @@ class Finding:
             return say(f"{self.cell} uses the course's own implementation ({self.what}); write "
                        f"the exercise yourself",
                        f"{self.cell} 用了课程自带的参考实现（{self.what}）；请自己完成这个练习")
-        if self.kind == "builtin":
-            return say(f"{self.cell} hands the whole exercise to PyTorch's built-in {self.what}; "
-                       f"write it from primitives",
-                       f"{self.cell} 把整个练习交给了 PyTorch 的内置函数 {self.what}；"
-                       f"请用基本运算自己实现")
-        return say(f"{self.cell} reaches into the grader or runs generated code ({self.what})",
-                   f"{self.cell} 试图触碰评分器，或运行动态生成的代码（{self.what}）")
+        return say(f"{self.cell} hands the whole exercise to PyTorch's built-in {self.what}; "
+                   f"write it from primitives",
+                   f"{self.cell} 把整个练习交给了 PyTorch 的内置函数 {self.what}；"
+                   f"请用基本运算自己实现")
 
 
 class _Names(ast.NodeVisitor):
@@ -68,7 +58,6 @@ class _Names(ast.NodeVisitor):
     def __init__(self, aliases: dict[str, str]):
         self.aliases = aliases
         self.used: list[str] = []
-        self.calls: list[str] = []
 
     def resolve(self, node) -> str | None:
         parts = []
@@ -110,11 +99,6 @@ class _Names(ast.NodeVisitor):
     def visit_Name(self, node):
         self.used.append(self.aliases.get(node.id, node.id))
 
-    def visit_Call(self, node):
-        if isinstance(node.func, ast.Name):
-            self.calls.append(node.func.id)
-        self.generic_visit(node)
-
 
 def _covers(name: str, target: str) -> bool:
     return name == target or name.startswith(target + ".")
@@ -137,29 +121,26 @@ def _bound(statement) -> set[str]:
 
 def _parse(cell):
     try:
-        return notebook_format.parse_python(_without_magics(cell.get("source", "")))
-    except SyntaxError:
+        return notebook_format.parse_python(_python(cell.get("source", "")))
+    except (SyntaxError, ValueError):   # ValueError: a null byte, on older Pythons
         return None             # it fails when it runs; nothing to find here
 
 
 def scan(solution, learner) -> list[Finding]:
     """Findings for a (restamped) learner notebook against its solution, in cell order.
 
-    Tampering counts anywhere in code the learner wrote. The reference and built-ins of an
-    exercise count in its exercise cell, and in any statement that binds the exercise's
-    name or a name its exercise cell uses (``LayerNorm = tc.LayerNorm``, a helper function
-    it calls, ``norm = F.layer_norm``). A scratch cell that compares your LayerNorm with
-    ``tc.LayerNorm`` is fine.
+    The reference and built-ins of an exercise count in its exercise cell, and in any
+    statement that binds the exercise's name or a name its exercise cell uses
+    (``LayerNorm = tc.LayerNorm``, a helper function it calls, ``norm = F.layer_norm``). A
+    scratch cell that compares your LayerNorm with ``tc.LayerNorm`` is fine.
     """
     ours = {cell.get("source", "").strip() for cell in solution.cells
             if cell.get("cell_type") == "code" and not notebook_format.is_exercise(cell)}
-    exercises = {}
-    for cell in solution.cells:
-        if notebook_format.is_exercise(cell):
-            meta = cell.metadata.get("tfcourse", {})
-            exercises[notebook_format.exercise_name(cell)] = (
-                defined_names(cell.source) | set(meta.get("reference", [])),
-                set(meta.get("builtins", [])))
+    exercises = {name: (set(references.reference_names(solution, name)),
+                        set(references.builtins(solution, name)))
+                 for name in dict.fromkeys(notebook_format.exercise_name(cell)
+                                           for cell in solution.cells
+                                           if notebook_format.is_exercise(cell))}
     # What can reach exercise E's graded code: its names, and every name its exercise cell
     # uses (a helper it calls, an alias it inherits from).
     reach: dict[str, set[str]] = {name: set(names) for name, (names, _) in exercises.items()}
@@ -183,11 +164,7 @@ def scan(solution, learner) -> list[Finding]:
             if not mine:
                 continue            # our own cell: its imports count, its uses are ours
             bound = _bound(statement)
-            importing = isinstance(statement, (ast.Import, ast.ImportFrom))
             for name in names.used:
-                if not importing and (any(_covers(name, root) for root in _TAMPER_ROOTS) or name in _TAMPER_NAMES
-                        or name.split(".")[-1].startswith("check_")):
-                    found.add((None, "tampering", name))
                 for exercise, (reference, builtins) in exercises.items():
                     own = (notebook_format.is_exercise(cell)
                            and notebook_format.exercise_name(cell) == exercise)
@@ -197,21 +174,28 @@ def scan(solution, learner) -> list[Finding]:
                         found.add((exercise, "reference", name))
                     if any(_covers(name, builtin) for builtin in builtins):
                         found.add((exercise, "builtin", name))
-            found |= {(None, "tampering", f"{call}()") for call in names.calls
-                      if call in _TAMPER_CALLS}
         label = notebook_format.cell_label(cell, index)
         findings += [Finding(exercise, kind, what, label)
                      for exercise, kind, what in sorted(found, key=lambda f: (f[1], f[2]))]
     return findings
 
 
-def _without_magics(source: str) -> str:
-    """IPython's ``%magic`` and ``!shell`` lines as calls the scan sees (shell: tampering)."""
-    lines = []
-    for line in source.splitlines():
-        stripped = line.lstrip()
-        if stripped.startswith(("%", "!")):
-            lines.append(line[: len(line) - len(stripped)] + "exec('magic')")
-        else:
-            lines.append(line)
-    return "\n".join(lines)
+# Cell magics whose body is the learner's Python: grading runs ``%%time`` and
+# ``%%capture`` and skips ``%%timeit`` (``sealed/worker.py``), but each body is theirs.
+_PYTHON_CELL_MAGICS = {"time", "timeit", "capture"}
+
+
+def _python(source: str) -> str:
+    """A cell as the Python IPython runs: ``%magic`` and ``!shell`` lines become calls on
+    ``get_ipython()`` (strings, in which the scan finds no names), and a cell magic whose
+    body is Python (``%%time``) is read as that body. Another cell magic (``%%bash``) holds
+    no Python: nothing to read."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    lines = source.lstrip("\n").splitlines()
+    if lines and lines[0].startswith("%%"):
+        magic = lines[0][2:].split(maxsplit=1)
+        if not magic or magic[0] not in _PYTHON_CELL_MAGICS:
+            return ""
+        source = "\n".join(lines[1:])
+    return TransformerManager().transform_cell(source)

@@ -30,13 +30,50 @@ _BUILTIN_ERRORS = {cls.__name__: cls for cls in (
 
 
 class WorkerFailed(Exception):
-    """The worker died, hung, broke the protocol, or refused (not the learner's exception)."""
+    """The worker died or stopped answering (not the learner's exception). ``reason`` is
+    the report's word for it."""
 
-    timed_out = False           # True: it did not answer in time
+    reason = "worker-died"
 
 
-class SealedUnsupported(Exception):
-    """The check asked for something the stand-ins cannot forward (not the learner's fault)."""
+class TimedOut(WorkerFailed):
+    """The worker did not answer in time (the learner's code hung or ran too long)."""
+
+    reason = "timeout"
+
+
+class ProtocolBroken(WorkerFailed):
+    """A reply that does not add up (counts, shapes, dtypes, sizes): data from an adversary."""
+
+    reason = "protocol"
+
+
+class SealedUnsupported(WorkerFailed):
+    """The check asked for something the stand-ins cannot forward: the exercise cannot be
+    judged sealed, so it earns nothing (there is no other way to judge it)."""
+
+    reason = "not-gradeable"
+
+
+# What one module may declare: far above any check's module, far below the grader's memory.
+MAX_ELEMENTS = 2**26
+
+
+def reason_of(error: BaseException | None) -> str:
+    """The report's reason for a failed check: the worker's failure found anywhere in the
+    exception's chain, else "error" (the check's own verdict)."""
+    while error is not None:
+        if isinstance(error, WorkerFailed):
+            return error.reason
+        if isinstance(error, protocol.ProtocolError):
+            return ProtocolBroken.reason
+        error = error.__cause__ or error.__context__
+    return "error"
+
+
+def _broken(english: str, chinese: str) -> ProtocolBroken:
+    return ProtocolBroken(say(f"the worker's reply does not add up: {english}",
+                              f"隔离进程的应答对不上：{chinese}"))
 
 
 class Worker:
@@ -61,16 +98,23 @@ class Worker:
             reply = self._replies.get(timeout=timeout)
         except queue.Empty:
             self.kill()
-            failure = WorkerFailed(say(f"no answer within {timeout:g} s (the learner's code hung "
-                                       f"or ran too long)",
-                                       f"{timeout:g} 秒内没有应答（学员的代码卡住了或运行时间过长）"))
-            failure.timed_out = True
-            raise failure from None
+            raise TimedOut(say(f"no answer within {timeout:g} s (the learner's code hung "
+                               f"or ran too long)",
+                               f"{timeout:g} 秒内没有应答（学员的代码卡住了或运行时间过长）")) from None
+        if isinstance(reply, protocol.ProtocolError):
+            self.kill()
+            raise _broken(str(reply), str(reply))
         if isinstance(reply, BaseException):
             raise WorkerFailed(say(f"the worker stopped ({type(reply).__name__}: {reply})",
                                    f"隔离进程已停止（{type(reply).__name__}: {reply}）"))
         header, tensors = reply
-        self.trapped = list(header.get("trapped", []))
+        trapped = header.get("trapped", [])
+        if not (isinstance(trapped, list) and all(isinstance(t, str) for t in trapped)):
+            raise _broken("trapped calls", "被拦截的调用")
+        # A trap, once sprung, stays on record: a worker cannot take one back.
+        if trapped[:len(self.trapped)] != self.trapped:
+            raise _broken("the record of trapped calls shrank", "被拦截调用的记录变少了")
+        self.trapped = list(trapped)
         return header, tensors
 
     def request(self, header: dict, tensors: dict | None = None) -> tuple[dict, dict]:
@@ -82,6 +126,8 @@ class Worker:
         reply, blob = self.receive()
         if "error" in reply:
             error = reply["error"]
+            if not isinstance(error, dict):
+                raise _broken("an error that is not an object", "错误信息不是一个对象")
             kind = _BUILTIN_ERRORS.get(error.get("type"), None)
             message = str(error.get("message", ""))
             if kind is None:
@@ -139,19 +185,33 @@ class Worker:
         if "graph" not in reply:
             return result
         produced = list(protocol.tensors_of(result))
-        if reply.get("leaves") != len(leaves):
-            raise SealedUnsupported(say("the worker and the grader disagree on what needs a "
-                                        "gradient",
-                                        "隔离进程和评分器对哪些量需要梯度的判断不一致"))
-        differentiable = [produced[i] for i in reply["differentiable"]]
+        chosen = reply.get("differentiable")
+        if reply.get("leaves") != len(leaves) or not isinstance(reply["graph"], int) or not (
+                isinstance(chosen, list) and chosen == sorted(set(chosen))
+                and all(isinstance(i, int) and 0 <= i < len(produced) for i in chosen)):
+            raise _broken("what needs a gradient", "哪些量需要梯度")
+        differentiable = [produced[i] for i in chosen]
         linked = _RemoteGradient.apply(self, reply["graph"], differentiable, *leaves)
-        return _replace(result, dict(zip(reply["differentiable"], linked)))
+        return _replace(result, dict(zip(chosen, linked)))
 
-    def backward(self, graph: int, grads, n_leaves: int):
+    def backward(self, graph: int, grads, leaves) -> list[torch.Tensor | None]:
+        """The gradients of ``leaves`` for ``grads`` of the graph's outputs, from the worker;
+        each checked against its leaf's shape."""
         blob = {f"g{i}": g.detach().to("cpu").contiguous() for i, g in enumerate(grads)
                 if g is not None}
         reply, tensors = self.request({"op": "backward", "graph": graph}, blob)
-        return [tensors[key] if key is not None else None for key in reply["grads"]]
+        keys = reply.get("grads")
+        if not (isinstance(keys, list) and len(keys) == len(leaves)):
+            raise _broken("the number of gradients", "梯度的个数")
+        found = []
+        for key, leaf in zip(keys, leaves):
+            grad = None if key is None else tensors.get(key) if isinstance(key, str) else False
+            if grad is False or (key is not None and grad is None) or (
+                    grad is not None and (grad.shape != leaf.shape
+                                          or not grad.is_floating_point())):
+                raise _broken("a gradient's shape or type", "某个梯度的形状或类型")
+            found.append(grad)
+        return found
 
 
 def _send_handle(value, encoder, by_value: list[nn.Module]) -> dict:
@@ -201,12 +261,11 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
             else None}
 
 
-_HOOK_KINDS = {
-    "_forward_hooks": lambda m: m.register_forward_hook(lambda *a: None),
-    "_forward_pre_hooks": lambda m: m.register_forward_pre_hook(lambda *a: None),
-    "_backward_hooks": lambda m: m.register_full_backward_hook(lambda *a: None),
-    "_backward_pre_hooks": lambda m: m.register_full_backward_pre_hook(lambda *a: None),
-}
+_HOOK_KINDS = dict(zip(protocol.HOOK_KINDS, (
+    lambda m: m.register_forward_hook(lambda *a: None),
+    lambda m: m.register_forward_pre_hook(lambda *a: None),
+    lambda m: m.register_full_backward_hook(lambda *a: None),
+    lambda m: m.register_full_backward_pre_hook(lambda *a: None))))
 
 
 def _mirror_module_state(module: nn.Module, after: dict) -> None:
@@ -255,7 +314,7 @@ class _RemoteGradient(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        found = ctx.worker.backward(ctx.graph, grads, len(ctx.leaves))
+        found = ctx.worker.backward(ctx.graph, grads, ctx.leaves)
         return (None, None, None, *(g.to(leaf.device, leaf.dtype) if g is not None else None
                                     for g, leaf in zip(found, ctx.leaves)))
 
@@ -296,12 +355,20 @@ class RemoteModule(nn.Module):
         self.__name__ = str(node.get("name", "Module"))
         reply, tensors = worker.request({"op": "describe", "target": node})
         tied: dict[int, nn.Parameter] = {}
-        for spec in reply["params"]:
+        # Nothing is allocated from what the worker declares: every parameter arrives as a
+        # tensor in the (size-capped) blob, and its declared shape and dtype must match it.
+        if sum(t.numel() for t in tensors.values()) > MAX_ELEMENTS:
+            raise _broken(f"a module of more than {MAX_ELEMENTS} numbers",
+                          f"模块的数值超过 {MAX_ELEMENTS} 个")
+        for spec in reply.get("params", []):
+            value = tensors.get(spec.get("value", ""), None)
+            if value is None or list(value.shape) != spec.get("shape") or not isinstance(
+                    spec.get("name"), str) or not value.is_floating_point() or not isinstance(
+                    spec.get("tie"), int):
+                raise _broken("a parameter's name, shape or type", "某个参数的名字、形状或类型")
             if spec["tie"] not in tied:
-                value = tensors.get(spec.get("value", ""), None)
-                empty = torch.zeros(spec["shape"], dtype=getattr(torch, spec["dtype"]))
-                tied[spec["tie"]] = nn.Parameter(value if value is not None else empty,
-                                                 requires_grad=spec["requires_grad"])
+                tied[spec["tie"]] = nn.Parameter(value,
+                                                 requires_grad=bool(spec.get("requires_grad")))
             owner, leaf = self._owner(spec["name"])
             owner.register_parameter(leaf, tied[spec["tie"]])
         for name, node_value in reply["buffers"].items():

@@ -1,61 +1,44 @@
-"""Start a sealed worker: its own folder, a scrubbed environment, limits, and (on Linux,
-where permitted) no network, no course files, no privileges.
+"""Start a sealed worker under bubblewrap: a file system built from nothing.
 
-``launch`` returns the process and the isolation measures actually in force, in words,
-for the report. The measures, strongest first:
+Deny by default. The worker does not start from the grader's view and have parts of it
+hidden (a list of what to hide always misses something: another worker's folder made a
+millisecond later, a classmate's copy, the submissions folder). It starts from an empty
+root in which bubblewrap (``bwrap``, a maintained sandbox, the one Flatpak uses) mounts
+only what it needs:
 
-- **Namespaces** (Linux, ``unshare`` from util-linux; as root, or as a user where user
-  namespaces are allowed): a new network namespace (only a loopback, down: no network, not
-  even the grader's 127.0.0.1), a new PID namespace (no other process is visible, so none
-  of their ``/proc/PID/root`` or ``cwd`` leads back to the files), and a new mount
-  namespace in which, before the worker starts,
+- the system's programs and libraries, read-only (``/usr``, ``/bin``, ``/lib*`` and the
+  dynamic loader's files in ``/etc``), and the running Python's prefixes, read-only
+  (``sys.prefix``, ``sys.base_prefix``: the virtual environment and its interpreter);
+- ``/tfcourse-worker``: its own folder, the only writable place that outlives it, holding the
+  worker script, the protocol module and nothing else (the grader sends the code);
+- ``/tfcourse-sealed``: the sealed copy of the package (``seal.py``), read-only;
+- a fresh, small, private ``/tmp``; a fresh ``/proc`` of its own PID namespace; a
+  minimal ``/dev`` (``null``, ``zero``, ``random``, ``urandom``, ``tty``, a private
+  ``shm``; GPU device nodes when the machine has them).
 
-  - every ``hide_paths`` entry (the course checkout, the real package) is covered by an
-    empty read-only tmpfs (a file: by ``/dev/null``). Paths the worker needs that lie
-    inside a hidden one (``keep_paths``, by default the running interpreter's prefix,
-    e.g. a ``.venv`` inside the checkout) stay visible: the hidden folder's other entries
-    are covered one by one instead;
-  - ``/tmp``, ``/var/tmp``, ``/run``, ``/home``, ``/root`` are covered the same way
-    (other graders' folders, sockets, home directories), except what the worker needs;
-    ``/dev`` keeps only ``null``, ``zero``, ``full``, ``random``, ``urandom``, ``tty``
-    and GPU nodes (no raw disks), ``/dev/shm`` is a fresh, small tmpfs;
-  - every other mount becomes read-only, except the worker's own folder (``cwd``);
-  - then all capabilities are dropped (``no_new_privs``, empty bounding set), so the
-    worker cannot unmount what hides the files, remount, or reach devices it lost.
+Anything that the grader must keep secret but that lies inside one of those mounts (the
+real ``tfcourse`` of a non-editable install inside ``site-packages``; the course folder
+when the virtual environment sits inside it) is covered by an empty read-only tmpfs.
+Nothing else exists there: no home folders, no ``/autograder``, no submissions, no
+solutions, no output files, no other worker.
 
-- **Resource limits** (``resource``): CPU seconds, file size, 256 open files, no core
-  dumps and, when ``memory_bytes`` is given, ``RLIMIT_DATA``. Not ``RLIMIT_AS``: the CUDA
-  driver reserves far more address space than it uses, so an address-space cap breaks
-  ``torch.cuda`` init, while ``RLIMIT_DATA`` (private writable memory, Linux >= 4.7)
-  stops a runaway allocation and leaves that reservation alone. (Measured on CPU: both
-  let ``import torch`` + a matmul run under 2 GiB; a 2.4 GB tensor fails under a 2 GiB
-  ``RLIMIT_DATA``. Not yet measured with CUDA.)
+The worker also gets new network (no interface but a loopback of its own), PID, IPC and
+UTS namespaces, a new session (no terminal to inject keystrokes into), every capability
+dropped, and dies with the grader. Resource limits are set by the worker itself before
+any learner code runs (``worker.py``); being unprivileged it cannot raise them again.
 
-- Always: the worker starts in ``cwd`` with exactly ``env`` (nothing inherited), in its own
-  session and process group (``start_new_session``), with no inherited file descriptors
-  beyond ``stdin``/``stdout``/``stderr``.
-
-How: ``launch`` starts ``[unshare --mount --net --pid] python -I -S confine.py --setup
-PLAN -- ARGV``; ``confine.py`` (standard library only) carries the plan out inside the
-namespaces and execs the worker, leaving a *keeper* outside that ends as the worker ended,
-so the caller sees one ordinary process: ``returncode`` is the worker's exit status, or
-``-N`` for a death by signal ``N`` (in a namespace the CPU limit kills with ``SIGKILL``,
-``-9``; ``-24`` without: see ``confine``). Killing the process group
-(``os.killpg(process.pid, SIGKILL)``) or the keeper ends everything.
-Nothing runs in a ``preexec_fn`` (unsafe in the threaded grader) and no path is ever
-interpolated into shell code.
-
-Where namespaces are unavailable (macOS, Windows subsystem, unprivileged containers, no
-``unshare``), the worker still gets its folder, environment and limits, and the list says
-what is missing and why ("network: not isolated (...)"). Whether namespaces work is
-probed once per process with a real hide-and-look run (about 70 ms), and cached.
+Where bubblewrap is missing or not permitted (macOS, Windows, a container without user
+namespaces), ``sandbox()`` says why, and grading refuses to start unless the teacher
+passes ``--unsealed``: then the worker runs as a plain process (own folder, scrubbed
+environment, resource limits) and every line of every report says the grade is unsealed.
+There is no silent downgrade and no hand-written mount code to audit.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -64,211 +47,207 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...language import say
-from . import confine
-from .confine import under
 
-SCRIPT = Path(confine.__file__).resolve()
-OPEN_FILES = 256
-PRIVATE = ("/tmp", "/var/tmp", "/run", "/home", "/root")
+WORK = "/tfcourse-worker"   # the worker's folder, inside the sandbox
+SEALED = "/tfcourse-sealed" # the sealed package, inside the sandbox
+TMP_BYTES = 256 * 2**20     # the private /tmp (memory-backed: keep it small)
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+LOADER = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
 
-
-def _norm(path) -> str:
-    return os.path.realpath(os.fspath(path))
-
-
-def deepest_rule(path: str, rules: dict[str, bool]) -> bool | None:
-    """The verdict (``True`` = hidden) of the deepest rule covering ``path``; None if none."""
-    best = None
-    for root in rules:
-        if under(path, root) and (best is None or len(root) > len(best)):
-            best = root
-    return None if best is None else rules[best]
-
-
-# ---------------------------------------------------------------------------- plans
-
-def _setup_command(plan: dict, argv: list[str]) -> list[str]:
-    return [sys.executable, "-I", "-S", str(SCRIPT), "--setup", json.dumps(plan), "--", *argv]
-
-
-def _needed(argv: list[str]) -> list[str]:
-    """What the worker must see: the program (as named and resolved) and every absolute
-    path among its arguments (the worker script, the sealed package)."""
-    paths = [argv[0], *(arg for arg in argv[1:] if os.path.isabs(arg) and os.path.exists(arg))]
-    return sorted({os.path.abspath(p) for p in paths} | {_norm(p) for p in paths})
-
-
-def namespace_plan(argv: list[str], *, work: str, hide: list[str], keep: list[str],
-                   limits: list) -> dict:
-    """The setup plan for a worker in namespaces (all paths absolute and normalized)."""
-    needed = [work, *_needed(argv)]
-    private = [_norm(p) for p in PRIVATE if os.path.isdir(p)]
-    private = [p for p in private if not any(under(p, n) for n in [*needed, *keep])]
-    return {"namespace": True, "cwd": work, "writable": [work], "readonly": True,
-            "hide": sorted({*hide, *private}), "keep": sorted({*keep, *needed}),
-            "limits": limits}
-
-
-def plain_plan(work: str, limits: list) -> dict:
-    return {"namespace": False, "cwd": work, "limits": limits}
-
-
-# ---------------------------------------------------------------------------- namespaces: probe
 
 @dataclass(frozen=True)
-class Namespaces:
-    """What the probe found: the ``unshare`` command line to use, or why there is none."""
+class Sandbox:
+    """What the probe found: the ``bwrap`` program to use, or why there is none."""
 
-    prefix: tuple[str, ...] | None
-    reason: str
-
-
-_probe_lock = threading.Lock()
-_probe: Namespaces | None = None
-
-UNSHARE_FLAGS = ("--mount", "--net", "--pid")
+    bwrap: str | None
+    reason: str = ""
+    version: str = ""
 
 
-def namespaces() -> Namespaces:
-    """Probe once (cached) whether the full namespace setup works here: a real run that
-    hides a folder and checks from inside that it looks empty and that only the worker's
-    folder is writable."""
-    global _probe
-    with _probe_lock:
-        if _probe is None:
-            _probe = _probe_namespaces()
-        return _probe
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _probe_namespaces() -> Namespaces:
-    if not sys.platform.startswith("linux"):
-        return Namespaces(None, f"no Linux namespaces on {sys.platform}")
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return Namespaces(None, "unshare (util-linux) not installed")
-    user = (unshare, "--user", "--map-root-user", *UNSHARE_FLAGS)
-    variants = [(unshare, *UNSHARE_FLAGS), user] if os.geteuid() == 0 else [user]
-    reasons = []
-    with tempfile.TemporaryDirectory(prefix="tfcourse-sandbox-probe-") as folder:
-        root = _norm(folder)
-        secret, work = os.path.join(root, "secret"), os.path.join(root, "work")
-        os.mkdir(secret)
-        os.mkdir(work)
-        Path(secret, "answer.txt").write_text("42")
-        code = ("import os, sys\n"
-                f"assert not os.listdir({secret!r}), 'hidden folder visible'\n"
-                "open('written', 'w').write('ok')\n"
-                f"try:\n    open({os.path.join(root, 'x')!r}, 'w')\n"
-                "except OSError:\n    pass\n"
-                "else:\n    sys.exit('outside folder writable')\n")
-        argv = [sys.executable, "-I", "-S", "-c", code]
-        keep = sorted({_norm(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
-        plan = namespace_plan(argv, work=work, hide=[secret], keep=keep,
-                              limits=[("RLIMIT_NOFILE", OPEN_FILES, OPEN_FILES)])
-        for prefix in variants:
-            try:
-                result = subprocess.run([*prefix, *_setup_command(plan, argv)], cwd=work,
-                                        env={"PATH": os.defpath}, capture_output=True,
-                                        timeout=60, check=False)
-            except (OSError, subprocess.TimeoutExpired) as error:
-                reasons.append(str(error))
-                continue
-            if result.returncode == 0 and os.path.exists(os.path.join(work, "written")):
-                return Namespaces(tuple(prefix), "")
-            tail = (result.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
-            reasons.append(f"{' '.join(prefix[1:3])}...: exit {result.returncode}: {tail}")
-    return Namespaces(None, "unshare not permitted: " + "; ".join(reasons))
+def python_prefixes() -> list[str]:
+    """The running interpreter's folders (the venv and the Python it was made from)."""
+    found = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    found |= {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    found.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
+    return sorted(p for p in found if not any(_under(p, s) for s in SYSTEM))
 
 
-# ---------------------------------------------------------------------------- launch
+def view(work: str, package: str, hide: list[str]) -> list[str]:
+    """bwrap's arguments for the worker's file system (see the module docstring).
 
-def _size(n: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size and (n % size == 0 or n >= 10 * size):
-            return f"{n / size:g} {unit}"
-    return f"{n} B"
-
-
-def launch(argv: list[str], *, cwd: Path, env: dict, hide_paths: list[Path], cpu_seconds: int,
-           memory_bytes: int | None, file_bytes: int, stdin=subprocess.PIPE,
-           stdout=subprocess.PIPE, stderr, keep_paths: list[Path] | None = None,
-           ) -> tuple[subprocess.Popen, list[str]]:
-    """Start ``argv`` sealed (see the module docstring); return it and the measures in force.
-
-    ``cwd``: the worker's own folder, the only place it can write. ``env``: its whole
-    environment. ``hide_paths``: what it must not read (the checkout with the solutions,
-    the real package). ``keep_paths``: paths inside those that must stay readable
-    (default: the running interpreter's ``sys.prefix``/``base_prefix``/``exec_prefix``,
-    so a ``.venv`` inside the checkout still works; a hidden path inside a kept one, such
-    as a non-editable install's ``site-packages/tfcourse``, is hidden all the same).
-
-    Raises ``ValueError`` when ``cwd`` overlaps a hidden path, when a path is both hidden
-    and kept, or when the program or an absolute path among the arguments (the worker
-    script, the sealed package) would be hidden.
+    ``work``, ``package``: the grader's folders mounted at ``WORK`` (writable) and
+    ``SEALED`` (read-only). ``hide``: paths covered by an empty tmpfs (a file: by
+    ``/dev/null``) wherever a mount above would show them.
     """
-    if not Path(cwd).is_dir():
-        raise ValueError(f"the worker's folder does not exist: {cwd}")
-    program = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
-    if program is None:
-        raise ValueError(f"{argv[0]!r} not found on the worker's PATH")
-    argv = [os.path.abspath(program), *argv[1:]]
-    work = _norm(cwd)
-    hide = sorted({_norm(p) for p in hide_paths})
-    keep = sorted({_norm(p) for p in (
-        [sys.prefix, sys.base_prefix, sys.exec_prefix] if keep_paths is None else keep_paths)})
-    for path in hide:
-        if under(work, path) or under(path, work):
-            raise ValueError(f"hidden path {path} overlaps the worker's folder {work}")
-        if path in keep:
-            raise ValueError(f"{path} is both hidden and kept")
-    rules = {**{p: True for p in hide}, **{p: False for p in keep}}
-    for path in _needed(argv):
-        if deepest_rule(path, rules):
-            raise ValueError(f"{path} would be hidden from the worker (it lies under a hidden "
-                             "path); hide narrower paths or name it in keep_paths")
+    args: list[str] = []
+    shown: list[str] = []
+    for top in SYSTEM:
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+            shown.append(top)
+    for path in [*LOADER, *python_prefixes()]:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+            shown.append(os.path.realpath(path))
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    gpus = sorted(str(p) for p in Path("/dev").glob("nvidia*")) + (
+        ["/dev/dri"] if os.path.isdir("/dev/dri") else [])
+    for node in gpus:
+        args += ["--dev-bind", node, node]
+    if gpus and os.path.isdir("/sys"):
+        args += ["--ro-bind", "/sys", "/sys"]       # the CUDA driver reads its devices there
+    for path in sorted({os.path.realpath(p) for p in hide}):
+        if any(_under(path, root) for root in shown) and os.path.exists(path):
+            args += cover(path)
+    for inside in (WORK, SEALED):
+        if any(_under(path, inside) for path in [*SYSTEM, *python_prefixes()]):
+            raise ValueError(f"{inside} is already taken by a system or Python folder")
+    args += ["--bind", work, WORK, "--ro-bind", package, SEALED, "--chdir", WORK]
+    return args
 
-    limits = [("RLIMIT_CPU", int(cpu_seconds), int(cpu_seconds) + 1),
-              ("RLIMIT_FSIZE", int(file_bytes), int(file_bytes)),
-              ("RLIMIT_NOFILE", OPEN_FILES, OPEN_FILES),
-              ("RLIMIT_CORE", 0, 0)]
-    words = [say(f"CPU {cpu_seconds} s", f"CPU {cpu_seconds} 秒"),
-             say(f"files {_size(file_bytes)}", f"文件 {_size(file_bytes)}"),
-             say(f"{OPEN_FILES} open files", f"最多打开 {OPEN_FILES} 个文件"),
-             say("no core dumps", "不生成核心转储")]
-    if memory_bytes is not None:
-        limits.append(("RLIMIT_DATA", int(memory_bytes), int(memory_bytes)))
-        words.insert(1, say(f"memory {_size(memory_bytes)} (data)",
-                            f"内存 {_size(memory_bytes)}（数据段）"))
+
+def cover(path: str, at: str | None = None) -> list[str]:
+    """bwrap's arguments that cover ``path`` (mounted at ``at``, by default the same path):
+    an empty read-only tmpfs over a folder, ``/dev/null`` over a file."""
+    at = at or path
+    if os.path.isdir(path):
+        return ["--tmpfs", at, "--remount-ro", at]
+    return ["--ro-bind", "/dev/null", at]
+
+
+FLAGS = ("--unshare-all", "--new-session", "--die-with-parent", "--cap-drop", "ALL")
+
+
+def command(bwrap: str, argv: list[str], *, work: str, package: str,
+            hide: list[str]) -> list[str]:
+    """The full command line that runs ``argv`` (paths as seen inside) in the sandbox."""
+    return [bwrap, *FLAGS, *view(work, package, hide), "--", *argv]
+
+
+# ------------------------------------------------------------------------------ probe
+
+_lock = threading.Lock()
+_found: Sandbox | None = None
+
+# Run inside the sandbox by the probe: every promise of the view, looked at from inside.
+_PROBE = f"""
+import os, socket, sys
+assert os.listdir("/tmp") == [], "/tmp not empty"
+assert os.listdir("/hidden") == [], "hidden folder visible"
+assert not os.path.exists(sys.argv[1]), "the grader's folder visible"
+open("{WORK}/written", "w").write("ok")
+for path in ("/usr/probe", "/hidden/x", "{SEALED}/x"):
+    try:
+        open(path, "w")
+    except OSError:
+        continue
+    sys.exit("writable: " + path)
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=2)
+except OSError:
+    pass
+else:
+    sys.exit("the grader's network reachable")
+"""
+
+
+def sandbox() -> Sandbox:
+    """Probe once per process (cached) whether bubblewrap seals a worker here: a real run
+    that checks, from inside, that a hidden folder looks empty, that the grader's own
+    folder and its loopback cannot be reached, and that only ``WORK`` is writable."""
+    global _found
+    with _lock:
+        if _found is None:
+            _found = _probe()
+        return _found
+
+
+def _probe() -> Sandbox:
+    if not sys.platform.startswith("linux"):
+        return Sandbox(None, say(f"bubblewrap needs Linux (this is {sys.platform})",
+                                 f"bubblewrap 需要 Linux（当前是 {sys.platform}）"))
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Sandbox(None, say("bubblewrap (bwrap) is not installed",
+                                 "没有安装 bubblewrap（bwrap）"))
+    version = subprocess.run([bwrap, "--version"], capture_output=True, text=True,
+                             check=False).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="tfcourse-probe-") as folder, \
+            socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        root = os.path.realpath(folder)
+        work, package, secret = (os.path.join(root, name) for name in ("w", "p", "s"))
+        for path in (work, package, secret):
+            os.mkdir(path)
+        Path(secret, "answer.txt").write_text("42")
+        # The secret stands for something hidden inside a mounted prefix: shown, then covered.
+        argv = [sys.executable, "-I", "-S", "-c", _PROBE, root, str(listener.getsockname()[1])]
+        line = [bwrap, *FLAGS, *view(work, package, []), "--ro-bind", secret, "/hidden",
+                *cover(secret, "/hidden"), "--", *argv]
+        try:
+            result = subprocess.run(line, env={"PATH": os.defpath}, capture_output=True,
+                                    timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return Sandbox(None, say(f"bubblewrap did not start: {error}",
+                                     f"bubblewrap 无法启动：{error}"))
+        if result.returncode == 0 and os.path.exists(os.path.join(work, "written")):
+            return Sandbox(bwrap, "", version)
+        tail = (result.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+        return Sandbox(None, say(f"bubblewrap cannot seal a worker here (exit "
+                                 f"{result.returncode}: {tail})",
+                                 f"bubblewrap 无法在这里隔离进程（退出码 {result.returncode}：{tail}）"))
+
+
+# ------------------------------------------------------------------------------ launch
+
+def measures(found: Sandbox, limits: str) -> list[str]:
+    """The isolation in force, in words, for the report."""
+    if found.bwrap is None:
+        return [say(f"UNSEALED (--unsealed): {found.reason}; the learner's code ran as the "
+                    "grader's user and could read and write whatever that user can",
+                    f"未隔离（--unsealed）：{found.reason}；学员的代码以评分器的用户身份运行，"
+                    "能读写该用户能读写的一切"),
+                say(f"own temporary folder; scrubbed environment; resource limits ({limits})",
+                    f"独立的临时文件夹；清理过的环境变量；资源限制（{limits}）")]
+    return [say(f"{found.version or 'bubblewrap'}: a file system built from nothing "
+                "(system and Python read-only, its own folder, a private /tmp; no course "
+                "files, solutions, submissions, homes or other workers)",
+                f"{found.version or 'bubblewrap'}：从零搭建的文件系统（系统和 Python 只读、"
+                "自己的文件夹、私有的 /tmp；看不到课程文件、参考答案、其他提交、主目录和其他进程）"),
+            say("no network; own PID, IPC and UTS namespaces; new session; capabilities "
+                "dropped", "无网络；独立的 PID、IPC、UTS 命名空间；新会话；已丢弃全部 capabilities"),
+            say(f"resource limits ({limits})", f"资源限制（{limits}）")]
+
+
+def launch(argv: list[str], *, work: Path, package: Path, env: dict[str, str],
+           hide: list[Path], unsealed: bool = False, stderr=None) -> subprocess.Popen:
+    """Start ``argv`` sealed, with ``stdin``/``stdout`` as pipes (the protocol's channel).
+
+    ``argv`` names the worker's files as it sees them: under ``WORK`` and ``SEALED``. ``work``, ``package``: the grader's folders behind them.
+    ``unsealed``: run without bubblewrap (the paths then are rewritten to the real
+    folders); raises ``RuntimeError`` when the sandbox is unavailable and ``unsealed``
+    was not asked for — never a silent downgrade.
+    """
+    found = sandbox()
+    work, package = os.path.realpath(work), os.path.realpath(package)
+    if found.bwrap is not None and not unsealed:
+        line = command(found.bwrap, argv, work=work, package=package,
+                       hide=[os.fspath(p) for p in hide])
+        cwd = work
+    elif unsealed:
+        line = [arg.replace(WORK, work, 1) if arg.startswith(WORK) else
+                arg.replace(SEALED, package, 1) if arg.startswith(SEALED) else arg
+                for arg in argv]
+        cwd = work
     else:
-        words.insert(1, say("memory not limited", "内存不限"))
-    isolation = [say("own temporary folder", "独立的临时文件夹"),
-                 say(f"scrubbed environment ({len(env)} variables)",
-                     f"清理过的环境变量（{len(env)} 个）"),
-                 say(f"resource limits ({', '.join(words)})", f"资源限制（{'、'.join(words)}）")]
-
-    ns = namespaces()
-    if ns.prefix is not None:
-        plan = namespace_plan(argv, work=work, hide=hide, keep=keep, limits=limits)
-        command = [*ns.prefix, *_setup_command(plan, argv)]
-        isolation += [say("no network (network namespace)", "无网络（网络命名空间）"),
-                      say("course files hidden (mount namespace)", "课程文件已隐藏（挂载命名空间）")
-                      if hide else say("course files: none named to hide",
-                                       "课程文件：没有指定要隐藏的文件"),
-                      say("read-only file system outside its folder; other temporary folders, "
-                          "homes and raw devices hidden",
-                          "自己文件夹之外的文件系统只读；其他临时文件夹、主目录和原始设备均已隐藏"),
-                      say("other processes invisible (PID namespace)",
-                          "看不到其他进程（PID 命名空间）"),
-                      say("no privileges (capabilities dropped, no_new_privs)",
-                          "没有特权（已丢弃 capabilities，no_new_privs）")]
-    else:
-        command = _setup_command(plain_plan(work, limits), argv)
-        isolation += [say(f"network: not isolated ({ns.reason})", f"网络：未隔离（{ns.reason}）"),
-                      say(f"course files: not hidden ({ns.reason})",
-                          f"课程文件：未隐藏（{ns.reason}）"),
-                      say("file system and processes: as the grader's user sees them",
-                          "文件系统和进程：与评分器所用的用户看到的一样")]
-    process = subprocess.Popen(command, cwd=work, env=dict(env), stdin=stdin, stdout=stdout,
-                               stderr=stderr, start_new_session=True, close_fds=True)
-    return process, isolation
-
+        raise RuntimeError(found.reason)
+    return subprocess.Popen(line, cwd=cwd, env=dict(env), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
+                            close_fds=True)

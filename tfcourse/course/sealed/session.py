@@ -1,15 +1,23 @@
-"""Grade one exercise the sealed way: the learner's code in a worker, the check here.
+"""Grade exercises the sealed way: the learner's code in a worker, the check here.
 
-For exercise E of a (restamped) learner notebook:
+One path, whatever happens. For exercises E1..En of a (restamped) learner notebook:
 
-1. the worker gets the learner's code cells up to E's exercise cell (not the check cells,
-   not the notebook's demos, plots and widgets: cells identical to the solution's cells
-   tagged ``nbval-ignore-output``), and the built-ins that would do E's whole job, which
-   it traps; it imports a sealed ``tfcourse`` where E's reference is a stub;
-2. each call in E's check cells (``check_rmsnorm(RMSNorm)``) runs here, in the grader,
-   with stand-ins for the names it passes (``proxy.py``);
+1. a worker (``worker.py`` in the sandbox of ``sandbox.py``) gets the learner's code
+   cells up to the last exercise's check cell (not the check cells, not the notebook's
+   demos, plots and widgets: cells identical to the solution's cells tagged
+   ``nbval-ignore-output``), the built-ins that would do each exercise's whole job (which
+   it traps), and a sealed ``tfcourse`` in which each exercise's reference is a stub;
+2. each call in an exercise's check cells (``check_rmsnorm(RMSNorm)``) runs here, in the
+   grader, with stand-ins for the names it passes (``proxy.py``), on cases drawn from the
+   grader's salt for that learner (``salt``) when one is given;
 3. the verdict is what the check printed or raised, compared with the solution's stored
-   output; a trapped built-in means no points whatever the outputs.
+   output; a trapped built-in means no points whatever the outputs; a worker that broke
+   the protocol, died or hung fails that exercise, and nothing else runs anywhere.
+
+An exercise that does not pass in the shared worker is judged again in a worker of its
+own, sealed for itself only (``_session`` once more), so that sealing a neighbour's
+reference never costs a learner a point. Whether an exercise can be judged at all is
+decided from the solution (``gradeable``), never from what a worker says.
 """
 
 from __future__ import annotations
@@ -17,10 +25,8 @@ from __future__ import annotations
 import ast
 import contextlib
 import contextvars
-import importlib
 import io
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,25 +34,38 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ... import checks
 from ...language import say
-from .. import notebook_format
-from ..restamp import defined_names
-from . import proxy
+from .. import notebook_format, references
+from . import protocol, proxy
+from .sandbox import SEALED, WORK, launch
+from .seal import package_dir, sealed_package
 
 HERE = Path(__file__).resolve().parent
 MEMORY_BYTES = 8 * 2**30        # per worker (RLIMIT_DATA): far above what any exercise needs
+FILE_BYTES = 64 * 2**20         # per file the worker writes (RLIMIT_FSIZE)
 
 
 @dataclass
 class SealedVerdict:
-    """What the sealed path found for one exercise. ``status``: passed | failed |
-    builtin | unsupported (fall back to the in-kernel verdict, and say so)."""
+    """What the sealed path found for one exercise. ``status``: passed | failed | builtin."""
 
     status: str
     output: str = ""            # what the checks printed, or the failure message
-    reason: str = ""            # for "failed": mismatch | error | timeout | worker-died
+    # for "failed": mismatch | error | timeout | worker-died | protocol | not-gradeable
+    reason: str = ""
     notes: list[str] = field(default_factory=list)
-    isolation: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How this grading run starts workers: their environment, time limit, sandbox."""
+
+    env: dict[str, str]
+    timeout: float = 120
+    unsealed: bool = False              # the teacher's --unsealed: no sandbox (said everywhere)
+    hide: tuple[Path, ...] = ()         # grader folders to cover if a mount would show them
+    salt: object = None                 # callable(exercise) -> int | None: the learner's cases
 
 
 def check_calls(source: str) -> list[tuple[str, list[str]]]:
@@ -96,122 +115,126 @@ def _capture_stdout():
         dispatcher.local.buffer = None
 
 
+# ------------------------------------------------------------------ what the solution says
+
+def checks_of(solution, exercise: str):
+    """``(check calls, expected stdout)`` of an exercise's check cells (``ValueError`` if a
+    check cell holds anything but check calls)."""
+    cells = [cell for cell in solution.cells
+             if notebook_format.is_check(cell) and notebook_format.exercise_name(cell) == exercise]
+    calls = [call for cell in cells for call in check_calls(cell.source)]
+    expected = "".join(output.get("text", "") for cell in cells for output in cell.outputs
+                       if output.get("output_type") == "stream" and output.get("name") == "stdout")
+    return calls, expected
+
+
+def gradeable(solution, exercise: str) -> str:
+    """Why ``exercise`` cannot be judged sealed ("" when it can), from the solution alone."""
+    cell = references.exercise_cell(solution, exercise)
+    if cell is not None and cell.metadata.get("tfcourse", {}).get("sealed", True) is False:
+        return say("its check looks at what your code does to the check's own model "
+                   "(metadata tfcourse.sealed is false), which a sealed worker cannot show; "
+                   "it earns no points in `tfcourse grade`",
+                   "它的检查要看你的代码对检查自己的模型做了什么（元数据 tfcourse.sealed 为 "
+                   "false），隔离进程无法体现这一点；在 `tfcourse grade` 中不计分")
+    try:
+        calls, _ = checks_of(solution, exercise)
+    except (ValueError, SyntaxError) as error:
+        return say(f"its check cell cannot be judged sealed: {error}",
+                   f"它的检查单元格无法在隔离环境中评判：{error}")
+    unknown = sorted({name for name, _ in calls if not hasattr(checks, name)})
+    if unknown:
+        return say(f"its check cell calls {', '.join(unknown)}, which the course does not have",
+                   f"它的检查单元格调用了课程中不存在的 {'、'.join(unknown)}")
+    return ""
+
+
+def hidden_names(solution, exercise: str) -> tuple[frozenset[str], list[str]]:
+    """The reference names to seal away and the built-ins to trap, for ``exercise``
+    (``references.py``)."""
+    return references.reference_names(solution, exercise), list(
+        references.builtins(solution, exercise))
+
+
 def cells_for(learner, solution, exercise: str) -> list[str]:
     """The learner's code the worker runs for ``exercise`` (see the module docstring)."""
     return [source for _, source in _cells_for(learner, solution, exercise)]
 
 
 def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
-    """``[(cell label, source)]`` of the cells ``cells_for`` sends."""
+    """``[(cell label, source)]`` of the learner's code cells up to ``exercise``'s first
+    check cell: a solution typed into a new cell below the stub counts. Without a check
+    cell (cannot happen after restamping), up to the exercise cell."""
     shown_only = {cell.source.strip() for cell in solution.cells
                   if cell.get("cell_type") == "code"
                   and notebook_format.IGNORE_OUTPUT_TAG in notebook_format.tags(cell)}
     cells, last = [], None
     for index, cell in enumerate(learner.cells):
-        if cell.get("cell_type") != "code" or notebook_format.is_check(cell):
+        mine = notebook_format.exercise_name(cell) == exercise
+        if notebook_format.is_check(cell):
+            if mine:
+                return cells
             continue
-        if cell.get("source", "").strip() in shown_only:
+        if cell.get("cell_type") != "code" or cell.get("source", "").strip() in shown_only:
             continue
         cells.append((notebook_format.cell_label(cell, index), cell.get("source", "")))
-        if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == exercise:
+        if notebook_format.is_exercise(cell) and mine:
             last = len(cells)
     return cells[:last] if last is not None else cells
 
 
-def sealable(solution, exercise: str) -> bool:
-    """False where the exercise cell's metadata says ``tfcourse.sealed: false``."""
-    return all(cell.metadata.get("tfcourse", {}).get("sealed", True) is not False
-               for cell in solution.cells if notebook_format.is_exercise(cell)
-               and notebook_format.exercise_name(cell) == exercise)
+# ------------------------------------------------------------------ one worker, one verdict
 
-
-def hidden_names(solution, exercise: str) -> tuple[frozenset[str], list[str]]:
-    """The reference names to seal away and the built-ins to trap, for ``exercise``."""
-    for cell in solution.cells:
-        if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == exercise:
-            meta = cell.metadata.get("tfcourse", {})
-            return (frozenset(defined_names(cell.source) | set(meta.get("reference", []))),
-                    list(meta.get("builtins", [])))
-    return frozenset(), []
-
-
-def start_worker(cells: list[str], hide: frozenset[str], builtins: list[str], *,
-                 work: Path, env: dict[str, str], timeout: float):
-    """Launch a worker in ``work`` and run ``cells`` there. Returns (worker, cell results,
-    isolation in force)."""
-    from .sandbox import launch
-    from .seal import sealed_package
-
+def _start(cells: list[str], hide: frozenset[str], builtins: list[str], folder: Path,
+           setup: Setup) -> tuple[proxy.Worker, list[dict]]:
+    """Launch a worker in ``folder`` and run ``cells`` there; return it and the cells'
+    results. Raises ``proxy.WorkerFailed``."""
     for name in ("worker.py", "protocol.py"):
-        shutil.copyfile(HERE / name, work / name)
-    package = sealed_package(hide)
-    course = notebook_format.course_root(HERE)
-    real_package = HERE.parents[1]
-    log = open(work / "stderr.log", "wb")  # noqa: SIM115 - closed with the worker
-    # The worker's home and temporary folder are its own folder (the rest is read-only or
-    # hidden in the namespaces); matplotlib draws nothing there.
-    env = dict(env, HOME=str(work), TMPDIR=str(work), MPLCONFIGDIR=str(work / ".matplotlib"),
-               MPLBACKEND="Agg")
-    process, isolation = launch(
-        [sys.executable, "-I", str(work / "worker.py"), str(package)], cwd=work, env=env,
-        hide_paths=sorted({course, real_package}),
-        cpu_seconds=int(timeout * (len(cells) + 10)), memory_bytes=MEMORY_BYTES,
-        file_bytes=64 * 2**20, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
-    worker = proxy.Worker(process, timeout)
-    from . import protocol
-
-    protocol.write_message(process.stdin, {"cells": cells, "builtins": builtins, "threads": 1,
-                                           "cell_seconds": timeout})
+        shutil.copyfile(HERE / name, folder / name)
+    # The worker's home and temporary files are its own (matplotlib draws nothing there).
+    env = dict(setup.env, HOME=WORK, MPLCONFIGDIR=f"{WORK}/.matplotlib", MPLBACKEND="Agg")
+    env["TMPDIR"] = "/tmp" if not setup.unsealed else str(folder)
+    if setup.unsealed:
+        env.update(HOME=str(folder), MPLCONFIGDIR=str(folder / ".matplotlib"))
+    hide_paths = [*setup.hide, package_dir(), notebook_format.course_root(HERE)]
+    with open(folder / "stderr.log", "wb") as log:
+        try:
+            process = launch([sys.executable, "-I", f"{WORK}/worker.py", SEALED], work=folder,
+                             package=sealed_package(hide), env=env, hide=hide_paths,
+                             unsealed=setup.unsealed, stderr=log)
+        except (OSError, RuntimeError) as error:
+            raise proxy.WorkerFailed(say(f"the sandbox did not start: {error}",
+                                         f"沙箱没有启动：{error}")) from None
+    worker = proxy.Worker(process, setup.timeout)
+    protocol.write_message(process.stdin, {
+        "cells": cells, "builtins": builtins, "threads": 1, "cell_seconds": setup.timeout,
+        "limits": {"cpu_seconds": int(setup.timeout * (len(cells) + 10)),
+                   "memory_bytes": MEMORY_BYTES, "file_bytes": FILE_BYTES}})
     # Each cell has its own limit inside the worker; this one only catches a worker that
     # stopped answering altogether (startup included).
-    reply, _ = worker.receive(timeout=timeout * (len(cells) + 1) + 60)
-    return worker, reply.get("cells", []), isolation
+    reply, _ = worker.receive(timeout=setup.timeout * (len(cells) + 1) + 60)
+    ran = reply.get("cells")
+    if not (isinstance(ran, list) and len(ran) == len(cells)
+            and all(isinstance(r, dict) for r in ran)):
+        worker.kill()
+        raise proxy.ProtocolBroken(say("the worker's report on your cells does not add up",
+                                       "隔离进程关于你的单元格的报告对不上"))
+    return worker, ran
 
 
-def checks_of(solution, exercise: str):
-    """``(check calls, expected stdout)`` of an exercise's check cells (``ValueError`` if a
-    check cell holds anything but check calls)."""
-    checks = [cell for cell in solution.cells
-              if notebook_format.is_check(cell) and notebook_format.exercise_name(cell) == exercise]
-    calls = [call for cell in checks for call in check_calls(cell.source)]
-    expected = "".join(output.get("text", "") for cell in checks for output in cell.outputs
-                       if output.get("output_type") == "stream" and output.get("name") == "stdout")
-    return calls, expected
-
-
-def _unsealable(solution, exercise: str) -> SealedVerdict | None:
-    """A verdict of "unsupported" for an exercise the sealed path cannot judge, else None."""
-    if not sealable(solution, exercise):
-        return SealedVerdict("unsupported", notes=[say(
-            "its check looks at what your code does to the check's own model (metadata "
-            "tfcourse.sealed is false), which a copy sent to a worker cannot show",
-            "它的检查要看你的代码对检查自己的模型做了什么（元数据 tfcourse.sealed 为 false），"
-            "而发送到隔离进程中的副本无法体现这一点")])
-    try:
-        checks_of(solution, exercise)
-    except (ValueError, SyntaxError) as error:
-        return SealedVerdict("unsupported", notes=[say(f"check cell: {error}",
-                                                       f"检查单元格：{error}")])
-    return None
-
-
-def _judge(worker, solution, exercise: str, notes: list[str], isolation: list[str]
-           ) -> SealedVerdict:
+def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str],
+           salt) -> SealedVerdict:
     """Run ``exercise``'s checks here against the learner's code in ``worker``."""
     calls, expected = checks_of(solution, exercise)
-    checks_module = importlib.import_module("tfcourse.checks")   # the judge: here, not there
     trapped_before = len(worker.trapped)
     try:
-        with _capture_stdout() as printed:
+        with _capture_stdout() as printed, checks.grading_cases(salt):
             for function, args in calls:
                 values = [worker.evaluate(expression) for expression in args]
-                getattr(checks_module, function)(*values)
+                getattr(checks, function)(*values)
         status, output, reason = "passed", printed.getvalue(), ""
     except Exception as error:  # noqa: BLE001 - a check's verdict, or the worker's end
-        if _unsupported(error):
-            return SealedVerdict("unsupported", notes=[str(_unsupported(error))],
-                                 isolation=isolation)
-        status, reason = "failed", _reason(error)
+        status, reason = "failed", proxy.reason_of(error)
         output = printed.getvalue() + f"{type(error).__name__}: {error}"
     trapped = worker.trapped[trapped_before:]
     if trapped:
@@ -219,104 +242,96 @@ def _judge(worker, solution, exercise: str, notes: list[str], isolation: list[st
         return SealedVerdict("builtin", output=say(f"called {called}, which does the whole "
                                                    f"exercise",
                                                    f"调用了 {called}，它包办了整个练习"),
-                             notes=notes, isolation=isolation)
+                             notes=notes)
     if status == "passed" and output != expected:
         status, reason = "failed", "mismatch"
-    return SealedVerdict(status, output=output.rstrip("\n"), reason=reason, notes=notes,
-                         isolation=isolation)
+    return SealedVerdict(status, output=output.rstrip("\n"), reason=reason, notes=notes)
 
 
-def grade_exercises(learner, solution, exercises: list[str], *, env: dict[str, str],
-                    timeout: float = 120) -> dict[str, SealedVerdict]:
-    """Sealed verdicts on several exercises of one notebook, fast when they pass.
-
-    One worker first runs the learner's cells up to the last exercise with the references
-    of *all* these exercises sealed and all their built-ins trapped, and every exercise is
-    judged there. An exercise that does not pass there is judged again alone, sealed for
-    itself only (``grade_exercise``), so that sealing a neighbour's reference never costs a
-    learner a point. (A pass there stands: the learner's code, the final version of each
-    definition, passed the check with more sealed, not less.)
-    """
-    verdicts = {name: v for name in exercises if (v := _unsealable(solution, name))}
-    shared = [name for name in exercises if name not in verdicts]
-    if len(shared) > 1:
-        hide = frozenset().union(*(hidden_names(solution, name)[0] for name in shared))
-        builtins = sorted({b for name in shared for b in hidden_names(solution, name)[1]})
-        sent = _cells_for(learner, solution, shared[-1])
-        for name in shared:     # up to the last of the exercises, in notebook order
-            cells = _cells_for(learner, solution, name)
-            if len(cells) > len(sent):
-                sent = cells
-        with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
-            try:
-                worker, ran, isolation = start_worker([src for _, src in sent], hide, builtins,
-                                                      work=Path(folder), env=env,
-                                                      timeout=timeout)
-            except proxy.WorkerFailed:
-                worker = None
-            if worker is not None:
-                try:
-                    notes = _raised(sent, ran)
-                    for name in shared:
-                        verdict = _judge(worker, solution, name, notes, isolation)
-                        if verdict.status == "passed":
-                            verdicts[name] = verdict
-                finally:
-                    worker.kill()
-    retry = [name for name in shared if name not in verdicts]
-    if retry:
-        # Each retry is a worker of its own, mostly waiting on its process: run them at once,
-        # each in a copy of this thread's context (the report's language, language.speaking).
-        contexts = {name: contextvars.copy_context() for name in retry}
-        with ThreadPoolExecutor(max_workers=len(retry)) as pool:
-            for name, verdict in zip(retry, pool.map(lambda name: contexts[name].run(
-                    grade_exercise, learner, solution, name, env=env, timeout=timeout), retry)):
-                verdicts[name] = verdict
-    return {name: verdicts[name] for name in exercises}
-
-
-def grade_exercise(learner, solution, exercise: str, *, env: dict[str, str],
-                   timeout: float = 120) -> SealedVerdict:
-    """The sealed verdict on ``exercise`` alone (see the module docstring)."""
-    unsealable = _unsealable(solution, exercise)
-    if unsealable is not None:
-        return unsealable
-    hide, builtins = hidden_names(solution, exercise)
+def _session(learner, solution, seal: list[str], judged: list[str],
+             setup: Setup) -> dict[str, SealedVerdict]:
+    """One worker, sealed for every exercise in ``seal``, running the learner's cells up to
+    the last of them; a verdict for each exercise in ``judged``."""
+    hide = frozenset().union(*(hidden_names(solution, name)[0] for name in seal))
+    builtins = sorted({b for name in seal for b in hidden_names(solution, name)[1]})
+    sent = max((_cells_for(learner, solution, name) for name in seal), key=len)
     with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
-        sent = _cells_for(learner, solution, exercise)
         try:
-            worker, ran, isolation = start_worker([source for _, source in sent], hide,
-                                                  builtins, work=Path(folder), env=env,
-                                                  timeout=timeout)
+            worker, ran = _start([source for _, source in sent], hide, builtins,
+                                 Path(folder), setup)
         except proxy.WorkerFailed as error:
-            return SealedVerdict("failed", output=say(f"while running your cells, {error}",
-                                                      f"运行你的单元格时，{error}"),
-                                 reason=_reason(error))
-        notes = _raised(sent, ran)
+            failed = SealedVerdict("failed", reason=proxy.reason_of(error),
+                                   output=say(f"while running your cells, {error}",
+                                              f"运行你的单元格时，{error}"))
+            return {name: failed for name in judged}
         try:
-            # Only calls while the check runs count: a scratch cell may try the built-in.
-            return _judge(worker, solution, exercise, notes, isolation)
+            ours = frozenset(cell.source.strip() for cell in solution.cells
+                             if cell.get("cell_type") == "code")
+            notes = _raised(sent, ran, ours)
+            salt = setup.salt or (lambda name: None)
+            return {name: _judge(worker, solution, name, notes, salt(name)) for name in judged}
         finally:
             worker.kill()
 
 
-def _raised(sent: list[tuple[str, str]], ran: list[dict]) -> list[str]:
-    """A note for each of the learner's cells that raised in the worker."""
-    return [say(f"{label} raised {r['error']}", f"{label} 抛出了 {r['error']}")
-            for (label, _), r in zip(sent, ran) if not r["ok"]]
+def grade_exercises(learner, solution, exercises: list[str],
+                    setup: Setup) -> dict[str, SealedVerdict]:
+    """Sealed verdicts on ``exercises`` of one notebook, fast when they pass (see the
+    module docstring: one shared worker, then one worker per exercise that did not pass)."""
+    verdicts = {name: SealedVerdict("failed", output=why, reason="not-gradeable")
+                for name in exercises if (why := gradeable(solution, name))}
+    shared = [name for name in exercises if name not in verdicts]
+    if len(shared) > 1:
+        verdicts.update({name: verdict for name, verdict in
+                         _session(learner, solution, shared, shared, setup).items()
+                         if verdict.status == "passed"})
+    retry = [name for name in shared if name not in verdicts]
+    # Each retry is a worker of its own, mostly waiting on its process: run them at once,
+    # each in a copy of this thread's context (the report's language, language.speaking).
+    contexts = {name: contextvars.copy_context() for name in retry}
+    with ThreadPoolExecutor(max_workers=max(1, len(retry))) as pool:
+        alone = pool.map(lambda name: contexts[name].run(
+            _session, learner, solution, [name], [name], setup), retry)
+        for name, verdict in zip(retry, alone):
+            verdicts.update(verdict)
+    return {name: verdicts[name] for name in exercises}
 
 
-def _reason(error: BaseException) -> str:
-    while error is not None:
-        if isinstance(error, proxy.WorkerFailed):
-            return "timeout" if error.timed_out else "worker-died"
-        error = error.__cause__ or error.__context__
-    return "error"
+def _raised(sent: list[tuple[str, str]], ran: list[dict], ours: frozenset[str] = frozenset()
+            ) -> list[str]:
+    """Notes on the learner's cells as the worker ran them: each line of IPython syntax that
+    did not run as written there (a shell line, ``%timeit``, another magic: ``worker.py``,
+    ``_hook_ipython``), then each cell that raised. The worker's reply is the learner's to
+    shape, so a note of an unknown form is left out and every text is cut short. A cell
+    identical to one of the solution's (``ours``: a demo that uses a sealed reference)
+    gets no note: it is not the learner's doing."""
+    notes = []
+    for (label, source), r in zip(sent, ran):
+        if source.strip() in ours:
+            continue
+        for note in r.get("notes") if isinstance(r.get("notes"), list) else []:
+            if not isinstance(note, dict):
+                continue
+            line, error = str(note.get("line", ""))[:120], str(note.get("error", ""))[:200]
+            kind = note.get("kind")
+            if kind == "shell":
+                notes.append(say(f"{label}: shell line `{line}` not run in grading",
+                                 f"{label}：shell 命令 `{line}` 在评分时不运行"))
+            elif kind == "timing":
+                notes.append(say(f"{label}: `{line}` skipped in grading (it only measures time)",
+                                 f"{label}：评分时跳过了 `{line}`（它只测量耗时）"))
+            elif kind == "magic":
+                notes.append(say(f"{label}: magic `{line}` skipped in grading",
+                                 f"{label}：评分时跳过了魔法命令 `{line}`"))
+            elif kind == "failed":
+                notes.append(say(f"{label}: `{line}` had no effect in grading ({error})",
+                                 f"{label}：`{line}` 在评分时没有生效（{error}）"))
+        if not r.get("ok"):
+            notes.append(say(f"{label} raised {r.get('error')}",
+                             f"{label} 抛出了 {r.get('error')}"))
+    return notes
 
 
-def _unsupported(error: BaseException):
-    while error is not None:
-        if isinstance(error, proxy.SealedUnsupported):
-            return error
-        error = error.__cause__ or error.__context__
-    return None
+def grade_exercise(learner, solution, exercise: str, setup: Setup) -> SealedVerdict:
+    """The verdict on ``exercise`` alone, in a worker sealed for it only."""
+    return grade_exercises(learner, solution, [exercise], setup)[exercise]

@@ -133,9 +133,8 @@ def _call(header, tensors):
     # ... and what it left on the grader's modules: their mode and leftover hooks.
     reply["modules_after"] = [
         {"training": m.training,
-         "hooks": [[name, kind] for name, sub in m.named_modules() for kind in (
-             "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-             if getattr(sub, kind, None)]}
+         "hooks": [[name, kind] for name, sub in m.named_modules()
+                   for kind in protocol.HOOK_KINDS if getattr(sub, kind, None)]}
         for m in by_value]
     produced = list(protocol.tensors_of(result))
     differentiable = [i for i, t in enumerate(produced) if t.requires_grad and t.grad_fn is not None]
@@ -178,23 +177,131 @@ def _time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
+# IPython syntax in the learner's cells, as grading treats it (``_hook_ipython``): what
+# shapes the learner's names runs as in the notebook; nothing runs outside Python.
+_RUN_LINE_MAGICS = {"time", "config"}
+_SETTING_MAGICS = {"config"}                # one that fails is noted; the cell goes on
+_RUN_CELL_MAGICS = {"time", "capture"}      # their body is the learner's Python, run once
+# Where figures are shown: the worker shows none (matplotlib draws with Agg), and IPython
+# without a kernel cannot switch to ``inline``, so ``%matplotlib`` is accepted and does
+# nothing, without a note.
+_NO_OP_MAGICS = {"matplotlib"}
+# Timing only: the statement runs in a function of its own, so it defines nothing, and a
+# slow one would run 7 x N times against the grader's clock. Skipped, with a note.
+_TIMING_MAGICS = {"timeit"}
+# Magics that hand their text to a shell or another interpreter: never run, like ``!cmd``.
+_SHELL_MAGICS = {"sx", "system", "pip", "conda", "mamba", "micromamba", "uv", "bash", "sh",
+                 "script", "perl", "ruby", "python", "python2", "python3", "pypy"}
+_MAX_NOTES = 20                             # per cell: enough to tell the story
+_cell_notes: list[dict] = []
+
+
+def _note(kind: str, line: str, error: str = "") -> None:
+    """Record for the report that a line of the current cell did not run as written.
+    ``kind``: shell | timing | magic | failed (a setting that raised). A line in a loop is
+    recorded once."""
+    first = (line.strip().splitlines() or [""])[0]
+    note = {"kind": kind, "line": first[:120], "error": error[:200]}
+    if len(_cell_notes) < _MAX_NOTES and note not in _cell_notes:
+        _cell_notes.append(note)
+
+
+def _hook_ipython(shell) -> None:
+    """Make the shell's IPython syntax behave for grading (see the sets above).
+
+    IPython turns ``!cmd`` into ``get_ipython().system(cmd)``, ``x = !cmd`` and ``!!cmd``
+    into ``getoutput``, ``%name`` and ``%%name`` into ``run_line_magic`` and
+    ``run_cell_magic`` (automagic, ``obj?`` and aliases such as ``ls`` too), wherever the
+    line is in the cell. Replacing these four on the instance covers every route; a
+    learner's code that calls ``os.system`` itself meets the sandbox instead.
+    """
+    from IPython.utils.text import SList
+
+    run_line, run_cell = shell.run_line_magic, shell.run_cell_magic
+
+    def system(cmd):
+        _note("shell", f"!{cmd}")
+
+    def getoutput(cmd, split=True, depth=0):
+        _note("shell", f"!{cmd}")
+        return SList() if split else ""
+
+    def skipped(name: str, shown: str) -> None:
+        if name in _TIMING_MAGICS:
+            _note("timing", shown)
+        elif name in _SHELL_MAGICS or shell.alias_manager.is_alias(name):
+            _note("shell", shown)
+        else:
+            _note("magic", shown)
+
+    def run_line_magic(magic_name, line, _stack_depth=1):
+        shown = f"%{magic_name} {line}".rstrip()
+        if magic_name in _NO_OP_MAGICS:
+            return None
+        if magic_name not in _RUN_LINE_MAGICS:
+            return skipped(magic_name, shown)
+        # One frame more between the learner's code and IPython's: ``%time`` inside a
+        # function finds that function's names this many frames up.
+        depth = _stack_depth + 1
+        if magic_name not in _SETTING_MAGICS:
+            return run_line(magic_name, line, _stack_depth=depth)   # its errors are the cell's
+        try:
+            return run_line(magic_name, line, _stack_depth=depth)
+        except Exception as error:  # noqa: BLE001 - a display setting must not stop the cell
+            _note("failed", shown, f"{type(error).__name__}: {error}")
+            return None
+
+    def run_cell_magic(magic_name, line, cell):
+        if magic_name in _RUN_CELL_MAGICS:
+            return run_cell(magic_name, line, cell)
+        if magic_name not in _NO_OP_MAGICS:
+            skipped(magic_name, f"%%{magic_name} {line}".rstrip())
+        return None
+
+    shell.system, shell.getoutput = system, getoutput
+    shell.run_line_magic, shell.run_cell_magic = run_line_magic, run_cell_magic
+
+
 def _run_cells(cells: list[str]) -> list[dict]:
+    """Run the learner's cells in one IPython shell, in order; a cell that raises does not
+    stop the next. Each result: ``ok``, ``error``, and ``notes`` (``_note``) on the lines
+    of IPython syntax that did not run as written."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
+    _hook_ipython(shell)
     _objects[0] = shell.user_ns
     results = []
     for source in cells:
+        _cell_notes.clear()
         with _time_limit(_cell_seconds):
             outcome = shell.run_cell(source, store_history=False, silent=True)
         error = outcome.error_before_exec or outcome.error_in_exec
         results.append({"ok": error is None,
-                        "error": "" if error is None else f"{type(error).__name__}: {error}"})
+                        "error": "" if error is None else f"{type(error).__name__}: {error}",
+                        "notes": list(_cell_notes)})
     return results
+
+
+def _limit(limits: dict) -> None:
+    """The grader's resource limits, set before any learner code runs; soft = hard, so the
+    learner's code (unprivileged in the sandbox) cannot raise them again. Not
+    ``RLIMIT_AS``: the CUDA driver reserves far more address space than it uses, while
+    ``RLIMIT_DATA`` (private writable memory) stops a runaway allocation and leaves that
+    reservation alone."""
+    import resource
+
+    for name, key in (("RLIMIT_CPU", "cpu_seconds"), ("RLIMIT_DATA", "memory_bytes"),
+                      ("RLIMIT_FSIZE", "file_bytes")):
+        if key in limits:
+            resource.setrlimit(getattr(resource, name), (int(limits[key]), int(limits[key])))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def _serve() -> None:
     header, _ = protocol.read_message(_CHANNEL_IN)
+    _limit(header.get("limits", {}))
     global _cell_seconds
     _cell_seconds = float(header.get("cell_seconds", 120))
     torch.set_num_threads(int(header.get("threads", 1)))
