@@ -347,6 +347,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--secret", metavar="FILE",
                         help="the grading secret that draws each learner's cases (default: "
                              "created on first use in your config folder)")
+    parser.add_argument("--identity", metavar="ID",
+                        help="the learner's identity that draws their cases, e.g. a Gradescope "
+                             "submission id (default: each notebook's file name; one notebook "
+                             "only)")
     parser.add_argument("--json", action="store_true",
                         help="print a machine-readable report (a JSON list) instead of text")
     parser.add_argument("--csv", metavar="OUT",
@@ -367,12 +371,20 @@ def run(args: argparse.Namespace) -> int:
         paths = []
     if not paths and not problems:
         problems.append(say("no notebooks to grade", "没有要评分的 notebook"))
+    if args.identity is not None and len(paths) > 1:
+        problems.append(say(f"--identity names one learner, but {len(paths)} notebooks were "
+                            f"given", f"--identity 只能对应一位学员，但给出了 {len(paths)} 个 notebook"))
+    salt = None
+    try:
+        salt = learner_salt(args.secret)
+    except (ValueError, OSError) as error:
+        problems.append(say(f"the grading secret: {error}", f"评分密钥：{error}"))
     if problems:
         for problem in problems:
             print(say(f"error: {problem}", f"错误：{problem}"), file=sys.stderr)
         return 2
     setup = Setup(env=grading_env(int(args.threads) or None), timeout=args.timeout,
-                  unsealed=args.unsealed, salt=learner_salt(args.secret),
+                  unsealed=args.unsealed, salt=salt,
                   hide=tuple(Path(p).resolve() for p in args.paths if Path(p).is_dir()))
 
     def grade_one(item: tuple[Path, Path]) -> NotebookGrade:
@@ -381,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             out.parent.mkdir(parents=True, exist_ok=True)
         return grade_notebook(path, setup, solutions_dir=args.solutions, against=args.against,
-                              restamped=out)
+                              restamped=out, identity=args.identity)
 
     # Threads are enough: each exercise runs in its own worker process, and a crash or a
     # hang there is that exercise's verdict alone. Reports come out in the input order.

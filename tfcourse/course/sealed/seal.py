@@ -174,41 +174,17 @@ def _rewrite_lines(text: str, found: list) -> str | None:
     return "\n".join(lines) + "\n"
 
 
-class _Unparse(ast.NodeTransformer):
-    def __init__(self, hide: set[str]):
-        self.hide = hide
-
-    def _stub(self, node, names, whole):
+def _unparse(tree: ast.Module, found: list) -> str:
+    """The module with each hidden definition replaced by its stub in the tree itself (the
+    same statements ``_hidden_statements`` found), unparsed: comments and line numbers
+    are lost, which is harmless in a sealed copy."""
+    for node, names, whole, body in found:
+        index = next(i for i, other in enumerate(body) if other is node)
         kind = _kind_of(node) if whole else "class"
-        stubs = [notebook_format.parse_python("\n".join(stub_lines(kind, name))).body[0] for name in names]
-        return stubs if whole else [node, *stubs]
-
-    def visit_Module(self, node):
-        node.body = self._body(node.body)
-        return node
-
-    def _body(self, body):
-        out = []
-        for statement in body:
-            if isinstance(statement, _DEFS):
-                out.extend(self._stub(statement, [statement.name], True)
-                           if statement.name in self.hide else [statement])
-            elif isinstance(statement, _BLOCKS):
-                for field in ("body", "orelse", "finalbody"):
-                    if getattr(statement, field, None):
-                        setattr(statement, field, self._body(getattr(statement, field)))
-                for handler in getattr(statement, "handlers", []) or []:
-                    handler.body = self._body(handler.body)
-                out.append(statement)
-            else:
-                hidden = [name for name in _assigned(statement) if name in self.hide]
-                if not hidden:
-                    out.append(statement)
-                    continue
-                names = _assigned(statement)
-                whole = len(names) == 1 and isinstance(statement, (ast.Assign, ast.AnnAssign))
-                out.extend(self._stub(statement, hidden, whole))
-        return out
+        stubs = [notebook_format.parse_python("\n".join(stub_lines(kind, name))).body[0]
+                 for name in names]
+        body[index:index + 1] = stubs if whole else [node, *stubs]
+    return ast.unparse(tree) + "\n"
 
 
 def seal_source(text: str, hide: set[str], filename: str = "<module>") -> str:
@@ -227,7 +203,7 @@ def seal_source(text: str, hide: set[str], filename: str = "<module>") -> str:
             return sealed
         except SyntaxError:
             pass
-    return ast.unparse(_Unparse(hide).visit(notebook_format.parse_python(text, filename=filename))) + "\n"
+    return _unparse(tree, found)
 
 
 # --------------------------------------------------------------------------- checks stub
