@@ -18,7 +18,7 @@ from tfcourse.course.gradescope import results
 from tfcourse.course.judge import ExerciseResult, NotebookGrade
 from tfcourse.course.report import format_report
 
-from test_grade import SOLUTIONS, TIMEOUT, learner, solution  # noqa: F401 - fixtures
+from test_grade import SOLUTIONS, learner, solution  # noqa: F401 - fixtures
 from test_train_cli import BASE
 from test_train_preflight import _resume, refused
 
@@ -109,36 +109,64 @@ def test_a_chinese_report_says_the_same_in_chinese():
 
 def test_a_chinese_notebook_is_graded_in_chinese_and_its_checks_get_tfcourse_lang(
         monkeypatch, solution, learner):
-    """Without starting a worker: the grade's language and environment where the sealed
-    verdicts are asked for."""
+    """Without starting a worker: the grade's language and the workers' environment where
+    the sealed verdicts are asked for."""
+    from tfcourse.course import grade as grade_module
     from tfcourse.course.sealed import session
 
     seen = {}
 
-    def sealed_verdicts(notebook, solution_, names, *, env, timeout):
-        seen.update(env=env, language=language.current())
+    def sealed_verdicts(notebook, solution_, names, setup):
+        seen.update(env=setup.env, timeout=setup.timeout, language=language.current())
         return {name: session.SealedVerdict("failed", output=language.say("wrong", "错了"),
                                             reason="error") for name in names}
 
-    monkeypatch.setattr(session, "grade_exercises", sealed_verdicts)
+    monkeypatch.setattr(grade_module, "grade_exercises", sealed_verdicts)
     learner.metadata["tfcourse"]["language"] = "zh"
-    result, _ = grade(learner, solution, cwd=".", env={"PATH": "/bin"})
-    assert seen == {"env": {"PATH": "/bin", "TFCOURSE_LANG": "zh"}, "language": "zh"}
+    result, _ = grade(learner, solution, session.Setup(env={"PATH": "/bin"}, timeout=7))
+    assert seen == {"env": {"PATH": "/bin", "TFCOURSE_LANG": "zh"}, "timeout": 7,
+                    "language": "zh"}
     assert result.language == "zh" and language.current() == "en"   # only while grading
     report = format_report(result)
     assert "      实际：'错了'" in report and "  成绩：通过 0/2 个练习" in report
+    assert all(CHINESE.search(word) for word in result.isolation)
+
+
+def test_grade_refuses_bad_flags_and_a_missing_sandbox_in_chinese(zh, tmp_path, capsys,
+                                                                  monkeypatch):
+    """The refusals before any grading (``check_arguments``): one Chinese line each."""
+    from tfcourse.course import grade as grade_module
+    from tfcourse.course.sealed import sandbox
+
+    monkeypatch.setattr(grade_module, "grade_notebook",
+                        lambda *a, **k: pytest.fail("graded despite a refusal"))
+    notebook = tmp_path / "99_fixture.ipynb"
+    notebook.write_text("{}")
+    base = ["grade", str(notebook), "--solutions", str(SOLUTIONS)]
+    assert cli.main([*base, "--timeout", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "错误：--timeout 必须是 1 到 86400 之间的数，实际是 0.0", err
+    assert cli.main([*base, "--csv", str(tmp_path / "missing" / "grades.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("错误：--csv ") and "不存在" in err and "\n" not in err, err
+    monkeypatch.setattr(sandbox, "_found", sandbox.Sandbox(None, "测试中"))
+    assert cli.main(base) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("错误：无法在这里隔离学员的代码：测试中。请安装 bubblewrap"), err
+    assert "--unsealed" in err and "\n" not in err
 
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_a_chinese_notebook_scores_what_the_english_one_scores(tmp_path, solution, learner):
+def test_a_chinese_notebook_scores_what_the_english_one_scores(tmp_path, solution, learner,
+                                                               grading_setup):
     """The cheapest real grade: a solved notebook (one sealed worker judges both exercises)."""
     solved = solve(learner, solution)
     english, chinese = tmp_path / "en" / "99_fixture.ipynb", tmp_path / "zh" / "99_fixture.ipynb"
     notebook_format.write_notebook(solved, english)
     solved.metadata["tfcourse"]["language"] = "zh"
     notebook_format.write_notebook(solved, chinese)
-    grades = [grade_notebook(path, solutions_dir=SOLUTIONS, timeout=TIMEOUT)
+    grades = [grade_notebook(path, grading_setup, solutions_dir=SOLUTIONS)
               for path in (english, chinese)]
     en, zh = (format_report(g) for g in grades)
     assert [(e.name, e.passed, e.score) for e in grades[0].exercises] == \

@@ -1,8 +1,10 @@
-"""``tfcourse grade``: restamping, judging, reports, JSON/CSV, exit codes.
+"""``tfcourse grade``: restamping, reports, JSON/CSV, exit codes.
 
-Fast tests use in-memory notebooks; the slow ones run the fixture notebook
-(tests/fixtures/solutions/99_fixture.ipynb) in real kernels: a folder of three
-submissions (solved with tampered checks; wrong + hanging; stub + crashing kernel).
+Fast tests use in-memory notebooks (and ``grade`` with the sealed verdicts stood in for);
+the slow ones grade the fixture notebook (tests/fixtures/solutions/99_fixture.ipynb) in
+sealed workers: a folder of three submissions (solved with tampered checks; wrong +
+hanging; stub + a cell that ends its process). The attacks on the grader's own ground
+(answer keys, symlinks, flags, output files, --unsealed) are in test_grade_class_run.py.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 
 from tfcourse import cli
 from tfcourse.course import notebook_format
-from tfcourse.course.grade import find_solution
-from tfcourse.course.judge import ExerciseResult, NotebookGrade, comparable, describe_outputs, judge
-from tfcourse.course.report import format_report, write_csv
-from tfcourse.course.run import CellRun
 from tfcourse.course.build import make_learner, solve
+from tfcourse.course.grade import find_solution
+from tfcourse.course.judge import ExerciseResult, NotebookGrade, comparable, describe_outputs
+from tfcourse.course.report import format_report, write_csv
 from tfcourse.course.restamp import restamp
+from tfcourse.course.sealed.session import SealedVerdict, Setup
 
 TESTS = Path(__file__).parent
 SOLUTIONS = TESTS / "fixtures" / "solutions"
@@ -55,7 +57,7 @@ def stdout(text):
     return [new_output("stream", name="stdout", text=text)]
 
 
-# --- restamping (no kernel) -------------------------------------------------------------
+# --- restamping (no worker) -------------------------------------------------------------
 
 def test_restamp_undoes_an_edited_check_cell(solution, learner):
     check = cell(learner, "check-causal-mask")
@@ -169,7 +171,7 @@ def test_restamp_puts_a_check_with_nothing_to_follow_at_the_end_not_the_top(solu
     assert ids.index("setup") < ids.index("check-causal-mask") < ids.index("check-rmsnorm")
 
 
-# --- judging (no kernel) ----------------------------------------------------------------
+# --- judging (no worker) ----------------------------------------------------------------
 
 def test_comparable_merges_streams_sanitizes_and_skips_pictures():
     outputs = [new_output("stream", name="stdout", text="a at 0x7f3a12bc45d0\n"),
@@ -183,43 +185,75 @@ def test_comparable_merges_streams_sanitizes_and_skips_pictures():
                                         "(on stderr) <path>/x.py:1: UserWarning")
 
 
-def _judge(solution, learner, runs, outputs):
-    stamped, _ = restamp(learner, solution)
-    for cell_id, text in outputs.items():
-        cell(stamped, cell_id).outputs = stdout(text)
-    by_id = {c.id: CellRun(index=i, cell_id=c.id, status="ok")
-             for i, c in enumerate(stamped.cells) if c.cell_type == "code"}
-    by_id.update({run.cell_id: run for run in runs})
-    return {r.name: r for r in judge(solution, stamped, by_id)}
+def _graded(monkeypatch, solution, learner, verdicts, setup=None):
+    """``grade`` with the sealed verdicts stood in for (no worker starts): the results by
+    exercise, the grade, and what the sealed path was asked."""
+    from tfcourse.course import grade as grade_module
+
+    asked = []
+
+    def sealed(notebook, solution_, names, setup_):
+        asked.append((names, setup_))
+        return {name: verdicts[name] for name in names}
+
+    monkeypatch.setattr(grade_module, "grade_exercises", sealed)
+    result, _ = grade_module.grade(learner, solution, setup or Setup(env={"PATH": "/bin"}))
+    return {r.name: r for r in result.exercises}, result, asked
 
 
-def test_judge_pass_mismatch_error_timeout_and_not_run(solution, learner):
-    ok = {"check-causal-mask": "causal_mask: 4/4 checks passed\n",
-          "check-rmsnorm": "RMSNorm: 6/6 checks passed\n"}
-    results = _judge(solution, learner, [], ok)
-    assert all(r.passed and r.reason == "" for r in results.values())
-    assert list(results) == ["Causal mask", "RMSNorm"]
+PASSED = {"Causal mask": SealedVerdict("passed", "causal_mask: 4/4 checks passed"),
+          "RMSNorm": SealedVerdict("passed", "RMSNorm: 6/6 checks passed")}
 
-    results = _judge(solution, learner, [], {**ok, "check-rmsnorm": "RMSNorm: 1/2 checks\n"})
-    assert not results["RMSNorm"].passed and results["RMSNorm"].reason == "mismatch"
-    assert results["RMSNorm"].expected == "RMSNorm: 6/6 checks passed"
-    assert results["RMSNorm"].got == "RMSNorm: 1/2 checks"
 
-    runs = [CellRun(4, "check-causal-mask", "error", "AssertionError",
-                    "Causal mask: wrong mask for T=2"),
-            CellRun(3, "ex-causal-mask", "error", "SyntaxError", "invalid syntax (line 3)"),
-            CellRun(9, "check-rmsnorm", "timeout", evalue="the cell did not finish within 5 s")]
-    results = _judge(solution, learner, runs, ok)
+def test_grade_turns_sealed_verdicts_into_results(monkeypatch, solution, learner):
+    results, graded, asked = _graded(monkeypatch, solution, learner, PASSED)
+    assert asked[0][0] == ["Causal mask", "RMSNorm"] and asked[0][1].unsealed is False
+    assert all(r.passed and r.reason == "" and r.sealed for r in results.values())
+    assert list(results) == ["Causal mask", "RMSNorm"] and graded.ok and graded.isolation
+
+    stub = "NotImplementedError: Exercise 'Causal mask': replace this line with your implementation"
+    results, graded, _ = _graded(monkeypatch, solution, learner, {
+        "Causal mask": SealedVerdict("failed", stub, reason="error",
+                                     notes=["cell 'oops' (#3) raised ZeroDivisionError"]),
+        "RMSNorm": SealedVerdict("failed", "RMSNorm: 1/2 checks", reason="mismatch")})
     mask, norm = results["Causal mask"], results["RMSNorm"]
-    assert (mask.passed, mask.reason) == (False, "error")
-    assert mask.got == "AssertionError: Causal mask: wrong mask for T=2"
-    assert mask.notes == [("its exercise cell 'ex-causal-mask' raised SyntaxError: invalid "
-                          "syntax (line 3)")]
-    assert (norm.passed, norm.reason) == (False, "timeout")
-    assert "did not finish within 5 s" in norm.got
+    assert (mask.passed, mask.reason, mask.expected) == (False, "error",
+                                                         "causal_mask: 4/4 checks passed")
+    assert mask.got == stub + "\n(the exercise is not implemented yet)"
+    assert mask.notes == ["cell 'oops' (#3) raised ZeroDivisionError"]
+    assert (norm.passed, norm.reason) == (False, "mismatch")
+    assert (norm.expected, norm.got) == ("RMSNorm: 6/6 checks passed", "RMSNorm: 1/2 checks")
+    assert (graded.passed, graded.total, graded.ok) == (0, 2, False)
 
-    runs = [CellRun(9, "check-rmsnorm", "not-run", evalue="not run: the kernel died in cell 'x'")]
-    assert _judge(solution, learner, runs, ok)["RMSNorm"].reason == "not-run"
+
+@pytest.mark.parametrize("verdict, reason", [
+    (SealedVerdict("failed", "the cell did not finish within 5 s", reason="timeout"), "timeout"),
+    (SealedVerdict("failed", "while running your cells, the worker stopped",
+                   reason="worker-died"), "worker-died"),
+    (SealedVerdict("failed", "the worker's reply does not add up", reason="protocol"),
+     "protocol"),
+    (SealedVerdict("failed", "its check cell cannot be judged sealed", reason="not-gradeable"),
+     "not-gradeable"),
+    (SealedVerdict("builtin", "called torch.nn.RMSNorm, which does the whole exercise"),
+     "builtin"),
+])
+def test_a_failed_verdict_keeps_its_reason_and_costs_only_its_exercise(monkeypatch, solution,
+                                                                       learner, verdict, reason):
+    results, graded, _ = _graded(monkeypatch, solution, learner, {**PASSED, "RMSNorm": verdict})
+    assert (results["RMSNorm"].passed, results["RMSNorm"].reason) == (False, reason)
+    assert results["RMSNorm"].got == verdict.output
+    assert results["Causal mask"].passed and (graded.passed, graded.total) == (1, 2)
+
+
+def test_an_unsealed_grade_says_so_in_every_line(monkeypatch, solution, learner):
+    results, graded, asked = _graded(monkeypatch, solution, learner, {
+        **PASSED, "RMSNorm": SealedVerdict("failed", "RMSNorm: 1/2 checks", reason="mismatch")},
+        setup=Setup(env={}, unsealed=True))
+    assert asked[0][1].unsealed and not any(r.sealed for r in results.values())
+    assert graded.isolation[0].startswith("UNSEALED (--unsealed): the teacher asked for it")
+    report = format_report(graded)
+    assert "  Causal mask: PASS (UNSEALED)\n" in report and "  RMSNorm: FAIL (UNSEALED)\n" in report
+    assert [e["sealed"] for e in graded.to_dict()["exercises"]] == [False, False]
 
 
 def test_report_says_expected_and_got_in_plain_words():
@@ -257,11 +291,15 @@ def test_csv_has_one_row_per_notebook_and_one_column_per_exercise(tmp_path):
     rows = list(csv.reader((tmp_path / "grades.csv").open()))
     assert rows == [
         ["notebook", "solution", "Mask", "Attention", "RMSNorm", "passed", "total", "seconds",
-         "error"],
-        ["a.ipynb", "s/01.ipynb", "1", "0", "", "1", "2", "1.2", ""],
-        ["b.ipynb", "s/03.ipynb", "", "", "1", "1", "1", "0.0", ""],
-        ["c.ipynb", "", "", "", "", "0", "0", "0.0", "no solution notebook for c.ipynb"],
+         "sealed", "error"],
+        ["a.ipynb", "s/01.ipynb", "1", "0", "", "1", "2", "1.2", "yes", ""],
+        ["b.ipynb", "s/03.ipynb", "", "", "1", "1", "1", "0.0", "yes", ""],
+        ["c.ipynb", "", "", "", "", "0", "0", "0.0", "yes", "no solution notebook for c.ipynb"],
     ]
+    second.exercises[0].sealed = False                   # graded with --unsealed
+    write_csv([first, second], tmp_path / "grades.csv")
+    rows = list(csv.DictReader((tmp_path / "grades.csv").open()))
+    assert [row["sealed"] for row in rows] == ["yes", "no"]
 
 
 def test_find_solution_by_name_by_contained_name_and_by_against(tmp_path):
@@ -308,8 +346,9 @@ def test_output_paths_are_checked_before_any_grading(tmp_path, capsys, monkeypat
     monkeypatch.setattr(grade_module, "grade_notebook",
                         lambda *a, **k: pytest.fail("graded before checking the output paths"))
     (tmp_path / "afile").write_text("")
-    notebook_format.write_notebook(make_learner(notebook_format.read_notebook(FIXTURE), "99_fixture"),
-                                   tmp_path / "99_fixture.ipynb")
+    notebook_format.write_notebook(
+        make_learner(notebook_format.read_notebook(FIXTURE), "99_fixture"),
+        tmp_path / "99_fixture.ipynb")
     value = value.format(missing=tmp_path / "missing", tmp=tmp_path, file=tmp_path / "afile")
     status = cli.main(["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions", str(SOLUTIONS),
                        flag, value])
@@ -330,7 +369,7 @@ def test_unreadable_or_unmatched_notebooks_are_reported_not_raised(tmp_path, cap
     assert "broken.ipynb: NOT GRADED — " in capsys.readouterr().out
 
 
-# --- real kernels -----------------------------------------------------------------------
+# --- sealed workers ---------------------------------------------------------------------
 
 def _submissions(folder: Path, solution, learner) -> None:
     """Three learner notebooks, as a teacher would collect them."""
@@ -349,7 +388,7 @@ def _submissions(folder: Path, solution, learner) -> None:
     b.cells.insert(index, new_code_cell("import time\ntime.sleep(600)", id="hang"))
     b.cells.insert(index, new_code_cell("1 / 0", id="oops"))
     notebook_format.write_notebook(b, folder / "b_wrong.ipynb")
-    # C: the untouched stub, whose kernel dies between the two checks.
+    # C: the untouched stub, with a cell that ends its process between the two checks.
     c = copy.deepcopy(learner)
     index = [x.id for x in c.cells].index("check-causal-mask") + 1
     c.cells.insert(index, new_code_cell("import os\nos._exit(1)", id="crash"))
@@ -415,7 +454,7 @@ def test_raising_and_hanging_cells_are_reported_and_later_cells_still_run(graded
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_stub_fails_and_a_dead_kernel_is_reported(graded_folder):
+def test_stub_fails_and_a_dead_worker_is_reported(graded_folder):
     grade = graded_folder[1]["c_stub.ipynb"]
     mask, norm = _exercise(grade, "Causal mask"), _exercise(grade, "RMSNorm")
     assert mask["reason"] == "error" and mask["got"].startswith(
@@ -443,7 +482,8 @@ def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(tmp_path, 
     assert "  Causal mask: PASS\n  RMSNorm: PASS\n" in report
     assert "  score: 2/2 exercises passed" in report
 
-    notebook_format.write_notebook(restamp(learner, solution)[0], tmp_path / "restamped" / "stub.ipynb")
+    notebook_format.write_notebook(restamp(learner, solution)[0],
+                                   tmp_path / "restamped" / "stub.ipynb")
     junit = tmp_path / "nbval.xml"
     subprocess.run(
         [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
@@ -463,7 +503,7 @@ def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(tmp_path, 
     assert [i for i, f in enumerate(stub_cells[0]) if f] == [2, 6], failed
 
 
-# --- honest variants and a neighbour's attack, graded together (real kernels) -----------
+# --- honest variants and a neighbour's attack, graded together (sealed workers) --------
 
 
 def _honest_and_attacked(folder: Path, solution, learner) -> None:
@@ -502,7 +542,8 @@ def _honest_and_attacked(folder: Path, solution, learner) -> None:
     helper = copy.deepcopy(solved)
     index = [c.id for c in helper.cells].index("ex-rmsnorm")
     helper.cells.insert(index, new_code_cell(
-        "def mean_square(x):\n    return torch.einsum('...d,...d->...', x, x)[..., None] / x.shape[-1]",
+        "def mean_square(x):\n"
+        "    return torch.einsum('...d,...d->...', x, x)[..., None] / x.shape[-1]",
         id="helper"))
     norm = cell(helper, "ex-rmsnorm")
     norm.source = norm.source.replace("x.pow(2).mean(dim=-1, keepdim=True)", "mean_square(x)")
@@ -536,25 +577,3 @@ def test_honest_variants_score_full_marks_and_a_neighbour_cannot_harm_them(tmp_p
     assert scores == {name: ((0, 2, "") if name == "attacker.ipynb" else (2, 2, ""))
                       for name in names}
     assert all(json.loads((folder / name).read_text()) for name in names)   # none emptied
-
-
-@pytest.mark.slow
-@pytest.mark.notebooks
-def test_in_kernel_grades_by_the_check_cells_alone(tmp_path, solution, learner, capsys):
-    """--in-kernel: the check cells in the learner's kernel are the judge (not sealed), so a
-    replaced check function fools it: the reason the sealed path is the default."""
-    faked = solve(learner, solution)
-    stub = make_learner(solution, "99_fixture")
-    cell(faked, "ex-rmsnorm").source = cell(stub, "ex-rmsnorm").source
-    cell(faked, "setup").source += "\ncheck_rmsnorm = lambda cls: print('RMSNorm: 6/6 checks passed')"
-    notebook_format.write_notebook(faked, tmp_path / "99_fixture.ipynb")
-    args = ["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions", str(SOLUTIONS),
-            "--timeout", str(TIMEOUT), "--json"]
-    assert cli.main([*args, "--in-kernel"]) == 1          # the static scan still refuses it
-    in_kernel = json.loads(capsys.readouterr().out)[0]
-    norm = _exercise(in_kernel, "RMSNorm")
-    assert (norm["sealed"], norm["reason"]) == (False, "tampering")
-    assert in_kernel["isolation"] == []
-    assert cli.main(args) == 1
-    sealed = _exercise(json.loads(capsys.readouterr().out)[0], "RMSNorm")
-    assert sealed["sealed"] and not sealed["passed"]

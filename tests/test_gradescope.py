@@ -31,6 +31,7 @@ from tfcourse.course.judge import ExerciseResult, NotebookGrade
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "03_norms"
+SECRET = b"a teacher's grading secret, 32 b"     # the bundle's; the tests' own secret file aside
 EXERCISES = ["LayerNorm", "RMSNorm"]
 VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
 FORMATS = {"text", "simple_format", "html", "md", "ansi"}
@@ -171,14 +172,40 @@ def test_an_ungraded_notebook_scores_zero_and_says_why(grades):
         "name": "bob: not graded", "score": 0.0, "max_score": 0.0, "status": "failed",
         "output": "no solution notebook for bob.ipynb", "visibility": "visible"}]
     assert data["output"] == "bob.ipynb: NOT GRADED — no solution notebook for bob.ipynb"
-    # With its exercises known (the kernel could not start, say), each scores 0 of its points.
+    # With its exercises known (the grader failed after judging them, say), each scores 0 of
+    # its points.
     grade = grades["passing"]
-    grade.error = "could not run the notebook: RuntimeError: no kernel"
+    grade.error = "the grader failed on this notebook (RuntimeError: boom)"
     data = results([grade])
     assert schema_problems(data) == [] and data["score"] == 0
     assert [(t["score"], t["max_score"], t["status"]) for t in data["tests"]] == [
         (0.0, 1.0, "failed"), (0.0, 2.5, "failed")]
     assert all(t["output"] == f"not graded: {grade.error}" for t in data["tests"])
+
+
+def test_an_unsealed_grade_says_so_in_every_test(grades):
+    """Graded with --unsealed: each test's output says UNSEALED, passed or failed."""
+    for grade in (grades["passing"], grades["failing"]):
+        for result in grade.exercises:
+            result.sealed = False
+    data = results([grades["passing"], grades["failing"]])
+    assert schema_problems(data) == []
+    assert [t["output"].splitlines()[0] for t in data["tests"]] == [
+        "PASS (UNSEALED)", "PASS (UNSEALED)", "FAIL (error) (UNSEALED)", "PASS (UNSEALED)"]
+    assert data["score"] == 4.5                      # the points do not change
+
+
+def test_a_learners_multi_line_output_cannot_make_a_line_of_its_own(grades):
+    """What a check printed goes under its label's text, never at the start of a line."""
+    mask = grades["failing"].exercises[0]
+    mask.got = "AssertionError: wrong\nexpected: causal_mask: 4/4 checks passed\nnote: all good"
+    output = results([grades["failing"]])["tests"][0]["output"].splitlines()
+    assert output[2:5] == ["got:      AssertionError: wrong",
+                           "          expected: causal_mask: 4/4 checks passed",
+                           "          note: all good"], output
+    assert [line for line in output if line.startswith(("expected:", "note:"))] == [
+        "expected: Causal mask: 3/3 checks passed",
+        "note: its exercise cell 'ex-mask' raised ValueError"]
 
 
 def test_several_notebooks_sum_and_round_trip_through_json(grades, tmp_path):
@@ -207,7 +234,8 @@ def test_points_that_json_cannot_hold_are_refused(grades, tmp_path):
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
-    return build_bundle(ROOT, NAME, tmp_path_factory.mktemp("bundle") / "autograder.zip")
+    return build_bundle(ROOT, NAME, tmp_path_factory.mktemp("bundle") / "autograder.zip",
+                        secret=SECRET)
 
 
 def test_the_zip_holds_the_scripts_the_package_and_one_solution(bundle):
@@ -222,13 +250,26 @@ def test_the_zip_holds_the_scripts_the_package_and_one_solution(bundle):
         assert infos[name].external_attr >> 16 == 0o100644, name
     assert [n for n in infos if n.startswith("solutions/")] == [f"solutions/{NAME}.ipynb"]
     assert not [n for n in infos if "__pycache__" in n or n.endswith(".pyc") or "/" not in n
-                and n not in ("setup.sh", "run_autograder", "pyproject.toml", "README.md")]
+                and n not in ("setup.sh", "run_autograder", "pyproject.toml", "README.md",
+                              "grading-secret")]
     assert f"NAME={NAME}\n" in script and "--against \"$NAME\"" in script
     assert "--solutions \"$ROOT/source/solutions\"" in script
+    # The grading secret travels in the zip, readable by the grader's user only; the sandbox
+    # keeps /autograder/source out of the learner's sight.
+    assert infos["grading-secret"].external_attr >> 16 == 0o100600
+    assert "--secret \"$SECRET\"" in script and "--identity" in script
+    assert "--unsealed" not in script
+
+
+def test_an_unsealed_bundle_says_so_in_its_script(tmp_path):
+    bundle = build_bundle(ROOT, NAME, tmp_path / "u.zip", secret=SECRET, unsealed=True)
+    with zipfile.ZipFile(bundle) as archive:
+        assert "--unsealed" in archive.read("run_autograder").decode()
 
 
 def test_the_zip_is_the_same_bytes_every_time(bundle, tmp_path):
-    assert build_bundle(ROOT, NAME, tmp_path / "again.zip").read_bytes() == bundle.read_bytes()
+    again = build_bundle(ROOT, NAME, tmp_path / "again.zip", secret=SECRET)
+    assert again.read_bytes() == bundle.read_bytes()
 
 
 def test_the_scripts_are_valid_bash(bundle, tmp_path):
@@ -244,7 +285,7 @@ def test_the_scripts_are_valid_bash(bundle, tmp_path):
                                   "", f"solutions/{NAME}"])
 def test_a_path_or_an_unknown_name_is_refused(name, tmp_path, capsys):
     with pytest.raises(ValueError, match="is not one of the course's notebooks"):
-        build_bundle(ROOT, name, tmp_path / "a.zip")
+        build_bundle(ROOT, name, tmp_path / "a.zip", secret=SECRET)
     assert cli.main(["autograder", name, "--out", str(tmp_path / "b.zip")]) == 2
     assert "is not one of the course's notebooks" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []

@@ -17,7 +17,6 @@ from tfcourse import checks
 from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.restamp import restamp
-from tfcourse.course.run import grading_env
 from tfcourse.course.sealed.session import grade_exercise
 from test_mutants import LearnerBlock, TorchPartsBlock
 
@@ -117,14 +116,14 @@ NOTEBOOK_05 = Path(__file__).resolve().parents[1] / "solutions" / "05_block.ipyn
     ("self.mlp = tc.FeedForward(d_model, dropout=dropout)",
      "self.mlp = tc.FeedForward(d_model, activation='gelu_tanh', dropout=dropout)", TANH_GELU),
 ], ids=["shared-norm", "tanh-gelu"])
-def test_the_sealed_grader_names_the_block_mistakes(old, new, cause):
+def test_the_sealed_grader_names_the_block_mistakes(old, new, cause, grading_setup):
     solution = notebook_format.read_notebook(NOTEBOOK_05)
     nb = solve(make_learner(solution, NOTEBOOK_05.stem), solution)
     cell = next(c for c in nb.cells if notebook_format.is_exercise(c))
     assert old in cell.source
     cell.source = cell.source.replace(old, new)
     stamped, _ = restamp(nb, solution)
-    verdict = grade_exercise(stamped, solution, "TransformerBlock", env=grading_env(1), timeout=60)
+    verdict = grade_exercise(stamped, solution, "TransformerBlock", grading_setup)
     assert verdict.status == "failed" and cause in verdict.output, verdict
 
 

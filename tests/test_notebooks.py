@@ -6,8 +6,8 @@
 - invert: the shipped learner notebook fails at every exercise's check (like
   ``nbgrader validate --invert``);
 - solved: the learner notebook with every solution filled back in, check outputs
-  overwritten as a learner's run would, passes ``tfcourse grade``; the run uses 1 thread
-  and every compared cell must print what the solution stored (from its own run);
+  overwritten as a learner's run would, passes ``tfcourse grade`` (sealed workers, 1
+  thread): every check prints what the solution stored (from its own run);
 - determinism: one notebook run with 1 and with 2 threads prints the same in every
   compared cell as its stored outputs (three runs in all).
 
@@ -26,7 +26,8 @@ import pytest
 from tfcourse.course import notebook_format
 from tfcourse.course.grade import grade
 from tfcourse.course.judge import comparable
-from tfcourse.course.run import kernel_env, run_notebook
+from tfcourse.course.run import grading_env, kernel_env, run_notebook
+from tfcourse.course.sealed.session import Setup
 from tfcourse.course.build import build, fill_in, make_learner, solve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,8 +110,8 @@ def test_solution_passes_nbval(solution_path):
 @pytest.mark.notebooks
 def test_learner_notebook_fails_at_every_exercise(solution_path):
     solution = notebook_format.read_notebook(solution_path)
-    learner, cwd = learner_of(solution_path)
-    result, _ = grade(learner, solution, cwd=cwd, timeout=CELL_TIMEOUT, env=kernel_env(threads=1))
+    learner, _ = learner_of(solution_path)
+    result, _ = grade(learner, solution, Setup(env=grading_env(1), timeout=CELL_TIMEOUT))
     if not result.exercises:
         pytest.skip(f"{solution_path.name} has no exercises")
     assert result.restamped == [], "the shipped learner notebook's checks differ from the solution"
@@ -125,20 +126,15 @@ def test_learner_notebook_fails_at_every_exercise(solution_path):
 @pytest.mark.notebooks
 def test_solved_learner_notebook_passes_grading(solution_path):
     solution = notebook_format.read_notebook(solution_path)
-    learner, cwd = learner_of(solution_path)
+    learner, _ = learner_of(solution_path)
     solved = solve(learner, solution)
     for cell in solved.cells:  # a learner's own run overwrote the stored verdicts
         if notebook_format.is_check(cell):
             cell.outputs = [{"output_type": "stream", "name": "stdout", "text": "stale\n"}]
-    result, executed = grade(solved, solution, cwd=cwd, timeout=CELL_TIMEOUT,
-                             env=kernel_env(threads=1))
+    result, _ = grade(solved, solution, Setup(env=grading_env(1), timeout=CELL_TIMEOUT))
     failures = [f"{e.name}: expected {e.expected!r}, got {e.got!r}"
                 for e in result.exercises if not e.passed]
     assert not failures and not result.notes, "\n".join(failures + result.notes)
-    stored = compared_cells(solution)
-    fresh = {key: value for key, value in compared_cells(executed).items() if key in stored}
-    assert fresh == {key: stored[key] for key in fresh}, (
-        "compared cells print differently with 1 thread than in the stored solution")
 
 
 @pytest.mark.slow

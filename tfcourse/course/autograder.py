@@ -33,6 +33,7 @@ import zipfile
 from pathlib import Path
 
 from . import notebook_format
+from .secret import load_secret
 
 NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]*")  # also keeps the name safe in a shell script
 # The same torch as `make setup` installs (the Makefile's TORCH), from PyTorch's CPU index:
@@ -42,6 +43,7 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PACKAGE_FILES = ("pyproject.toml", "README.md")
 EXECUTABLE = 0o100755 << 16  # zip external_attr: a regular file, rwxr-xr-x
 REGULAR = 0o100644 << 16
+SECRET = 0o100600 << 16     # the grading secret: readable by the grader's user only
 STAMP = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold: same bytes on every build
 
 SETUP_SH = """\
@@ -61,6 +63,13 @@ fi
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
     echo "setup.sh: tfcourse needs Python 3.10 or newer; this image has $(python3 --version)" >&2
     exit 1
+fi
+# bubblewrap: the sandbox every learner's code runs in while it is graded. Where it cannot
+# run (a container without user namespaces), grading says so and scores nothing, unless
+# the bundle was built with --unsealed.
+if ! command -v bwrap >/dev/null 2>&1; then
+    { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
+        bubblewrap; } || echo "setup.sh: could not install bubblewrap" >&2
 fi
 python3 -m venv "$ROOT/venv"
 PY="$ROOT/venv/bin/python"
@@ -128,6 +137,16 @@ if [ "${#found[@]}" -gt 1 ]; then
 fi
 command -v tfcourse >/dev/null || fail "The autograder is broken: tfcourse is not installed (did setup.sh fail?)."
 
+# The learner's cases come from the bundle's secret and the submission's id (Gradescope's
+# submission_metadata.json), so nothing recorded at home can be replayed.
+SECRET="$ROOT/source/grading-secret"
+chmod 600 "$SECRET" 2>/dev/null || fail "The autograder is broken: its grading secret is missing."
+IDENTITY=""
+if [ -n "$PYTHON" ] && [ -f "$ROOT/submission_metadata.json" ]; then
+    IDENTITY="$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["id"])' \\
+        "$ROOT/submission_metadata.json" 2>/dev/null)" || IDENTITY=""
+fi
+
 # Grade a copy in a folder of its own; its name stays the learner's, shown in the report.
 WORK="$(mktemp -d)" || fail "The autograder could not create a work folder."
 trap 'rm -rf "$WORK"' EXIT
@@ -135,7 +154,8 @@ base="${chosen##*/}"
 cp -- "$chosen" "$WORK/$base" || fail "The autograder could not copy $base."
 cd "$WORK" || fail "The autograder could not enter its work folder."
 tfcourse grade "./$base" --against "$NAME" --solutions "$ROOT/source/solutions" \\
-    --timeout __TIMEOUT__ --gradescope "$RESULTS"
+    --timeout __TIMEOUT__ --gradescope "$RESULTS" --secret "$SECRET" \\
+    ${IDENTITY:+--identity "$IDENTITY"} __UNSEALED__
 status=$?
 # 0: all passed, 1: some failed; either way results.json must be there and readable.
 if [ -z "$PYTHON" ]; then
@@ -176,15 +196,20 @@ def _package_files(root: Path) -> list[tuple[str, Path]]:
     return files
 
 
-def build_bundle(root: str | Path, name: str, out: str | Path, *, timeout: float = 120) -> Path:
+def build_bundle(root: str | Path, name: str, out: str | Path, *, timeout: float = 120,
+                 secret: bytes, unsealed: bool = False) -> Path:
     """Write the autograder zip for course notebook ``name`` of the checkout ``root`` to
-    ``out`` and return ``out``. Raises ``ValueError`` for a bad name or checkout."""
+    ``out`` and return ``out``. ``secret``: the grading secret that draws each learner's
+    cases (the teacher's, ``secret.load_secret``); ``unsealed``: grade without the sandbox
+    where Gradescope cannot run it. Raises ``ValueError`` for a bad name or checkout."""
     root, out = Path(root), Path(out)
     solution = course_notebook(root / "solutions", name)
     scripts = {"setup.sh": SETUP_SH.replace("__TORCH__", shlex.quote(TORCH))
                                    .replace("__CPU_INDEX__", shlex.quote(CPU_INDEX)),
                "run_autograder": RUN_AUTOGRADER.replace("__NAME__", shlex.quote(solution.stem))
-                                               .replace("__TIMEOUT__", f"{timeout:g}")}
+                                               .replace("__TIMEOUT__", f"{timeout:g}")
+                                               .replace("__UNSEALED__",
+                                                        "--unsealed" if unsealed else "")}
     files = [*_package_files(root), (f"solutions/{solution.name}", solution)]
     # Written beside `out`, then renamed: a failed build leaves no half-written zip.
     handle, temporary = tempfile.mkstemp(prefix=".autograder-", suffix=".zip", dir=out.parent)
@@ -195,6 +220,7 @@ def build_bundle(root: str | Path, name: str, out: str | Path, *, timeout: float
                 _add(bundle, entry, text.encode("utf-8"), EXECUTABLE)
             for entry, path in files:
                 _add(bundle, entry, path.read_bytes(), REGULAR)
+            _add(bundle, "grading-secret", secret, SECRET)
         os.chmod(temporary, 0o644)
         os.replace(temporary, out)
     except BaseException:
@@ -216,6 +242,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where to write the zip (default: NOTEBOOK-autograder.zip here)")
     parser.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
                         help="per-cell time limit on Gradescope (default: 120)")
+    parser.add_argument("--unsealed", action="store_true",
+                        help="grade without the sandbox where bubblewrap cannot run on "
+                             "Gradescope (every test then says UNSEALED)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -229,7 +258,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--out {out}: is a folder; name a file")
         if not out.parent.resolve().is_dir():
             raise ValueError(f"--out {out}: the folder {out.parent} does not exist")
-        build_bundle(root, solution.stem, out, timeout=args.timeout)
+        build_bundle(root, solution.stem, out, timeout=args.timeout, secret=load_secret(),
+                     unsealed=args.unsealed)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

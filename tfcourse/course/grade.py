@@ -253,26 +253,33 @@ def _grade_notebook(path: Path, setup: Setup, *, solutions_dir, against, restamp
 
 def collect(paths: list[str]) -> list[tuple[Path, Path]]:
     """``(notebook file, its name under --restamped)`` for each notebook named on the
-    command line; a folder means its ``*.ipynb``, named under the folder's own name, so
-    two folders' same-named files stay apart."""
+    command line; a folder means its ``*.ipynb``. The name is the file's path relative to
+    the current folder (``outside/`` and its absolute path when it lies elsewhere), so two
+    folders' same-named files stay apart; a name that still repeats gets ``-2``, ``-3``."""
     found = []
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            found += [(p, Path(*_safe_parts(path)) / p.name)
-                      for p in sorted(path.glob("*.ipynb")) if p.is_file() or p.is_symlink()]
+            found += sorted(p for p in path.glob("*.ipynb") if p.is_file() or p.is_symlink())
         elif path.is_file() or path.is_symlink():
-            found.append((path, Path(*_safe_parts(path.parent), path.name)))
+            found.append(path)
         else:
             raise ValueError(say(f"no such notebook or folder: {name}",
                                  f"没有这个 notebook 或文件夹：{name}"))
-    return found
-
-
-def _safe_parts(folder: Path) -> list[str]:
-    """``folder``'s parts as a relative path that stays inside the --restamped folder."""
-    return [part for part in folder.parts if part not in ("/", "..", ".", "")
-            and not part.endswith(":\\")]
+    named, taken = [], set()
+    for path in found:
+        full = path.parent.resolve() / path.name
+        try:
+            relative = full.relative_to(Path.cwd().resolve())
+        except ValueError:
+            relative = Path("outside", *full.parts[1:])
+        unique, count = relative, 1
+        while unique in taken:
+            count += 1
+            unique = relative.with_name(f"{relative.stem}-{count}{relative.suffix}")
+        taken.add(unique)
+        named.append((path, unique))
+    return named
 
 
 def number(flag: str, value, *, low: float, high: float, integer: bool = False) -> str:
@@ -371,6 +378,14 @@ def run(args: argparse.Namespace) -> int:
         paths = []
     if not paths and not problems:
         problems.append(say("no notebooks to grade", "没有要评分的 notebook"))
+    if args.restamped is not None:
+        clashes = [path for path, name in paths
+                   if (Path(args.restamped) / name).resolve() == path.resolve()]
+        if clashes:
+            problems.append(say(f"--restamped {args.restamped} would overwrite the notebook "
+                                f"{clashes[0]} itself: choose another folder",
+                                f"--restamped {args.restamped} 会覆盖 notebook {clashes[0]} "
+                                f"本身：请换一个文件夹"))
     if args.identity is not None and len(paths) > 1:
         problems.append(say(f"--identity names one learner, but {len(paths)} notebooks were "
                             f"given", f"--identity 只能对应一位学员，但给出了 {len(paths)} 个 notebook"))
@@ -385,7 +400,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     setup = Setup(env=grading_env(int(args.threads) or None), timeout=args.timeout,
                   unsealed=args.unsealed, salt=salt,
-                  hide=tuple(Path(p).resolve() for p in args.paths if Path(p).is_dir()))
+                  hide=hidden_paths(args))
 
     def grade_one(item: tuple[Path, Path]) -> NotebookGrade:
         path, name = item
@@ -413,6 +428,14 @@ def run(args: argparse.Namespace) -> int:
     for error in errors:
         print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
     return 2 if errors else 0 if all(grade.ok for grade in grades) else 1
+
+
+def hidden_paths(args: argparse.Namespace) -> tuple[Path, ...]:
+    """The teacher's own paths: covered in a worker wherever a mount it needs would show
+    them (the sandbox shows only system and Python folders to begin with)."""
+    named = [*args.paths, args.solutions, args.csv, args.gradescope, args.restamped,
+             args.secret]
+    return tuple(Path(p).resolve() for p in named if p is not None and Path(p).exists())
 
 
 def learner_salt(secret_file: str | None):

@@ -166,10 +166,11 @@ def course_root(start: str | Path | None = None) -> Path:
 
 
 def shown(path: str | Path) -> str:
-    """``path`` relative to the current folder when it is inside it (shorter reports)."""
+    """``path`` relative to the current folder when it is inside it (shorter reports). A
+    symbolic link keeps its own name: the report names the file given, not its target."""
     path = Path(path)
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str((path.parent.resolve() / path.name).relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
 
