@@ -158,7 +158,7 @@ def test_csv_cells_cannot_be_formulas_but_numbers_stay_numbers(tmp_path):
               NotebookGrade("＝1+1.ipynb", error="fine")]
     write_csv(grades, tmp_path / "grades.csv")
     rows = list(csv.reader((tmp_path / "grades.csv").open(encoding="utf-8", newline="")))
-    assert rows[1] == [f"'{FORMULA}.ipynb", "s/03.ipynb", "1", "1", "1", "2.2", ""]
+    assert rows[1] == [f"'{FORMULA}.ipynb", "s/03.ipynb", "1", "1", "1", "2.2", "yes", ""]
     assert rows[2][0] == "'+cmd|' /C calc'!A0.ipynb" and rows[2][-1].startswith("'@SUM")
     assert rows[3][0] == "'-2+3.ipynb" and rows[3][-1] == "'\t=1+1"
     assert rows[4][0] == "'=1.ipynb" and rows[4][-1] == f"'\n={FORMULA}"
@@ -166,7 +166,7 @@ def test_csv_cells_cannot_be_formulas_but_numbers_stay_numbers(tmp_path):
     for row in rows:
         assert not any(cell.startswith(("=", "+", "-", "@", "\t", "\r")) for cell in row)
         assert not any(DANGEROUS.search(cell) for cell in row)
-    assert [row[-4:-1] for row in rows[2:]] == [["0", "0", "0.0"]] * 4  # numbers, unquoted
+    assert [row[-5:-2] for row in rows[2:]] == [["0", "0", "0.0"]] * 4  # numbers, unquoted
     assert csv_text("3") == "3" and csv_text("a=b") == "a=b" and csv_text("") == ""
 
 

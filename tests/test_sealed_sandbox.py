@@ -148,7 +148,7 @@ def test_no_network_not_even_the_graders_loopback(tmp_path):
 
 def test_no_other_process_is_visible_and_nothing_outlives_the_worker(tmp_path):
     marker = tmp_path / "work" / "daemon-alive"
-    out = run(tmp_path / "work", f"""
+    out = run(tmp_path / "work", """
         out["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
         if os.fork() == 0:                        # a daemon that tries to outlive grading
             os.setsid()

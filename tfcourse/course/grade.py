@@ -192,7 +192,8 @@ def refused(path: Path, solutions: Path) -> str:
         return say("the submission is a symbolic link; submit the notebook file itself",
                    "提交的是一个符号链接；请提交 notebook 文件本身")
     if path.resolve().is_relative_to(solutions.resolve()):
-        return say("the submission lies inside the solutions folder", "提交的文件位于参考答案文件夹中")
+        return say("the submission lies inside the solutions folder",
+                   "提交的文件位于参考答案文件夹中")
     return ""
 
 
@@ -388,7 +389,8 @@ def run(args: argparse.Namespace) -> int:
                                 f"本身：请换一个文件夹"))
     if args.identity is not None and len(paths) > 1:
         problems.append(say(f"--identity names one learner, but {len(paths)} notebooks were "
-                            f"given", f"--identity 只能对应一位学员，但给出了 {len(paths)} 个 notebook"))
+                            f"given",
+                            f"--identity 只能对应一位学员，但给出了 {len(paths)} 个 notebook"))
     salt = None
     try:
         salt = learner_salt(args.secret)

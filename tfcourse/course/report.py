@@ -86,7 +86,8 @@ def _format_report(grade: NotebookGrade) -> str:
     for result in grade.exercises:
         unsealed = "" if result.sealed else say(" (UNSEALED)", "（未隔离）")
         if result.passed:
-            lines.append(say(f"  {result.name}: PASS{unsealed}", f"  {result.name}：PASS{unsealed}"))
+            lines.append(say(f"  {result.name}: PASS{unsealed}",
+                             f"  {result.name}：PASS{unsealed}"))
             continue
         lines.append(say(f"  {result.name}: FAIL{unsealed}", f"  {result.name}：FAIL{unsealed}"))
         lines.append(f"      {expected}{_quoted(result.expected, pad)}")

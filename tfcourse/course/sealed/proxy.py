@@ -100,7 +100,8 @@ class Worker:
             self.kill()
             raise TimedOut(say(f"no answer within {timeout:g} s (the learner's code hung "
                                f"or ran too long)",
-                               f"{timeout:g} 秒内没有应答（学员的代码卡住了或运行时间过长）")) from None
+                               f"{timeout:g} 秒内没有应答（学员的代码卡住了或运行时间过长）")
+                           ) from None
         if isinstance(reply, protocol.ProtocolError):
             self.kill()
             raise _broken(str(reply), str(reply))

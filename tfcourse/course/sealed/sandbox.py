@@ -202,7 +202,8 @@ def _probe() -> Sandbox:
         tail = (result.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
         return Sandbox(None, say(f"bubblewrap cannot seal a worker here (exit "
                                  f"{result.returncode}: {tail})",
-                                 f"bubblewrap 无法在这里隔离进程（退出码 {result.returncode}：{tail}）"))
+                                 f"bubblewrap 无法在这里隔离进程（退出码 "
+                                 f"{result.returncode}：{tail}）"))
 
 
 # ------------------------------------------------------------------------------ launch
@@ -220,7 +221,8 @@ def measures(found: Sandbox, limits: str) -> list[str]:
                 "(system and Python read-only, its own folder, a private /tmp; no course "
                 "files, solutions, submissions, homes or other workers)",
                 f"{found.version or 'bubblewrap'}：从零搭建的文件系统（系统和 Python 只读、"
-                "自己的文件夹、私有的 /tmp；看不到课程文件、参考答案、其他提交、主目录和其他进程）"),
+                "自己的文件夹、私有的 /tmp；看不到课程文件、参考答案、其他提交、主目录和"
+                "其他进程）"),
             say("no network; own PID, IPC and UTS namespaces; new session; capabilities "
                 "dropped", "无网络；独立的 PID、IPC、UTS 命名空间；新会话；已丢弃全部 capabilities"),
             say(f"resource limits ({limits})", f"资源限制（{limits}）")]

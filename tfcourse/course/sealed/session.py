@@ -14,9 +14,10 @@ One path, whatever happens. For exercises E1..En of a (restamped) learner notebo
    output; a trapped built-in means no points whatever the outputs; a worker that broke
    the protocol, died or hung fails that exercise, and nothing else runs anywhere.
 
-An exercise that does not pass in the shared worker is judged again in a worker of its
-own, sealed for itself only (``_session`` once more), so that sealing a neighbour's
-reference never costs a learner a point. Whether an exercise can be judged at all is
+An exercise that does not pass in the shared worker, unless its own check failed without
+meeting anything sealed for a neighbour, is judged again in a worker of its own, sealed
+for itself only (``_session`` once more), so that sealing a neighbour's reference never
+costs a learner a point. Whether an exercise can be judged at all is
 decided from the solution (``gradeable``), never from what a worker says.
 """
 
@@ -274,17 +275,31 @@ def _session(learner, solution, seal: list[str], judged: list[str],
             worker.kill()
 
 
+def _neighbours_may_matter(verdict: SealedVerdict) -> bool:
+    """Whether a verdict from the shared worker could differ in a worker sealed for its
+    exercise alone: anything but a pass, unless the check itself failed (``error``,
+    ``mismatch``) without any sealed reference being met on the way (a neighbour's stub
+    says "sealed" in its message) and without a neighbour's trap. A learner who prints
+    "sealed" only buys a second worker; no verdict can be bought that way."""
+    if verdict.status == "passed":
+        return False
+    met_a_seal = "sealed" in verdict.output or any("sealed" in note for note in verdict.notes)
+    return verdict.status != "failed" or verdict.reason not in ("error", "mismatch") \
+        or met_a_seal
+
+
 def grade_exercises(learner, solution, exercises: list[str],
                     setup: Setup) -> dict[str, SealedVerdict]:
     """Sealed verdicts on ``exercises`` of one notebook, fast when they pass (see the
-    module docstring: one shared worker, then one worker per exercise that did not pass)."""
+    module docstring: one shared worker, then one worker per exercise whose verdict there
+    could depend on its neighbours, ``_neighbours_may_matter``)."""
     verdicts = {name: SealedVerdict("failed", output=why, reason="not-gradeable")
                 for name in exercises if (why := gradeable(solution, name))}
     shared = [name for name in exercises if name not in verdicts]
     if len(shared) > 1:
         verdicts.update({name: verdict for name, verdict in
                          _session(learner, solution, shared, shared, setup).items()
-                         if verdict.status == "passed"})
+                         if not _neighbours_may_matter(verdict)})
     retry = [name for name in shared if name not in verdicts]
     # Each retry is a worker of its own, mostly waiting on its process: run them at once,
     # each in a copy of this thread's context (the report's language, language.speaking).
@@ -295,6 +310,19 @@ def grade_exercises(learner, solution, exercises: list[str],
         for name, verdict in zip(retry, alone):
             verdicts.update(verdict)
     return {name: verdicts[name] for name in exercises}
+
+
+# The worker's notes on lines of IPython syntax, by kind: (English, Chinese) templates.
+_NOTES = {
+    "shell": ("{label}: shell line `{line}` not run in grading",
+              "{label}：shell 命令 `{line}` 在评分时不运行"),
+    "timing": ("{label}: `{line}` skipped in grading (it only measures time)",
+               "{label}：评分时跳过了 `{line}`（它只测量耗时）"),
+    "magic": ("{label}: magic `{line}` skipped in grading",
+              "{label}：评分时跳过了魔法命令 `{line}`"),
+    "failed": ("{label}: `{line}` had no effect in grading ({error})",
+               "{label}：`{line}` 在评分时没有生效（{error}）"),
+}
 
 
 def _raised(sent: list[tuple[str, str]], ran: list[dict], ours: frozenset[str] = frozenset()
@@ -313,19 +341,10 @@ def _raised(sent: list[tuple[str, str]], ran: list[dict], ours: frozenset[str] =
             if not isinstance(note, dict):
                 continue
             line, error = str(note.get("line", ""))[:120], str(note.get("error", ""))[:200]
-            kind = note.get("kind")
-            if kind == "shell":
-                notes.append(say(f"{label}: shell line `{line}` not run in grading",
-                                 f"{label}：shell 命令 `{line}` 在评分时不运行"))
-            elif kind == "timing":
-                notes.append(say(f"{label}: `{line}` skipped in grading (it only measures time)",
-                                 f"{label}：评分时跳过了 `{line}`（它只测量耗时）"))
-            elif kind == "magic":
-                notes.append(say(f"{label}: magic `{line}` skipped in grading",
-                                 f"{label}：评分时跳过了魔法命令 `{line}`"))
-            elif kind == "failed":
-                notes.append(say(f"{label}: `{line}` had no effect in grading ({error})",
-                                 f"{label}：`{line}` 在评分时没有生效（{error}）"))
+            if note.get("kind") in _NOTES:
+                english, chinese = _NOTES[note["kind"]]
+                notes.append(say(english.format(label=label, line=line, error=error),
+                                 chinese.format(label=label, line=line, error=error)))
         if not r.get("ok"):
             notes.append(say(f"{label} raised {r.get('error')}",
                              f"{label} 抛出了 {r.get('error')}"))

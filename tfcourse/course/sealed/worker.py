@@ -291,12 +291,13 @@ def _limit(limits: dict) -> None:
     reservation alone."""
     import resource
 
-    for name, key in (("RLIMIT_CPU", "cpu_seconds"), ("RLIMIT_DATA", "memory_bytes"),
-                      ("RLIMIT_FSIZE", "file_bytes")):
-        if key in limits:
-            resource.setrlimit(getattr(resource, name), (int(limits[key]), int(limits[key])))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    wanted = [(getattr(resource, name), int(limits[key])) for name, key in (
+        ("RLIMIT_CPU", "cpu_seconds"), ("RLIMIT_DATA", "memory_bytes"),
+        ("RLIMIT_FSIZE", "file_bytes")) if key in limits]
+    for which, value in [*wanted, (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_CORE, 0)]:
+        _, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)  # never raise
+        resource.setrlimit(which, (value, value))
 
 
 def _serve() -> None:
