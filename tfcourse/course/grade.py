@@ -26,6 +26,7 @@ not depend on the language.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -37,14 +38,21 @@ from pathlib import Path
 
 from ..language import current, say, speaking
 from . import notebook_format
+from .build import STUB_SIGNATURE
 from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
 from .report import format_report, json_report, probe_output, write_outputs
 from .restamp import restamp
 from .run import grading_env
 from .scan import Finding, scan
-from .build import STUB_SIGNATURE
-from .sealed.sandbox import sandbox
-from .sealed.session import SealedVerdict, Setup, checks_of, grade_exercises
+from .sealed.sandbox import Sandbox, measures, sandbox
+from .sealed.session import (
+    FILE_BYTES,
+    MEMORY_BYTES,
+    SealedVerdict,
+    Setup,
+    checks_of,
+    grade_exercises,
+)
 
 NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]*")
 
@@ -104,15 +112,17 @@ def _raw(path: Path):
 
 
 def grade(learner, solution, setup: Setup, *, label: str = "notebook",
-          restamped_path: str | Path | None = None) -> tuple[NotebookGrade, object]:
+          restamped_path: str | Path | None = None,
+          identity: str | None = None) -> tuple[NotebookGrade, object]:
     """Restamp and judge an in-memory learner notebook against ``solution``, every exercise
-    sealed (``sealed/session.py``). Returns ``(NotebookGrade, restamped notebook)``;
-    ``restamped_path`` (optional) receives the restamped notebook before anything runs.
+    sealed (``sealed/session.py``), on the cases of ``identity`` (default: ``label``).
+    Returns ``(NotebookGrade, restamped notebook)``; ``restamped_path`` (optional)
+    receives the restamped notebook before anything runs.
     The notes, and the checks' diagnoses, are in the notebook's language
     (``report_language``)."""
     language = report_language(learner)
     if language == "zh":
-        setup = Setup(**{**vars(setup), "env": dict(setup.env, TFCOURSE_LANG="zh")})
+        setup = dataclasses.replace(setup, env=dict(setup.env, TFCOURSE_LANG="zh"))
     with speaking(language or None):
         started = time.monotonic()
         result = NotebookGrade(notebook=label)
@@ -121,7 +131,7 @@ def grade(learner, solution, setup: Setup, *, label: str = "notebook",
         if restamped_path:
             notebook_format.write_notebook(notebook, restamped_path)
         names = exercise_names(solution)
-        verdicts = grade_exercises(notebook, solution, names, setup)
+        verdicts = grade_exercises(notebook, solution, names, setup, identity or label)
         result.exercises = [_result(name, verdicts[name], solution, sealed=not setup.unsealed)
                             for name in names]
         result.isolation = isolation(setup)
@@ -136,8 +146,6 @@ def grade(learner, solution, setup: Setup, *, label: str = "notebook",
 
 def isolation(setup: Setup) -> list[str]:
     """The measures every worker of this run was under, in words."""
-    from .sealed.sandbox import Sandbox, measures
-    from .sealed.session import FILE_BYTES, MEMORY_BYTES
 
     limits = say(f"CPU time per cell {setup.timeout:g} s, memory {MEMORY_BYTES >> 30} GiB, "
                  f"files {FILE_BYTES >> 20} MiB each, 256 open files, no core dumps",
@@ -236,11 +244,8 @@ def _grade_notebook(path: Path, setup: Setup, *, solutions_dir, against, restamp
         solution = notebook_format.read_notebook(solution_path)
     except ValueError as error:
         return NotebookGrade(notebook=label, error=str(error))
-    salt = setup.salt
-    if callable(salt):      # the learner's cases: from the grader's secret and their identity
-        who = identity or path.name
-        setup = Setup(**{**vars(setup), "salt": lambda exercise: salt(who, exercise)})
-    result, _ = grade(learner, solution, setup, label=label, restamped_path=restamped)
+    result, _ = grade(learner, solution, setup, label=label, restamped_path=restamped,
+                      identity=identity or path.name)
     result.solution = notebook_format.shown(solution_path)
     meta = learner.metadata.get("tfcourse")
     named = meta.get("notebook") if isinstance(meta, dict) else None

@@ -66,7 +66,9 @@ class Setup:
     timeout: float = 120
     unsealed: bool = False              # the teacher's --unsealed: no sandbox (said everywhere)
     hide: tuple[Path, ...] = ()         # grader folders to cover if a mount would show them
-    salt: object = None                 # callable(exercise) -> int | None: the learner's cases
+    # callable(identity, exercise) -> int: each learner's cases (the grader's secret); None:
+    # the checks' public cases
+    salt: object = None
 
 
 def check_calls(source: str) -> list[tuple[str, list[str]]]:
@@ -249,10 +251,10 @@ def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str],
     return SealedVerdict(status, output=output.rstrip("\n"), reason=reason, notes=notes)
 
 
-def _session(learner, solution, seal: list[str], judged: list[str],
-             setup: Setup) -> dict[str, SealedVerdict]:
+def _session(learner, solution, seal: list[str], judged: list[str], setup: Setup,
+             identity: str) -> dict[str, SealedVerdict]:
     """One worker, sealed for every exercise in ``seal``, running the learner's cells up to
-    the last of them; a verdict for each exercise in ``judged``."""
+    the last of them; a verdict for each exercise in ``judged``, on ``identity``'s cases."""
     hide = frozenset().union(*(hidden_names(solution, name)[0] for name in seal))
     builtins = sorted({b for name in seal for b in hidden_names(solution, name)[1]})
     sent = max((_cells_for(learner, solution, name) for name in seal), key=len)
@@ -269,8 +271,9 @@ def _session(learner, solution, seal: list[str], judged: list[str],
             ours = frozenset(cell.source.strip() for cell in solution.cells
                              if cell.get("cell_type") == "code")
             notes = _raised(sent, ran, ours)
-            salt = setup.salt or (lambda name: None)
-            return {name: _judge(worker, solution, name, notes, salt(name)) for name in judged}
+            return {name: _judge(worker, solution, name, notes,
+                                 setup.salt(identity, name) if setup.salt else None)
+                    for name in judged}
         finally:
             worker.kill()
 
@@ -288,17 +291,19 @@ def _neighbours_may_matter(verdict: SealedVerdict) -> bool:
         or met_a_seal
 
 
-def grade_exercises(learner, solution, exercises: list[str],
-                    setup: Setup) -> dict[str, SealedVerdict]:
+def grade_exercises(learner, solution, exercises: list[str], setup: Setup,
+                    identity: str = "") -> dict[str, SealedVerdict]:
     """Sealed verdicts on ``exercises`` of one notebook, fast when they pass (see the
     module docstring: one shared worker, then one worker per exercise whose verdict there
-    could depend on its neighbours, ``_neighbours_may_matter``)."""
+    could depend on its neighbours, ``_neighbours_may_matter``). ``identity``: the learner
+    whose cases are drawn (``Setup.salt``)."""
     verdicts = {name: SealedVerdict("failed", output=why, reason="not-gradeable")
                 for name in exercises if (why := gradeable(solution, name))}
     shared = [name for name in exercises if name not in verdicts]
     if len(shared) > 1:
         verdicts.update({name: verdict for name, verdict in
-                         _session(learner, solution, shared, shared, setup).items()
+                         _session(learner, solution, shared, shared, setup,
+                                  identity).items()
                          if not _neighbours_may_matter(verdict)})
     retry = [name for name in shared if name not in verdicts]
     # Each retry is a worker of its own, mostly waiting on its process: run them at once,
@@ -306,7 +311,7 @@ def grade_exercises(learner, solution, exercises: list[str],
     contexts = {name: contextvars.copy_context() for name in retry}
     with ThreadPoolExecutor(max_workers=max(1, len(retry))) as pool:
         alone = pool.map(lambda name: contexts[name].run(
-            _session, learner, solution, [name], [name], setup), retry)
+            _session, learner, solution, [name], [name], setup, identity), retry)
         for name, verdict in zip(retry, alone):
             verdicts.update(verdict)
     return {name: verdicts[name] for name in exercises}
@@ -351,6 +356,7 @@ def _raised(sent: list[tuple[str, str]], ran: list[dict], ours: frozenset[str] =
     return notes
 
 
-def grade_exercise(learner, solution, exercise: str, setup: Setup) -> SealedVerdict:
+def grade_exercise(learner, solution, exercise: str, setup: Setup,
+                   identity: str = "") -> SealedVerdict:
     """The verdict on ``exercise`` alone, in a worker sealed for it only."""
-    return grade_exercises(learner, solution, [exercise], setup)[exercise]
+    return grade_exercises(learner, solution, [exercise], setup, identity)[exercise]
