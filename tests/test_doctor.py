@@ -117,3 +117,14 @@ def test_cli_runs_doctor(capsys, tmp_path):
     _notebook(tmp_path / "solutions" / "01_attention.ipynb", __version__)
     assert cli.main(["doctor", "--root", str(tmp_path)]) == 0
     assert "solutions/ version" in capsys.readouterr().out
+
+
+def test_the_grading_sandbox_is_reported_with_its_fix(monkeypatch):
+    from tfcourse.course.sealed import sandbox
+
+    (here,) = doctor.check_grading_sandbox()
+    assert here.status in ("ok", "info")
+    monkeypatch.setattr(sandbox, "_found", sandbox.Sandbox(None, "bubblewrap is not installed"))
+    (missing,) = doctor.check_grading_sandbox()
+    assert (missing.status, missing.detail) == ("info", "bubblewrap is not installed")
+    assert "apt-get install bubblewrap" in missing.fix and "--unsealed" in missing.fix

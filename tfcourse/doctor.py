@@ -6,7 +6,8 @@ versions, whether this interpreter is the project's environment, whether the
 ``python3`` kernel that JupyterLab starts runs an interpreter that has this
 ``tfcourse``, whether the widget frontend is installed, and whether the
 notebooks match the installed package (version stamp, and ``notebooks/`` in
-sync with ``solutions/``).
+sync with ``solutions/``), and whether ``tfcourse grade`` can seal learners' code
+(bubblewrap).
 
 Each line is ``ok``, ``info``, ``warn`` or ``FAIL``; every warn/FAIL names a
 fix. The exit status is 1 when a required piece is missing (a FAIL), else 0.
@@ -400,10 +401,26 @@ def _check_sync(root: Path) -> list[Finding]:
                         "（先把自己的作业另存为 notebook 的副本）"))]
 
 
+def check_grading_sandbox() -> list[Finding]:
+    """Whether ``tfcourse grade`` can seal learners' code here (bubblewrap): for teachers;
+    a learner grading their own notebook can do without it (``--unsealed``)."""
+    from .course.sealed.sandbox import sandbox
+
+    found = sandbox()
+    if found.bwrap is not None:
+        return [Finding("ok", say("grading sandbox", "评分沙箱"), found.version or found.bwrap)]
+    return [Finding("info", say("grading sandbox", "评分沙箱"), found.reason, say(
+        "teachers: install bubblewrap (apt-get install bubblewrap) before grading a class; "
+        "to grade your own notebook, add --unsealed",
+        "教师：批改全班作业前请安装 bubblewrap（apt-get install bubblewrap）；"
+        "给自己的 notebook 评分时，加上 --unsealed 即可"))]
+
+
 def collect(root: Path | None) -> list[Finding]:
     """Every finding, in report order."""
     return (check_python() + check_torch() + check_packages() + check_environment(root)
-            + check_kernel() + check_widget_frontend() + check_notebooks(root))
+            + check_kernel() + check_widget_frontend() + check_notebooks(root)
+            + check_grading_sandbox())
 
 
 # ------------------------------------------------------------------------- command
