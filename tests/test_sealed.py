@@ -15,7 +15,7 @@ import pytest
 import torch
 from nbformat.v4 import new_code_cell
 
-from tfcourse.course import notebook_format
+from tfcourse.course import notebook_format, references
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.grade import grade
 from tfcourse.course.restamp import restamp
@@ -359,3 +359,44 @@ def test_a_neighbours_seal_never_costs_a_point(solution, grading_setup):
     assert verdicts["RMSNorm"].status == "passed", verdicts["RMSNorm"]
     assert verdicts["Causal mask"].status == "failed"
     assert sessions == [["Causal mask", "RMSNorm"], ["RMSNorm"]]
+
+
+# Shortcuts that were once missed because the seal and the traps matched names: a course
+# helper that does the exercise's core, and other spellings of a whole-job built-in. Each
+# is listed once, in tfcourse/course/references.py.
+_LAYERNORM = ("class LayerNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-5):\n"
+              "        super().__init__()\n        self.eps = eps\n"
+              "        self.weight = nn.Parameter(torch.ones(d_model))\n"
+              "        self.bias = nn.Parameter(torch.zeros(d_model))\n"
+              "    def forward(self, x):\n        return SHORTCUT\n")
+SHORTCUTS = [
+    ("10_modern_block", "ex-apply-rotary", "apply_rotary",
+     "from tfcourse.nn.positional import rotate_half\n\n"
+     "def apply_rotary(x, cos, sin):\n    return x * cos + rotate_half(x) * sin", "failed"),
+    ("10_modern_block", "ex-rotary-tables", "rotary_cos_sin",
+     "def rotary_cos_sin(T, head_dim, base=10000.0):\n"
+     "    return tc.lab.rope.rounded_rotary_tables(torch.arange(T), head_dim, base)", "failed"),
+    ("03_norms", "ex-layernorm", "LayerNorm", _LAYERNORM.replace(
+        "SHORTCUT", "torch.ops.aten.layer_norm(x, x.shape[-1:], self.weight, self.bias, "
+                    "self.eps)"), "builtin"),
+    ("03_norms", "ex-layernorm", "LayerNorm", _LAYERNORM.replace(
+        "SHORTCUT", "torch.nn.functional.instance_norm(x, eps=self.eps) * self.weight "
+                    "+ self.bias"), "builtin"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook, cell_id, exercise, source, status", SHORTCUTS)
+def test_course_helpers_and_builtin_aliases_earn_nothing(notebook, cell_id, exercise, source,
+                                                         status, monkeypatch):
+    solution = notebook_format.read_notebook(ROOT / "solutions" / f"{notebook}.ipynb")
+    nb = solve(make_learner(solution, notebook), solution)
+    next(c for c in nb.cells if c.get("id") == cell_id).source = source
+    verdict = _sealed(solution, nb, exercise)
+    assert verdict.status == status, verdict
+    if status == "failed":
+        assert "sealed" in verdict.output, verdict
+    # The attack is real: without its entry in the list, the shortcut earns the points.
+    monkeypatch.setattr(references, "COURSE_HELPERS", {})
+    monkeypatch.setattr(references, "BUILTIN_ALIASES", {})
+    assert _sealed(solution, nb, exercise).status == "passed"
