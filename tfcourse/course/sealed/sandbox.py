@@ -76,6 +76,13 @@ def python_prefixes() -> list[str]:
     return sorted(p for p in found if not any(_under(p, s) for s in SYSTEM))
 
 
+def tmp_entries() -> list[str]:
+    """What the worker's private ``/tmp`` holds: nothing but the folders leading to a
+    Python prefix that lies under ``/tmp`` (mounted read-only inside them)."""
+    return sorted({Path(p).relative_to("/tmp").parts[0] for p in python_prefixes()
+                   if _under(p, "/tmp") and p != "/tmp"})
+
+
 def view(work: str, package: str, hide: list[str]) -> list[str]:
     """bwrap's arguments for the worker's file system (see the module docstring).
 
@@ -91,11 +98,13 @@ def view(work: str, package: str, hide: list[str]) -> list[str]:
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
             shown.append(top)
+    # /tmp before the Python prefixes: a virtual environment may live under /tmp (a CI
+    # checkout), and a tmpfs mounted after it would cover it.
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     for path in [*LOADER, *python_prefixes()]:
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
             shown.append(os.path.realpath(path))
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     gpus = sorted(str(p) for p in Path("/dev").glob("nvidia*")) + (
         ["/dev/dri"] if os.path.isdir("/dev/dri") else [])
     for node in gpus:
@@ -138,7 +147,7 @@ _found: Sandbox | None = None
 # Run inside the sandbox by the probe: every promise of the view, looked at from inside.
 _PROBE = f"""
 import os, socket, sys
-assert os.listdir("/tmp") == [], "/tmp not empty"
+assert sorted(os.listdir("/tmp")) == sys.argv[3].split(), "/tmp not private"
 assert os.listdir("/hidden") == [], "hidden folder visible"
 assert not os.path.exists(sys.argv[1]), "the grader's folder visible"
 open("{WORK}/written", "w").write("ok")
@@ -188,7 +197,8 @@ def _probe() -> Sandbox:
             os.mkdir(path)
         Path(secret, "answer.txt").write_text("42")
         # The secret stands for something hidden inside a mounted prefix: shown, then covered.
-        argv = [sys.executable, "-I", "-S", "-c", _PROBE, root, str(listener.getsockname()[1])]
+        argv = [sys.executable, "-I", "-S", "-c", _PROBE, root, str(listener.getsockname()[1]),
+                " ".join(tmp_entries())]
         line = [bwrap, *FLAGS, *view(work, package, []), "--ro-bind", secret, "/hidden",
                 *cover(secret, "/hidden"), "--", *argv]
         try:
