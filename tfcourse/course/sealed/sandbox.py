@@ -9,12 +9,13 @@ only what it needs:
 - the system's programs and libraries, read-only (``/usr``, ``/bin``, ``/lib*`` and the
   dynamic loader's files in ``/etc``), and the running Python's prefixes, read-only
   (``sys.prefix``, ``sys.base_prefix``: the virtual environment and its interpreter);
-- ``/tfcourse-worker``: its own folder, the only writable place that outlives it, holding the
-  worker script, the protocol module and nothing else (the grader sends the code);
-- ``/tfcourse-sealed``: the sealed copy of the package (``seal.py``), read-only;
-- a fresh, small, private ``/tmp``; a fresh ``/proc`` of its own PID namespace; a
-  minimal ``/dev`` (``null``, ``zero``, ``random``, ``urandom``, ``tty``, a private
-  ``shm``; GPU device nodes when the machine has them).
+- ``/tfcourse-worker``: its own folder, holding the worker script, the protocol module
+  and nothing else (the grader sends the code and the sealed package); writable for a
+  worker of its own, read-only for a fork server (``forkserver.py``);
+- a fresh, small, private ``/tmp`` and ``/dev/shm``, the only other writable places
+  (the root and ``/dev`` are remounted read-only); a fresh ``/proc`` of its own PID
+  namespace; a minimal ``/dev`` (``null``, ``zero``, ``random``, ``urandom``, ``tty``; GPU
+  device nodes when the machine has them).
 
 Anything that the grader must keep secret but that lies inside one of those mounts (the
 real ``tfcourse`` of a non-editable install inside ``site-packages``; the course folder
@@ -49,8 +50,7 @@ from pathlib import Path
 from ...language import say
 
 WORK = "/tfcourse-worker"   # the worker's folder, inside the sandbox
-SEALED = "/tfcourse-sealed" # the sealed package, inside the sandbox
-TMP_BYTES = 256 * 2**20     # the private /tmp (memory-backed: keep it small)
+TMP_BYTES = 256 * 2**20     # the private /tmp and /dev/shm (memory-backed: keep them small)
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 LOADER = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
 
@@ -83,12 +83,12 @@ def tmp_entries() -> list[str]:
                    if _under(p, "/tmp") and p != "/tmp"})
 
 
-def view(work: str, package: str, hide: list[str]) -> list[str]:
+def view(work: str, hide: list[str], writable: bool = True) -> list[str]:
     """bwrap's arguments for the worker's file system (see the module docstring).
 
-    ``work``, ``package``: the grader's folders mounted at ``WORK`` (writable) and
-    ``SEALED`` (read-only). ``hide``: paths covered by an empty tmpfs (a file: by
-    ``/dev/null``) wherever a mount above would show them.
+    ``work``: the grader's folder mounted at ``WORK`` (read-only unless ``writable``).
+    ``hide``: paths covered by an empty tmpfs (a file: by ``/dev/null``) wherever a mount
+    above would show them.
     """
     args: list[str] = []
     shown: list[str] = []
@@ -114,11 +114,16 @@ def view(work: str, package: str, hide: list[str]) -> list[str]:
     for path in sorted({os.path.realpath(p) for p in hide}):
         if any(_under(path, root) for root in shown) and os.path.exists(path):
             args += cover(path)
-    for inside in (WORK, SEALED):
-        if any(_under(path, inside) for path in [*SYSTEM, *python_prefixes()]):
-            raise ValueError(f"{inside} is already taken by a system or Python folder")
-    args += ["--bind", work, WORK, "--ro-bind", package, SEALED, "--chdir", WORK]
+    if any(_under(path, WORK) for path in [*SYSTEM, *python_prefixes()]):
+        raise ValueError(f"{WORK} is already taken by a system or Python folder")
+    args += ["--bind" if writable else "--ro-bind", work, WORK, "--chdir", WORK]
     return args
+
+
+# After every mount: nothing else is writable, so what a worker can leave behind is in
+# /tmp and /dev/shm (what a fork server clears between sessions).
+READ_ONLY = ("--remount-ro", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm",
+             "--remount-ro", "/")
 
 
 def cover(path: str, at: str | None = None) -> list[str]:
@@ -133,10 +138,10 @@ def cover(path: str, at: str | None = None) -> list[str]:
 FLAGS = ("--unshare-all", "--new-session", "--die-with-parent", "--cap-drop", "ALL")
 
 
-def command(bwrap: str, argv: list[str], *, work: str, package: str,
-            hide: list[str]) -> list[str]:
+def command(bwrap: str, argv: list[str], *, work: str, hide: list[str],
+            writable: bool = True) -> list[str]:
     """The full command line that runs ``argv`` (paths as seen inside) in the sandbox."""
-    return [bwrap, *FLAGS, *view(work, package, hide), "--", *argv]
+    return [bwrap, *FLAGS, *view(work, hide, writable), *READ_ONLY, "--", *argv]
 
 
 # ------------------------------------------------------------------------------ probe
@@ -151,7 +156,7 @@ assert sorted(os.listdir("/tmp")) == sys.argv[3].split(), "/tmp not private"
 assert os.listdir("/hidden") == [], "hidden folder visible"
 assert not os.path.exists(sys.argv[1]), "the grader's folder visible"
 open("{WORK}/written", "w").write("ok")
-for path in ("/usr/probe", "/hidden/x", "{SEALED}/x"):
+for path in ("/usr/probe", "/hidden/x", "/x", "/dev/x"):
     try:
         open(path, "w")
     except OSError:
@@ -192,15 +197,15 @@ def _probe() -> Sandbox:
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
         root = os.path.realpath(folder)
-        work, package, secret = (os.path.join(root, name) for name in ("w", "p", "s"))
-        for path in (work, package, secret):
+        work, secret = (os.path.join(root, name) for name in ("w", "s"))
+        for path in (work, secret):
             os.mkdir(path)
         Path(secret, "answer.txt").write_text("42")
         # The secret stands for something hidden inside a mounted prefix: shown, then covered.
         argv = [sys.executable, "-I", "-S", "-c", _PROBE, root, str(listener.getsockname()[1]),
                 " ".join(tmp_entries())]
-        line = [bwrap, *FLAGS, *view(work, package, []), "--ro-bind", secret, "/hidden",
-                *cover(secret, "/hidden"), "--", *argv]
+        line = [bwrap, *FLAGS, *view(work, []), "--ro-bind", secret, "/hidden",
+                *cover(secret, "/hidden"), *READ_ONLY, "--", *argv]
         try:
             result = subprocess.run(line, env={"PATH": os.defpath}, capture_output=True,
                                     timeout=60, check=False)
@@ -238,28 +243,28 @@ def measures(found: Sandbox, limits: str) -> list[str]:
             say(f"resource limits ({limits})", f"资源限制（{limits}）")]
 
 
-def launch(argv: list[str], *, work: Path, package: Path, env: dict[str, str],
-           hide: list[Path], unsealed: bool = False, stderr=None) -> subprocess.Popen:
-    """Start ``argv`` sealed, with ``stdin``/``stdout`` as pipes (the protocol's channel).
+def launch(argv: list[str], *, work: Path, env: dict[str, str], hide: list[Path],
+           unsealed: bool = False, writable: bool = True, stderr=None,
+           pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+    """Start ``argv`` sealed, with ``stdin``/``stdout`` as pipes.
 
-    ``argv`` names the worker's files as it sees them: under ``WORK`` and ``SEALED``. ``work``, ``package``: the grader's folders behind them.
-    ``unsealed``: run without bubblewrap (the paths then are rewritten to the real
-    folders); raises ``RuntimeError`` when the sandbox is unavailable and ``unsealed``
-    was not asked for — never a silent downgrade.
+    ``argv`` names the worker's files as it sees them, under ``WORK``; ``work`` is the
+    grader's folder behind it (read-only inside unless ``writable``). ``unsealed``: run
+    without bubblewrap (``WORK`` then is rewritten to ``work``, and the environment's
+    ``WORK`` paths too); raises ``RuntimeError`` when the sandbox is unavailable and
+    ``unsealed`` was not asked for — never a silent downgrade.
     """
     found = sandbox()
-    work, package = os.path.realpath(work), os.path.realpath(package)
+    work = os.path.realpath(work)
     if found.bwrap is not None and not unsealed:
-        line = command(found.bwrap, argv, work=work, package=package,
-                       hide=[os.fspath(p) for p in hide])
-        cwd = work
+        line = command(found.bwrap, argv, work=work, hide=[os.fspath(p) for p in hide],
+                       writable=writable)
     elif unsealed:
-        line = [arg.replace(WORK, work, 1) if arg.startswith(WORK) else
-                arg.replace(SEALED, package, 1) if arg.startswith(SEALED) else arg
-                for arg in argv]
-        cwd = work
+        line = [arg.replace(WORK, work, 1) if arg.startswith(WORK) else arg for arg in argv]
+        env = {key: value.replace(WORK, work, 1) if value.startswith(WORK) else value
+               for key, value in env.items()}
     else:
         raise RuntimeError(found.reason)
-    return subprocess.Popen(line, cwd=cwd, env=dict(env), stdin=subprocess.PIPE,
+    return subprocess.Popen(line, cwd=work, env=dict(env), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
-                            close_fds=True)
+                            close_fds=True, pass_fds=pass_fds)

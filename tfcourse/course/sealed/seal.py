@@ -38,8 +38,10 @@ import ast
 import atexit
 import compileall
 import hashlib
+import io
 import re
 import shutil
+import tarfile
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -285,6 +287,7 @@ def build_sealed_package(dest: Path, hide: set[str] | frozenset[str]) -> Path:
 
 _lock = threading.Lock()
 _built: dict[tuple[frozenset[str], str], Path] = {}
+_archives: dict[tuple[frozenset[str], str], bytes] = {}
 _root: Path | None = None
 
 
@@ -295,6 +298,7 @@ def _cleanup() -> None:
             shutil.rmtree(_root, ignore_errors=True)
         _root = None
         _built.clear()
+        _archives.clear()
 
 
 def sealed_package(hide: frozenset[str] | Iterable[str]) -> Path:
@@ -318,3 +322,19 @@ def sealed_package(hide: frozenset[str] | Iterable[str]) -> Path:
         compileall.compile_dir(dest, quiet=2, workers=1)
         _built[key] = dest
         return dest
+
+
+def sealed_archive(hide: frozenset[str] | Iterable[str]) -> bytes:
+    """``sealed_package(hide)`` as an uncompressed tar archive (``tfcourse/...``, byte code
+    included), the form in which a worker receives it: a worker sees no folder of the
+    grader's, only its own copy. Built once per ``hide`` and language."""
+    hide = frozenset(hide)
+    key = (hide, current())
+    folder = sealed_package(hide)
+    with _lock:
+        if key not in _archives:
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w") as tar:
+                tar.add(folder / PACKAGE_NAME, arcname=PACKAGE_NAME)
+            _archives[key] = buffer.getvalue()
+        return _archives[key]

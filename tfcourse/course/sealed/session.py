@@ -35,12 +35,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from ... import checks
 from ...language import say
 from .. import notebook_format, references
-from . import protocol, proxy
-from .sandbox import SEALED, WORK, launch
-from .seal import package_dir, sealed_package
+from . import pool, protocol, proxy
+from .sandbox import WORK, launch
+from .seal import package_dir, sealed_archive
 
 HERE = Path(__file__).resolve().parent
 MEMORY_BYTES = 8 * 2**30        # per worker (RLIMIT_DATA): far above what any exercise needs
@@ -190,29 +192,32 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
 
 def _start(cells: list[str], hide: frozenset[str], builtins: list[str], folder: Path,
            setup: Setup) -> tuple[proxy.Worker, list[dict]]:
-    """Launch a worker in ``folder`` and run ``cells`` there; return it and the cells'
-    results. Raises ``proxy.WorkerFailed``."""
-    for name in ("worker.py", "protocol.py"):
-        shutil.copyfile(HERE / name, folder / name)
+    """Start a worker and run ``cells`` there; return it and the cells' results. Sealed,
+    the worker is forked by a server in the sandbox (``pool.py``); ``--unsealed``, it is
+    a process of its own in ``folder``. Raises ``proxy.WorkerFailed``."""
     # The worker's home and temporary files are its own (matplotlib draws nothing there).
-    env = dict(setup.env, HOME=WORK, MPLCONFIGDIR=f"{WORK}/.matplotlib", MPLBACKEND="Agg")
-    env["TMPDIR"] = "/tmp" if not setup.unsealed else str(folder)
+    env = dict(setup.env, MPLBACKEND="Agg")
     if setup.unsealed:
-        env.update(HOME=str(folder), MPLCONFIGDIR=str(folder / ".matplotlib"))
-    hide_paths = [*setup.hide, package_dir(), notebook_format.course_root(HERE)]
-    with open(folder / "stderr.log", "wb") as log:
-        try:
-            process = launch([sys.executable, "-I", f"{WORK}/worker.py", SEALED], work=folder,
-                             package=sealed_package(hide), env=env, hide=hide_paths,
-                             unsealed=setup.unsealed, stderr=log)
-        except (OSError, RuntimeError) as error:
-            raise proxy.WorkerFailed(say(f"the sandbox did not start: {error}",
-                                         f"沙箱没有启动：{error}")) from None
+        for name in ("worker.py", "protocol.py"):
+            shutil.copyfile(HERE / name, folder / name)
+        with open(folder / "stderr.log", "wb") as log:
+            try:
+                process = launch([sys.executable, "-I", f"{WORK}/worker.py"], work=folder,
+                                 env=dict(env, HOME=WORK, MPLCONFIGDIR=f"{WORK}/.matplotlib",
+                                          TMPDIR=WORK), hide=[], unsealed=True, stderr=log)
+            except OSError as error:
+                raise proxy.WorkerFailed(say(f"the worker did not start: {error}",
+                                             f"隔离进程没有启动：{error}")) from None
+    else:
+        hide_paths = [*setup.hide, package_dir(), notebook_format.course_root(HERE)]
+        process = pool.start(env, hide_paths, dict(env, HOME=pool.SESSION, TMPDIR="/tmp",
+                                              MPLCONFIGDIR=f"{pool.SESSION}/.matplotlib"))
     worker = proxy.Worker(process, setup.timeout)
+    package = torch.frombuffer(bytearray(sealed_archive(hide)), dtype=torch.uint8)
     protocol.write_message(process.stdin, {
         "cells": cells, "builtins": builtins, "threads": 1, "cell_seconds": setup.timeout,
         "limits": {"cpu_seconds": int(setup.timeout * (len(cells) + 10)),
-                   "memory_bytes": MEMORY_BYTES, "file_bytes": FILE_BYTES}})
+                   "memory_bytes": MEMORY_BYTES, "file_bytes": FILE_BYTES}}, {"package": package})
     # Each cell has its own limit inside the worker; this one only catches a worker that
     # stopped answering altogether (startup included).
     reply, _ = worker.receive(timeout=setup.timeout * (len(cells) + 1) + 60)

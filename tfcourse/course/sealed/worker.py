@@ -1,40 +1,37 @@
 """The sealed worker: runs a learner's cells, then their code on what the grader sends.
 
-Started by the grader as ``python -I worker.py SEALED_PACKAGE_DIR`` in an empty temporary
-folder that holds this file, ``protocol.py`` and nothing of the learner's but the code the
-grader sends. It never imports the real ``tfcourse``: ``import tfcourse`` finds the sealed
-copy first on ``sys.path`` (see ``seal.py``), where the reference of the exercise under
-test is a stub. It never judges anything: it answers requests (build this, call that,
-backpropagate this) with tensors, and the grader compares them with the reference.
+Started by the grader in its own empty folder (``python -I worker.py``), or forked, once
+torch is imported, by ``forkserver.py`` into a folder of its own under the sandbox's
+private ``/tmp``. Its first message from the grader carries the learner's code and the
+sealed copy of ``tfcourse`` (``seal.py``), unpacked here and put first on ``sys.path``:
+it never imports the real ``tfcourse``, and in the sealed copy the reference of the
+exercise under test is a stub. It never judges anything: it answers requests (build
+this, call that, backpropagate this) with tensors, and the grader compares them with
+the reference.
 
-The protocol runs on copies of the original stdin/stdout; the learner's prints go to a
-log file, so no print can corrupt the channel. Built-ins that would do the whole exercise
-are replaced by traps before any learner code runs: a call is recorded and raises.
+The protocol runs on copies of the channel's file descriptors; the learner's prints go
+to a log file, so no print can corrupt the channel. Built-ins that would do the whole
+exercise are replaced by traps before any learner code runs: a call is recorded and
+raises.
 """
 
 import contextlib
+import io
 import itertools
 import os
 import signal
 import sys
+import tarfile
 import traceback
 
-_CHANNEL_IN = os.fdopen(os.dup(0), "rb")
-_CHANNEL_OUT = os.fdopen(os.dup(1), "wb")
-_log = os.open("worker.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-os.dup2(_log, 1)
-os.dup2(_log, 2)
-sys.stdin = open(os.devnull)
-sys.stdout = os.fdopen(1, "w", buffering=1)
-sys.stderr = os.fdopen(2, "w", buffering=1)
-
-sys.path.insert(0, sys.argv[1])                               # the sealed tfcourse
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # protocol.py beside us
 
 import protocol  # noqa: E402
 import torch  # noqa: E402
 
+PACKAGE = "sealed"      # where the sealed tfcourse is unpacked, in the worker's folder
+
+_CHANNEL_IN = _CHANNEL_OUT = None   # the protocol's channel (take_channel)
 TRAPPED: list[str] = []
 _objects: dict[int, object] = {}
 _graphs: dict[int, tuple[list, list]] = {}
@@ -302,8 +299,35 @@ def _limit(limits: dict) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def _serve() -> None:
-    header, _ = protocol.read_message(_CHANNEL_IN)
+def take_channel(fd_in: int, fd_out: int) -> None:
+    """Speak the protocol on copies of ``fd_in``/``fd_out``; from now on fd 0 reads
+    nothing and fds 1 and 2 (the learner's prints, any library's noise) go to
+    ``worker.log`` in the current folder."""
+    global _CHANNEL_IN, _CHANNEL_OUT
+    _CHANNEL_IN = os.fdopen(os.dup(fd_in), "rb")
+    _CHANNEL_OUT = os.fdopen(os.dup(fd_out), "wb")
+    log = os.open("worker.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    sys.stdin = open(os.devnull)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = os.fdopen(2, "w", buffering=1)
+
+
+def _unpack(tensors: dict) -> None:
+    """Put the sealed ``tfcourse`` of the first message (a tar archive, as bytes) first on
+    ``sys.path``. The archive is the grader's own, built by ``seal.sealed_archive``."""
+    archive = tensors["package"].numpy().tobytes()
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(PACKAGE, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+    sys.path.insert(0, os.path.abspath(PACKAGE))
+
+
+def serve() -> None:
+    """Answer the grader on the channel (``take_channel``) until it closes."""
+    header, tensors = protocol.read_message(_CHANNEL_IN)
+    _unpack(tensors)
     _limit(header.get("limits", {}))
     global _cell_seconds
     _cell_seconds = float(header.get("cell_seconds", 120))
@@ -347,4 +371,5 @@ def _serve() -> None:
 
 
 if __name__ == "__main__":
-    _serve()
+    take_channel(0, 1)
+    serve()

@@ -1,0 +1,148 @@
+"""Fork servers: learners share a server one after another, and nothing passes between them.
+
+Each attack is a learner's cell in one session; the next session, on the same server
+when the server could clear up and on a fresh one when it could not, looks for what the
+attack left. Without bubblewrap these tests fail, saying so (see test_sealed_sandbox.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from tfcourse.course.run import grading_env
+from tfcourse.course.sealed import pool, protocol, sandbox
+from tfcourse.course.sealed.seal import sealed_archive
+
+pytestmark = pytest.mark.slow
+ENV = dict(grading_env(1), MPLBACKEND="Agg")
+
+
+@pytest.fixture(autouse=True)
+def _own_servers():
+    found = sandbox.sandbox()
+    assert found.bwrap is not None, f"no sandbox here: {found.reason} (install bubblewrap)"
+    pool.close_all()
+    yield
+    pool.close_all()
+
+
+def run_cells(*cells: str) -> tuple[pool.Session, list[dict]]:
+    """A session that runs ``cells`` as a learner's; the session and the cells' results."""
+    session = pool.start(ENV, [], dict(ENV, HOME=pool.SESSION))
+    package = torch.frombuffer(bytearray(sealed_archive(set())), dtype=torch.uint8)
+    protocol.write_message(session.stdin, {
+        "cells": [textwrap.dedent(cell) for cell in cells], "builtins": [], "threads": 1,
+        "cell_seconds": 60, "limits": {}}, {"package": package})
+    reply, _ = protocol.read_message(session.stdout)
+    return session, reply["cells"]
+
+
+def served_by(session: pool.Session) -> int:
+    return session.server.process.pid
+
+
+LOOK_AROUND = """
+    import os
+    others = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    assert others == [1, os.getppid(), os.getpid()], others
+    assert sorted(os.listdir("/tmp")) == sorted(sandbox_tmp), os.listdir("/tmp")
+    assert "planted" not in os.listdir("/tmp/session"), os.listdir("/tmp/session")
+    assert os.listdir("/dev/shm") == [], os.listdir("/dev/shm")
+"""
+
+
+def look_around() -> str:
+    entries = [*sandbox.tmp_entries(), ".server", "session"]
+    return f"sandbox_tmp = {entries!r}\n" + textwrap.dedent(LOOK_AROUND)
+
+
+def test_a_fresh_worker_per_session_from_one_server():
+    first, ran = run_cells("import tfcourse, torch\nx = torch.ones(3).sum().item()")
+    server = served_by(first)
+    first.kill()
+    second, ran_again = run_cells(look_around(), "assert 'x' not in globals()")
+    assert served_by(second) == server
+    assert [r["ok"] for r in ran + ran_again] == [True, True, True], ran + ran_again
+    second.kill()
+
+
+def test_what_a_learner_leaves_behind_is_gone_before_the_next():
+    """Processes (a daemon in a session of its own, a fork loop), files in /tmp, in the
+    session's folder and in /dev/shm: all removed, on the same server."""
+    first, ran = run_cells("""
+        import os, time
+        for path in ("/tmp/planted", "/dev/shm/planted", "/tmp/session/planted"):
+            open(path, "w").write("from the last learner")
+        os.makedirs("/tmp/deep/er", exist_ok=True)
+        if os.fork() == 0:
+            os.setsid()
+            while True:                      # forks on and on, each child sleeping
+                if os.fork() == 0:
+                    time.sleep(60)
+                time.sleep(0.01)
+    """)
+    assert ran[0]["ok"], ran
+    server = served_by(first)
+    first.kill()
+    second, ran = run_cells(look_around())
+    assert served_by(second) == server
+    assert ran[0]["ok"], ran[0]["error"]
+    second.kill()
+
+
+def test_the_servers_memory_is_out_of_reach():
+    session, ran = run_cells("""
+        import os
+        for part in ("mem", "environ", "maps"):
+            try:
+                open(f"/proc/{os.getppid()}/{part}", "rb").read(1)
+            except OSError:
+                continue
+            raise AssertionError(f"read the server's {part}")
+    """)
+    assert ran[0]["ok"], ran[0]["error"]
+    session.kill()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGSTOP", "SIGKILL"])
+def test_a_learner_who_stops_or_kills_the_server_only_costs_time(monkeypatch, signal_name):
+    monkeypatch.setattr(pool, "ANSWER_SECONDS", 2)
+    first, ran = run_cells(f"import os, signal\nos.kill(os.getppid(), signal.{signal_name})")
+    server = served_by(first)
+    first.kill()
+    second, ran = run_cells(look_around())
+    assert served_by(second) != server and ran[0]["ok"], ran
+    second.kill()
+
+
+def test_a_changed_file_ends_the_server():
+    """The server's own files in /tmp (matplotlib's font cache) are not the learner's to
+    change: a server that finds one changed does not serve again."""
+    first, ran = run_cells("""
+        import glob
+        for path in glob.glob("/tmp/.server/matplotlib/*"):
+            open(path, "a").write(" ")
+    """)
+    assert ran[0]["ok"], ran
+    server = served_by(first)
+    first.kill()
+    second, ran = run_cells(look_around())
+    assert served_by(second) != server and ran[0]["ok"], ran
+    second.kill()
+
+
+def test_the_server_refuses_to_serve_outside_a_pid_namespace_of_its_own():
+    """``kill(-1)`` must never reach the grader's processes: outside the sandbox the server
+    refuses (only the check runs here, never the server)."""
+    folder = os.path.dirname(pool.__file__)
+    code = (f"import sys; sys.path.insert(0, {folder!r}); import forkserver; "
+            "print(forkserver._refuse_to_start())")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"), check=True)
+    assert "not alone in a PID namespace" in result.stdout

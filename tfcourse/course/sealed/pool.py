@@ -1,0 +1,171 @@
+"""Sealed workers from fork servers: the seconds of imports paid once per server.
+
+A worker started from nothing imports torch, IPython and matplotlib before it runs a
+line of the learner's (several seconds on a laptop, more than grading the notebook
+takes). A fork server (``forkserver.py``), sandboxed like a worker, imports them once and
+forks a fresh worker per session; ``end`` then clears the sandbox for the next learner
+(or the server ends, and a fresh one is started). This module keeps idle servers for
+the grading run and hands each session one of its own, never shared by two sessions at
+once: ``start(...)`` returns an object with the parts of ``subprocess.Popen`` that
+``proxy.Worker`` uses (``stdin``, ``stdout``, ``poll``, ``kill``); ``kill`` ends the
+session and gives the server back.
+
+Only sealed grading uses servers; ``--unsealed`` starts each worker from nothing, as
+there is no sandbox to clear.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from ...language import say
+from .proxy import WorkerFailed
+from .sandbox import WORK, launch
+
+HERE = Path(__file__).resolve().parent
+FILES = ("worker.py", "protocol.py", "forkserver.py")
+START_SECONDS = 120         # importing torch on a loaded machine, with room to spare
+ANSWER_SECONDS = 20         # a fork, or clearing the sandbox after a session
+SESSION = "/tmp/session"    # a forked worker's folder, inside the sandbox (forkserver.py)
+# The server's own: its files in one folder of /tmp (matplotlib's font cache), and one
+# thread while it imports (a fork copies only the thread that forks).
+SERVER_ENV = {"HOME": "/tmp/.server", "MPLCONFIGDIR": "/tmp/.server/matplotlib",
+              "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+MAX_IDLE = 4                # servers kept between sessions (each holds torch in memory)
+
+
+class ForkServer:
+    """One fork server in its sandbox, and the grader's end of its control socket."""
+
+    def __init__(self, env: dict[str, str], hide: list[Path]):
+        self.folder = Path(tempfile.mkdtemp(prefix="tfcourse-forkserver-"))
+        for name in FILES:
+            shutil.copyfile(HERE / name, self.folder / name)
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with theirs:
+                self.process = launch(
+                    [sys.executable, "-I", f"{WORK}/forkserver.py", str(theirs.fileno())],
+                    work=self.folder, env=dict(env, **SERVER_ENV),
+                    hide=hide, writable=False,
+                    stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),))
+            self._answer(START_SECONDS, "ready")
+        except (OSError, RuntimeError, WorkerFailed) as error:
+            self.close()
+            raise WorkerFailed(say(f"the sandbox did not start: {error}",
+                                   f"沙箱没有启动：{error}")) from None
+
+    def _answer(self, seconds: float, key: str) -> dict:
+        self.control.settimeout(seconds)
+        try:
+            reply = json.loads(self.control.recv(4096) or b"{}")
+        except (OSError, ValueError) as error:
+            raise WorkerFailed(f"the fork server did not answer ({error})") from None
+        if not (isinstance(reply, dict) and key in reply):
+            raise WorkerFailed("the fork server ended")
+        return reply
+
+    def fork(self, env: dict[str, str]) -> tuple:
+        """A fresh worker on a channel of its own: ``(its stdin, its stdout)`` here."""
+        into, out = os.pipe(), os.pipe()
+        try:
+            socket.send_fds(self.control, [json.dumps({"op": "fork", "env": env}).encode()],
+                            [into[0], out[1]])
+            self._answer(ANSWER_SECONDS, "pid")
+        except (OSError, WorkerFailed):
+            for fd in (*into, *out):
+                os.close(fd)
+            raise
+        os.close(into[0])
+        os.close(out[1])
+        return os.fdopen(into[1], "wb"), os.fdopen(out[0], "rb")
+
+    def end(self) -> bool:
+        """Clear the sandbox after a session; ``False`` when the server could not."""
+        try:
+            self.control.send(json.dumps({"op": "end"}).encode())
+            return bool(self._answer(ANSWER_SECONDS, "clean"))
+        except (OSError, WorkerFailed):
+            return False
+
+    def close(self) -> None:
+        if getattr(self, "process", None) is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.control.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Session:
+    """A forked worker as ``proxy.Worker`` sees a process; ``kill`` ends the session."""
+
+    def __init__(self, server: ForkServer, key: tuple, env: dict[str, str]):
+        self.server, self.key = server, key
+        self.stdin, self.stdout = server.fork(env)
+        self.ended = False
+
+    def poll(self):
+        return 0 if self.ended else None
+
+    def kill(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self.stdin.close()
+        _give_back(self.key, self.server)
+
+
+_lock = threading.Lock()
+_idle: list[tuple[tuple, ForkServer]] = []
+
+
+def start(server_env: dict[str, str], hide: list[Path], env: dict[str, str]) -> Session:
+    """A sealed worker with environment ``env``, forked by a server started with
+    ``server_env`` and ``hide`` (``sandbox.launch``). Raises ``WorkerFailed``."""
+    key = (tuple(sorted(server_env.items())), tuple(sorted(map(str, hide))))
+    with _lock:
+        server = next((s for k, s in _idle if k == key), None)
+        if server is not None:
+            _idle.remove((key, server))
+    if server is not None:
+        try:
+            return Session(server, key, env)
+        except (OSError, WorkerFailed):
+            server.close()                  # broken since its last session: start afresh
+    server = ForkServer(server_env, hide)
+    try:
+        return Session(server, key, env)
+    except (OSError, WorkerFailed):
+        server.close()
+        raise
+
+
+def _give_back(key: tuple, server: ForkServer) -> None:
+    if not server.end():
+        server.close()
+        return
+    with _lock:
+        _idle.append((key, server))
+        extra = _idle[:-MAX_IDLE] if len(_idle) > MAX_IDLE else []
+        del _idle[:len(extra)]
+    for _, old in extra:
+        old.close()
+
+
+@atexit.register
+def close_all() -> None:
+    """End every idle server (at exit, and for tests)."""
+    with _lock:
+        servers = [server for _, server in _idle]
+        _idle.clear()
+    for server in servers:
+        server.close()
