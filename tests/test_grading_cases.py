@@ -348,6 +348,38 @@ def test_a_replayed_recording_passes_the_public_cases_and_fails_salted_ones(caps
         assert "differs from the reference" in failure
 
 
+def recorded(function):
+    """A function recorded at home on a check's public calls, and its replay: the recorded
+    answer for an argument it has seen, a wrong one (zeros) for any other."""
+    table = {}
+
+    def recording(*args, **kwargs):
+        table[(args, tuple(sorted(kwargs.items())))] = answer = function(*args, **kwargs)
+        return answer
+
+    def replaying(*args, **kwargs):
+        key = (args, tuple(sorted(kwargs.items())))
+        return table[key] if key in table else table[next(iter(table))]
+
+    return recording, replaying
+
+
+@pytest.mark.parametrize("check, reference", [
+    (checks.check_causal_mask, tc.causal_mask), (checks.check_rotary_tables, tc.rotary_cos_sin),
+    (checks.check_swiglu_hidden_dim, tc.swiglu_hidden_dim), (checks.check_lr_schedule, lr_at)],
+    ids=["causal_mask", "rotary_tables", "swiglu_hidden_dim", "lr_schedule"])
+def test_a_replayed_table_of_answers_fails_the_checks_without_random_inputs(check, reference):
+    """Checks whose cases are sizes and settings, not random numbers: in grading those are
+    drawn for the learner too, so a table recorded on the public calls fails."""
+    recording, replaying = recorded(reference)
+    assert run(check, recording, None)[1] is None
+    printed, failure = run(check, replaying, None)
+    assert failure is None and "passed" in printed        # the attack works on public cases
+    for salt in FAST_SALTS:
+        assert run(check, replaying, salt)[1] is not None, salt
+        assert run(check, reference, salt)[1] is None, salt
+
+
 # ---------------------------------------------------------------------------------------------
 # The grader's secret
 

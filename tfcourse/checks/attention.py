@@ -15,6 +15,7 @@ from ._attention_mistakes import (
     _sdpa,
     _sdpa_mistakes,
 )
+from .cases import case_int
 from ._harness import Checker, backward_case, build, describe_call, load_reference, randomize_
 
 # ---------------------------------------------------------------------------------------------
@@ -28,10 +29,11 @@ def check_causal_mask(fn) -> None:
     True where query ``i`` may attend to key ``j``, i.e. ``j <= i`` (the lower
     triangle *including* the diagonal). Any device.
 
-    Sub-checks (4): T = 5, 1, 2, 16.
+    Sub-checks (4): T = 5, 1, 2, 16 (in grading, 5 and 16 become two sizes up to 200 drawn
+    for the learner: ``cases.case_int``).
     """
     with Checker("causal_mask") as chk:
-        for T in (5, 1, 2, 16):
+        for T in (case_int(1, 5, 3, 200), 1, 2, case_int(2, 16, 3, 200)):
             case = f"causal_mask({T})"
             call = describe_call(fn, (T,))
             got = chk.call(case, say(f"calling your {call}", f"调用你的 {call}"), fn, T)

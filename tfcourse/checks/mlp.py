@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from ..language import say
 from ..nn import mlp as reference_mlp
+from .cases import case_int
 from ._harness import (
     Checker,
     build,
@@ -209,10 +210,13 @@ def check_swiglu_hidden_dim(fn) -> None:
     Interface: ``fn(d_model) -> int``: ``2/3 * 4 * d_model`` (truncated to an int),
     rounded *up* to a multiple of 256. ``fn(4096) == 11008`` (LLaMA-7B).
 
-    Sub-checks (6): d_model = 64, 128, 512, 768, 4096, 5120.
+    Sub-checks (6): d_model = 64, 128, 512, 768, 4096, 5120 (in grading, 128, 512 and 768
+    become widths drawn for the learner: ``cases.case_int``).
     """
     with Checker("swiglu_hidden_dim") as chk:
-        for d_model in (64, 128, 512, 768, 4096, 5120):
+        drawn = [case_int(seed, public, 65, 4095)
+                 for seed, public in ((1, 128), (2, 512), (3, 768))]
+        for d_model in (64, *drawn, 4096, 5120):
             case = f"d_model={d_model}"
             call = describe_call(fn, (d_model,))
             got = chk.call(case, say(f"calling your {call}", f"调用你的 {call}"), fn, d_model)

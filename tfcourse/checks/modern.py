@@ -9,6 +9,7 @@ import torch
 
 from ..language import say
 from ..nn.positional import apply_rotary, rotary_cos_sin, rotate_half
+from .cases import case_int
 from ._harness import Checker
 
 # ----------------------------------------------------------------------------- RoPE tables
@@ -72,7 +73,8 @@ def check_rotary_tables(fn) -> None:
     The reference is ``tfcourse.rotary_cos_sin``.
 
     Sub-checks (4): T=6, head_dim=8, default base; T=5, head_dim=16, base=500; T=1;
-    positions up to 16383 (float32 angles are off by about 1e-3 there).
+    positions up to 16383 (float32 angles are off by about 1e-3 there). In grading the
+    sizes and the base are drawn for the learner (``cases.case_int``).
     """
     if not callable(fn):
         raise TypeError(say(f"check_rotary_tables expects a function, got {type(fn).__name__}",
@@ -82,12 +84,19 @@ def check_rotary_tables(fn) -> None:
         # computation cast to float32 is within one float32 rounding (6e-8) of the
         # reference, while float32 angles are off by about 1e-4 at position 16383.
         chk.rtol, chk.atol = 0.0, 1e-6
-        cases = [(say("T=6, head_dim=8, default base", "T=6，head_dim=8，默认 base"), 6, 8, None),
-                 (say("T=5, head_dim=16, base=500", "T=5，head_dim=16，base=500"), 5, 16, 500.0),
-                 (say("T=1, head_dim=4, default base", "T=1，head_dim=4，默认 base"), 1, 4, None),
-                 (say("T=16384, head_dim=8, default base: large positions",
-                      "T=16384，head_dim=8，默认 base：位置很大"), 16384, 8, None)]
-        for case, T, hd, base in cases:
+        # In grading, every size and the base are drawn for the learner (cases.case_int).
+        sizes = [(case_int(1, 6, 2, 64), 2 * case_int(2, 4, 2, 32), None),
+                 (case_int(3, 5, 2, 64), 2 * case_int(4, 8, 2, 32),
+                  float(case_int(5, 500, 50, 50000))),
+                 (1, 2 * case_int(6, 2, 1, 16), None),
+                 (case_int(7, 16384, 12000, 16384), 2 * case_int(8, 4, 2, 8), None)]
+        for T, hd, base in sizes:
+            case = say(f"T={T}, head_dim={hd}, " + ("default base" if base is None
+                                                    else f"base={base:g}"),
+                       f"T={T}，head_dim={hd}，" + ("默认 base" if base is None
+                                                   else f"base={base:g}"))
+            if T > 10000:
+                case += say(": large positions", "：位置很大")
             args = (T, hd) if base is None else (T, hd, base)
             result = chk.call(case, say(f"your function{args}", f"以参数 {args} 运行你的函数"),
                               fn, *args)

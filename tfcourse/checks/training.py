@@ -9,19 +9,31 @@ import torch
 from ..language import say
 from ..runtime import fmt
 from ..train.optim import lr_at
+from .cases import case_int
 from ._harness import Checker
 
 
 def _cases():
     """(case name, keyword arguments, steps to evaluate). Warmup with a nonzero
-    min_lr, no warmup, and the default min_lr; each runs past total_steps."""
+    min_lr, no warmup, and the default min_lr; each runs past total_steps. In grading the
+    step counts are drawn for the learner (``cases.case_int``); the kinds stay."""
+    warmup, total = case_int(1, 10, 2, 30), case_int(2, 100, 40, 150)
+    no_warmup_total = case_int(3, 20, 5, 60)
+    short_warmup = case_int(4, 4, 1, 8)
+    short_total = short_warmup + case_int(5, 8, 2, 20)
     return (
-        (say("warmup 10, total 100, min_lr 1e-4", "预热 10 步，共 100 步，min_lr 1e-4"),
-         dict(max_lr=1e-3, warmup_steps=10, total_steps=100, min_lr=1e-4), range(111)),
-        (say("no warmup, total 20, min_lr 0.05", "无预热，共 20 步，min_lr 0.05"),
-         dict(max_lr=0.5, warmup_steps=0, total_steps=20, min_lr=0.05), range(26)),
-        (say("warmup 4, total 12, min_lr not passed", "预热 4 步，共 12 步，不传 min_lr"),
-         dict(max_lr=3e-4, warmup_steps=4, total_steps=12), range(16)),
+        (say(f"warmup {warmup}, total {total}, min_lr 1e-4",
+             f"预热 {warmup} 步，共 {total} 步，min_lr 1e-4"),
+         dict(max_lr=1e-3, warmup_steps=warmup, total_steps=total, min_lr=1e-4),
+         range(total + 11)),
+        (say(f"no warmup, total {no_warmup_total}, min_lr 0.05",
+             f"无预热，共 {no_warmup_total} 步，min_lr 0.05"),
+         dict(max_lr=0.5, warmup_steps=0, total_steps=no_warmup_total, min_lr=0.05),
+         range(no_warmup_total + 6)),
+        (say(f"warmup {short_warmup}, total {short_total}, min_lr not passed",
+             f"预热 {short_warmup} 步，共 {short_total} 步，不传 min_lr"),
+         dict(max_lr=3e-4, warmup_steps=short_warmup, total_steps=short_total),
+         range(short_total + 4)),
     )
 
 

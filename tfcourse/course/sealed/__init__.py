@@ -2,9 +2,9 @@
 
 The trusted grader process chooses the solution notebook, reads the submission as
 data and runs the checks itself; for each exercise it starts a worker process
-(``worker.py``, launched by ``sandbox.launch`` under bubblewrap) that runs only the
-learner's code, in a file system built from nothing: its own folder, the system and
-Python read-only, no network, no course files. There ``import tfcourse`` finds a
+(``worker.py``, forked by ``forkserver.py`` under bubblewrap, ``pool.py``, ``sandbox.py``)
+that runs only the learner's code, in a file system built from nothing: the system and
+Python read-only, a private ``/tmp``, no network, no course files. There ``import tfcourse`` finds a
 sealed copy of the package (``seal.py``) in which the reference for the exercise
 under test is a stub that refuses to run and the checks are silent no-ops. The two
 processes exchange tensors as safetensors (``protocol.py``) and nothing else: the
