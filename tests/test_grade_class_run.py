@@ -30,7 +30,8 @@ from tfcourse.checks.cases import current_salt
 from tfcourse.course import grade as grade_module
 from tfcourse.course import notebook_format, report
 from tfcourse.course.build import make_learner, solve
-from tfcourse.course.grade import collect, grade_notebook, installed_solutions, learner_salt
+from tfcourse.course.grade import grade_notebook, installed_solutions
+from tfcourse.course.grade_command import collect, learner_salt
 from tfcourse.course.judge import ExerciseResult, NotebookGrade
 from tfcourse.course.sealed import sandbox
 

@@ -18,7 +18,7 @@ COMMANDS = {
     "build-notebooks": ("tfcourse.course.build", "regenerate notebooks/ from solutions/ (--check: verify)"),
     "translate": ("tfcourse.course.translation", "add the sections a notebook's Chinese edition lacks (--check: verify)"),
     "execute": ("tfcourse.course.execute", "re-execute solution notebooks in place to refresh stored outputs"),
-    "grade": ("tfcourse.course.grade", "grade learner notebooks against the solutions"),
+    "grade": ("tfcourse.course.grade_command", "grade learner notebooks against the solutions"),
     "autograder": ("tfcourse.course.autograder", "build a Gradescope autograder zip for one notebook"),
     "train": ("tfcourse.train.command", "train a GPT from the shell (checkpoints, resume, torchrun)"),
     "sample": ("tfcourse.train.sample", "write text with a model trained by `tfcourse train --dataset text`"),

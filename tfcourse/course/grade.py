@@ -9,13 +9,9 @@ does not move what is judged; see ``restamp``), then judge each exercise sealed
 the check runs here, and an exercise passes when the check printed what the solution's
 stored output says. Learner code never runs anywhere else during grading; where the
 sandbox cannot work, grading needs the teacher's ``--unsealed`` and every report line says
-so. ``--jobs N`` grades N notebooks at once; a notebook that breaks anything gets its own
-line and the run goes on; the CSV and JSON are always written.
-
-Exit status: 0 only if every exercise of every notebook passes; 1 otherwise; 2 for bad
-arguments (no notebooks found, a bad number, an output path that cannot be written, no
-sandbox without ``--unsealed``: all checked before any grading). What is guaranteed, and
-what is not, is in docs/grading.md.
+so. A notebook that breaks anything gets its own line (``grade_notebook`` never raises).
+The command around this (flags, the class run, the outputs) is ``grade_command.py``. What
+is guaranteed, and what is not, is in docs/grading.md.
 
 A notebook's report is in Chinese under ``TFCOURSE_LANG=zh`` or when the notebook is one of
 the Chinese edition (``metadata.tfcourse.language == "zh"``); its workers then run with
@@ -25,24 +21,17 @@ not depend on the language.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import math
-import os
 import re
-import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..language import current, say, speaking
 from . import notebook_format
 from .build import STUB_SIGNATURE
 from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
-from .report import format_report, json_report, probe_output, write_outputs
 from .restamp import restamp
-from .run import grading_env
 from .scan import Finding, scan
 from .sealed.sandbox import Sandbox, measures, sandbox
 from .sealed.session import (
@@ -255,199 +244,3 @@ def _grade_notebook(path: Path, setup: Setup, *, solutions_dir, against, restamp
                                 f"notebook 的元数据指定的是 {named!r}；已忽略：按 "
                                 f"{solution_path.stem!r} 评分"))
     return result
-
-
-def collect(paths: list[str]) -> list[tuple[Path, Path]]:
-    """``(notebook file, its name under --restamped)`` for each notebook named on the
-    command line; a folder means its ``*.ipynb``. The name is the file's path relative to
-    the current folder (``outside/`` and its absolute path when it lies elsewhere), so two
-    folders' same-named files stay apart; a name that still repeats gets ``-2``, ``-3``."""
-    found = []
-    for name in paths:
-        path = Path(name)
-        if path.is_dir():
-            found += sorted(p for p in path.glob("*.ipynb") if p.is_file() or p.is_symlink())
-        elif path.is_file() or path.is_symlink():
-            found.append(path)
-        else:
-            raise ValueError(say(f"no such notebook or folder: {name}",
-                                 f"没有这个 notebook 或文件夹：{name}"))
-    named, taken = [], set()
-    for path in found:
-        full = path.parent.resolve() / path.name
-        try:
-            relative = full.relative_to(Path.cwd().resolve())
-        except ValueError:
-            relative = Path("outside", *full.parts[1:])
-        unique, count = relative, 1
-        while unique in taken:
-            count += 1
-            unique = relative.with_name(f"{relative.stem}-{count}{relative.suffix}")
-        taken.add(unique)
-        named.append((path, unique))
-    return named
-
-
-def number(flag: str, value, *, low: float, high: float, integer: bool = False) -> str:
-    """A problem with a numeric flag ("" when ``low <= value <= high``, finite, and an
-    integer where asked)."""
-    ok = (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high
-          and (not integer or float(value).is_integer()))
-    if ok:
-        return ""
-    kind = say("an integer", "整数") if integer else say("a number", "数")
-    return say(f"{flag} must be {kind} from {low:g} to {high:g}, got {value!r}",
-               f"{flag} 必须是 {low:g} 到 {high:g} 之间的{kind}，实际是 {value!r}")
-
-
-def check_arguments(args: argparse.Namespace) -> list[str]:
-    """Every problem found before any grading (which can take minutes): numbers, output
-    files (created now, so a full disk or a typo shows at once), the sandbox."""
-    problems = [p for p in (
-        number("--timeout", args.timeout, low=1, high=24 * 3600),
-        number("--threads", args.threads, low=0, high=256, integer=True),
-        number("--jobs", args.jobs, low=1, high=256, integer=True)) if p]
-    for flag, value in (("--csv", args.csv), ("--gradescope", args.gradescope)):
-        if value is not None and (problem := probe_output(value)):
-            problems.append(f"{flag} {value}: {problem}")
-    if args.restamped is not None:
-        folder = Path(args.restamped)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            problems.append(say(f"--restamped {args.restamped}: cannot create it "
-                                f"({error.strerror})",
-                                f"--restamped {args.restamped}：无法创建（{error.strerror}）"))
-        else:
-            if not os.access(folder, os.W_OK):
-                problems.append(say(f"--restamped {args.restamped}: cannot write there",
-                                    f"--restamped {args.restamped}：无法写入该位置"))
-    if args.solutions is not None and not Path(args.solutions).is_dir():
-        problems.append(say(f"--solutions {args.solutions}: not a folder",
-                            f"--solutions {args.solutions}：不是文件夹"))
-    if not args.unsealed and (found := sandbox()).bwrap is None:
-        problems.append(say(
-            f"cannot seal the learners' code here: {found.reason}. Install bubblewrap "
-            "(Debian/Ubuntu: apt-get install bubblewrap) and grade as a user allowed to "
-            "create namespaces, or pass --unsealed to grade without the sandbox (every "
-            "report line then says the grade is unsealed)",
-            f"无法在这里隔离学员的代码：{found.reason}。请安装 bubblewrap（Debian/Ubuntu："
-            "apt-get install bubblewrap）并以可以创建命名空间的用户评分，或者使用 --unsealed "
-            "在没有沙箱的情况下评分（报告的每一行都会注明成绩未经隔离）"))
-    return problems
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="NOTEBOOK_OR_FOLDER",
-                        help="learner notebooks, or folders of them (e.g. submissions/)")
-    parser.add_argument("--solutions", metavar="DIR",
-                        help="folder of solution notebooks (default: the course's own)")
-    parser.add_argument("--against", metavar="NAME",
-                        help="grade every notebook against this course notebook (e.g. 03_norms); "
-                             "default: the one whose name the file name contains")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                        help="notebooks graded at once (default: the number of cores)")
-    parser.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
-                        help="per-cell and per-check-call time limit (default: 120)")
-    # One thread by default: verdicts do not depend on it (the determinism test checks),
-    # and torch's OpenMP threads spin and multiply CPU time on a busy machine.
-    parser.add_argument("--threads", type=int, default=1,
-                        help="OMP/MKL threads for learner code (default: 1; 0: torch's choice)")
-    parser.add_argument("--unsealed", action="store_true",
-                        help="grade without the sandbox where it cannot work (no bubblewrap, "
-                             "macOS): learner code can then read and write what you can; "
-                             "every report line says so")
-    parser.add_argument("--secret", metavar="FILE",
-                        help="the grading secret that draws each learner's cases (default: "
-                             "created on first use in your config folder)")
-    parser.add_argument("--identity", metavar="ID",
-                        help="the learner's identity that draws their cases, e.g. a Gradescope "
-                             "submission id (default: each notebook's file name; one notebook "
-                             "only)")
-    parser.add_argument("--json", action="store_true",
-                        help="print a machine-readable report (a JSON list) instead of text")
-    parser.add_argument("--csv", metavar="OUT",
-                        help="also write one CSV row per notebook to OUT")
-    parser.add_argument("--gradescope", metavar="OUT",
-                        help="also write Gradescope's results.json to OUT")
-    parser.add_argument("--restamped", metavar="DIR",
-                        help="also write each restamped notebook to DIR (to run "
-                             "`pytest --nbval-lax` on it)")
-
-
-def run(args: argparse.Namespace) -> int:
-    problems = check_arguments(args)
-    try:
-        paths = collect(args.paths)
-    except ValueError as error:
-        problems.append(str(error))
-        paths = []
-    if not paths and not problems:
-        problems.append(say("no notebooks to grade", "没有要评分的 notebook"))
-    if args.restamped is not None:
-        clashes = [path for path, name in paths
-                   if (Path(args.restamped) / name).resolve() == path.resolve()]
-        if clashes:
-            problems.append(say(f"--restamped {args.restamped} would overwrite the notebook "
-                                f"{clashes[0]} itself: choose another folder",
-                                f"--restamped {args.restamped} 会覆盖 notebook {clashes[0]} "
-                                f"本身：请换一个文件夹"))
-    if args.identity is not None and len(paths) > 1:
-        problems.append(say(f"--identity names one learner, but {len(paths)} notebooks were "
-                            f"given",
-                            f"--identity 只能对应一位学员，但给出了 {len(paths)} 个 notebook"))
-    salt = None
-    try:
-        salt = learner_salt(args.secret)
-    except (ValueError, OSError) as error:
-        problems.append(say(f"the grading secret: {error}", f"评分密钥：{error}"))
-    if problems:
-        for problem in problems:
-            print(say(f"error: {problem}", f"错误：{problem}"), file=sys.stderr)
-        return 2
-    setup = Setup(env=grading_env(int(args.threads) or None), timeout=args.timeout,
-                  unsealed=args.unsealed, salt=salt,
-                  hide=hidden_paths(args))
-
-    def grade_one(item: tuple[Path, Path]) -> NotebookGrade:
-        path, name = item
-        out = Path(args.restamped) / name if args.restamped else None
-        if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-        return grade_notebook(path, setup, solutions_dir=args.solutions, against=args.against,
-                              restamped=out, identity=args.identity)
-
-    # Threads are enough: each exercise runs in its own worker process, and a crash or a
-    # hang there is that exercise's verdict alone. Reports come out in the input order.
-    with ThreadPoolExecutor(max_workers=min(int(args.jobs), len(paths))) as pool:
-        grades = []
-        for grade in pool.map(grade_one, paths):
-            grades.append(grade)
-            if not args.json:
-                print(format_report(grade), flush=True)
-    if args.json:
-        print(json_report(grades))
-    elif len(grades) > 1:
-        passed = f"{sum(g.ok for g in grades)}/{len(grades)}"
-        print(say(f"{passed} notebooks passed every exercise",
-                  f"{passed} 个 notebook 通过了全部练习"))
-    errors = write_outputs(grades, csv=args.csv, gradescope=args.gradescope)
-    for error in errors:
-        print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
-    return 2 if errors else 0 if all(grade.ok for grade in grades) else 1
-
-
-def hidden_paths(args: argparse.Namespace) -> tuple[Path, ...]:
-    """The teacher's own paths: covered in a worker wherever a mount it needs would show
-    them (the sandbox shows only system and Python folders to begin with)."""
-    named = [*args.paths, args.solutions, args.csv, args.gradescope, args.restamped,
-             args.secret]
-    return tuple(Path(p).resolve() for p in named if p is not None and Path(p).exists())
-
-
-def learner_salt(secret_file: str | None):
-    """``salt(identity, exercise)`` from the grader's secret (created on first use)."""
-    from .secret import case_salt, load_secret
-
-    secret = load_secret(Path(secret_file) if secret_file else None)
-    return lambda identity, exercise: case_salt(secret, identity, exercise)

@@ -17,10 +17,17 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import sys
 import threading
 from pathlib import Path
 
-import nbformat
+# nbformat validates with jsonschema, which imports rfc3987_syntax when it is installed
+# (Jupyter's extras bring it), and that module builds dozens of parsers at import: seconds
+# on every `tfcourse` command, for the IRI formats no notebook schema uses. Unless something
+# imported it already, this process goes without it (jsonschema then skips those formats).
+sys.modules.setdefault("rfc3987_syntax", None)
+
+import nbformat  # noqa: E402
 
 from ..language import say
 
