@@ -382,6 +382,16 @@ SHORTCUTS = [
     ("03_norms", "ex-layernorm", "LayerNorm", _LAYERNORM.replace(
         "SHORTCUT", "torch.nn.functional.instance_norm(x, eps=self.eps) * self.weight "
                     "+ self.bias"), "builtin"),
+    # Spellings no list of names holds: seen running by the worker's watch.
+    ("03_norms", "ex-layernorm", "LayerNorm", _LAYERNORM.replace(
+        "SHORTCUT", "torch._C._VariableFunctions.native_layer_norm(x, x.shape[-1:], "
+                    "self.weight, self.bias, self.eps)[0]"), "builtin"),
+    ("03_norms", "ex-rmsnorm", "RMSNorm",
+     "class RMSNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-6):\n"
+     "        super().__init__()\n        self.eps = eps\n"
+     "        self.weight = nn.Parameter(torch.ones(d_model))\n"
+     "    def forward(self, x):\n        return torch._C._VariableFunctions.rms_norm("
+     "x, x.shape[-1:], self.weight, self.eps)\n", "builtin"),
 ]
 
 
@@ -399,4 +409,5 @@ def test_course_helpers_and_builtin_aliases_earn_nothing(notebook, cell_id, exer
     # The attack is real: without its entry in the list, the shortcut earns the points.
     monkeypatch.setattr(references, "COURSE_HELPERS", {})
     monkeypatch.setattr(references, "BUILTIN_ALIASES", {})
+    monkeypatch.setattr(references, "WATCHED", {})
     assert _sealed(solution, nb, exercise).status == "passed"

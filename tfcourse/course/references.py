@@ -8,11 +8,18 @@ scan; the **built-ins** are trapped in the worker and refused by the scan:
   ``tfcourse.reference`` (a teacher's own exercise), and ``COURSE_HELPERS`` below: course
   code that would do the exercise's core for the learner;
 - built-ins: the solution's metadata ``tfcourse.builtins`` and ``BUILTIN_ALIASES`` below:
-  other spellings of the same whole-job built-in.
+  other spellings of the same whole-job built-in, trapped wherever torch's modules hold
+  them;
+- torch functions seen running: ``WATCHED`` below, the names of the torch functions that
+  do the whole job. While the check calls the learner's code, the worker watches every
+  torch function that runs (a ``TorchFunctionMode``, which sees each call whatever the
+  spelling: ``F.rms_norm``, ``torch.rms_norm``, ``torch._C._VariableFunctions.rms_norm``,
+  ``torch.ops.aten.rms_norm.default``) and records those named here.
 
 Course code that builds on an exercise's reference needs no entry: it calls the stub and
-fails too (``TransformerBlock`` builds a sealed ``MultiHeadAttention``). Traps are best
-effort (the worker is the learner's process); the sealed reference is not: it is absent.
+fails too (``TransformerBlock`` builds a sealed ``MultiHeadAttention``). Traps and the
+watch are best effort (the worker is the learner's process, which can undo both); the
+sealed reference is not: it is absent.
 """
 
 from __future__ import annotations
@@ -43,6 +50,22 @@ BUILTIN_ALIASES: dict[str, tuple[str, ...]] = {
     "scaled_dot_product_attention": _ATTENTION,
 }
 
+# Functions a learner's own implementation never calls (each does the whole job), by the
+# name the function itself carries (an operator's overload suffix dropped).
+_NORMS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm",
+          "instance_norm", "batch_norm", "native_batch_norm")
+_FUSED_ATTENTION = ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+                    "_scaled_dot_product_flash_attention_for_cpu",
+                    "_scaled_dot_product_efficient_attention",
+                    "_scaled_dot_product_cudnn_attention", "multi_head_attention_forward",
+                    "_native_multi_head_attention")
+WATCHED: dict[str, tuple[str, ...]] = {
+    "LayerNorm": _NORMS,
+    "RMSNorm": ("rms_norm", "_fused_rms_norm"),
+    "scaled_dot_product_attention": _FUSED_ATTENTION,
+    "MultiHeadAttention": ("multi_head_attention_forward", "_native_multi_head_attention"),
+}
+
 
 def exercise_cell(solution, exercise: str):
     """The solution's exercise cell of ``exercise``, or None."""
@@ -70,3 +93,9 @@ def builtins(solution, exercise: str) -> tuple[str, ...]:
     meta = meta if isinstance(meta, dict) else {}
     listed = [*meta.get("builtins", []), *BUILTIN_ALIASES.get(exercise, ())]
     return tuple(dict.fromkeys(listed))
+
+
+def watched(exercise: str) -> tuple[str, ...]:
+    """The torch functions that, seen running during ``exercise``'s check, mean the learner
+    handed the whole job to a built-in (``WATCHED``)."""
+    return WATCHED.get(exercise, ())

@@ -33,13 +33,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # worker.py beside us (-I)
 
-import worker  # noqa: E402 - torch and the protocol come with it
-
-import matplotlib  # noqa: E402
+# What every worker needs, imported once here: torch and the protocol (with worker.py),
+# matplotlib with its font cache, IPython's shell.
+import matplotlib
+import worker
 
 matplotlib.use("Agg")
-import matplotlib.pyplot  # noqa: E402,F401 - the font cache is built once, here
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402,F401
+import matplotlib.pyplot
+from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
 WRITABLE = ("/tmp", "/dev/shm")
 SESSION = "/tmp/session"     # a forked worker's folder (pool.py sets its HOME there)

@@ -40,7 +40,8 @@ SESSION = "/tmp/session"    # a forked worker's folder, inside the sandbox (fork
 # thread while it imports (a fork copies only the thread that forks).
 SERVER_ENV = {"HOME": "/tmp/.server", "MPLCONFIGDIR": "/tmp/.server/matplotlib",
               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-MAX_IDLE = 4                # servers kept between sessions (each holds torch in memory)
+# Servers kept between sessions: about one per job (each holds torch in memory).
+MAX_IDLE = max(4, os.cpu_count() or 1)
 
 
 class ForkServer:

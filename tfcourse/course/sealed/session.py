@@ -190,8 +190,8 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
 
 # ------------------------------------------------------------------ one worker, one verdict
 
-def _start(cells: list[str], hide: frozenset[str], builtins: list[str], folder: Path,
-           setup: Setup) -> tuple[proxy.Worker, list[dict]]:
+def _start(cells: list[str], hide: frozenset[str], builtins: list[str], watch: list[str],
+           folder: Path, setup: Setup) -> tuple[proxy.Worker, list[dict]]:
     """Start a worker and run ``cells`` there; return it and the cells' results. Sealed,
     the worker is forked by a server in the sandbox (``pool.py``); ``--unsealed``, it is
     a process of its own in ``folder``. Raises ``proxy.WorkerFailed``."""
@@ -215,7 +215,8 @@ def _start(cells: list[str], hide: frozenset[str], builtins: list[str], folder: 
     worker = proxy.Worker(process, setup.timeout)
     package = torch.frombuffer(bytearray(sealed_archive(hide)), dtype=torch.uint8)
     protocol.write_message(process.stdin, {
-        "cells": cells, "builtins": builtins, "threads": 1, "cell_seconds": setup.timeout,
+        "cells": cells, "builtins": builtins, "watch": watch, "threads": 1,
+        "cell_seconds": setup.timeout,
         "limits": {"cpu_seconds": int(setup.timeout * (len(cells) + 10)),
                    "memory_bytes": MEMORY_BYTES, "file_bytes": FILE_BYTES}}, {"package": package})
     # Each cell has its own limit inside the worker; this one only catches a worker that
@@ -262,10 +263,11 @@ def _session(learner, solution, seal: list[str], judged: list[str], setup: Setup
     the last of them; a verdict for each exercise in ``judged``, on ``identity``'s cases."""
     hide = frozenset().union(*(hidden_names(solution, name)[0] for name in seal))
     builtins = sorted({b for name in seal for b in hidden_names(solution, name)[1]})
+    watch = sorted({f for name in seal for f in references.watched(name)})
     sent = max((_cells_for(learner, solution, name) for name in seal), key=len)
     with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
         try:
-            worker, ran = _start([source for _, source in sent], hide, builtins,
+            worker, ran = _start([source for _, source in sent], hide, builtins, watch,
                                  Path(folder), setup)
         except proxy.WorkerFailed as error:
             failed = SealedVerdict("failed", reason=proxy.reason_of(error),

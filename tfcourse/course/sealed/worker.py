@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # protocol.py be
 
 import protocol  # noqa: E402
 import torch  # noqa: E402
+from torch.overrides import TorchFunctionMode  # noqa: E402
 
 PACKAGE = "sealed"      # where the sealed tfcourse is unpacked, in the worker's folder
 
@@ -46,23 +47,59 @@ def _say(english: str, chinese: str) -> str:
     return chinese if chosen.startswith("zh") else english
 
 
-def _trap(dotted: str) -> None:
-    """Replace ``torch.x.y.name`` by a function that records the call and refuses it."""
-    parts = dotted.split(".")
-    try:
-        parent = __import__(parts[0])
-        for part in parts[1:-1]:
-            parent = getattr(parent, part)
-        getattr(parent, parts[-1])
-    except (ImportError, AttributeError):
-        return
+def _trap(dotted: list[str]) -> None:
+    """Replace each built-in ``torch.x.y.name`` by a function that records the call and
+    refuses it: under its name, and wherever one of torch's modules holds the same object
+    (``torch.nn.modules.normalization.LayerNorm`` is ``torch.nn.LayerNorm``)."""
+    traps = {}
+    for name in dotted:
+        parts = name.split(".")
+        try:
+            parent = __import__(parts[0])
+            for part in parts[1:-1]:
+                parent = getattr(parent, part)
+            original = getattr(parent, parts[-1])
+        except (ImportError, AttributeError):
+            continue
+        refused = _refusal(name)
+        traps.setdefault(id(original), (original, refused))
+        setattr(parent, parts[-1], refused)
+    for module_name, module in list(sys.modules.items()):
+        if module_name.split(".")[0] != "torch" or not hasattr(module, "__dict__"):
+            continue
+        for attribute, value in list(vars(module).items()):
+            found = traps.get(id(value))
+            if found is not None and found[0] is value:
+                setattr(module, attribute, found[1])
 
+
+def _refusal(dotted: str):
     def refused(*args, **kwargs):
         TRAPPED.append(dotted)
         raise RuntimeError(_say(f"{dotted} is not allowed in this exercise: it does the whole job",
                                 f"这个练习不允许使用 {dotted}：它包办了整个练习"))
 
-    setattr(parent, parts[-1], refused)
+    return refused
+
+
+class _Watch(TorchFunctionMode):
+    """While the check calls the learner's code: record each watched torch function that
+    runs (once per call), whatever spelling reached it (``references.WATCHED``)."""
+
+    names: frozenset = frozenset()
+
+    def __init__(self):
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = str(getattr(func, "__name__", "")).split(".")[0]
+        if name in self.names and name not in self.seen:
+            self.seen.add(name)
+            module = getattr(func, "__module__", None) or "torch"
+            module = "torch.ops.aten" if module.startswith("torch._ops") else module
+            TRAPPED.append(f"{module}.{name}")
+        return func(*args, **(kwargs or {}))
 
 
 def _handle(value) -> dict:
@@ -121,7 +158,8 @@ def _call(header, tensors):
             return torch.func.functional_call(target, state, args, kwargs, strict=False)
     else:
         method = target
-    with torch.set_grad_enabled(bool(header.get("grad"))):
+    watch = _Watch() if _Watch.names else contextlib.nullcontext()
+    with torch.set_grad_enabled(bool(header.get("grad"))), watch:
         result = method(*args, **kwargs)
     encoder = protocol.Encoder(handle=_handle)
     reply = {"result": encoder(result)}
@@ -332,8 +370,8 @@ def serve() -> None:
     global _cell_seconds
     _cell_seconds = float(header.get("cell_seconds", 120))
     torch.set_num_threads(int(header.get("threads", 1)))
-    for dotted in header.get("builtins", []):
-        _trap(dotted)
+    _trap([str(name) for name in header.get("builtins", [])])
+    _Watch.names = frozenset(str(name) for name in header.get("watch", []))
     cells = _run_cells(header.get("cells", []))
     protocol.write_message(_CHANNEL_OUT, {"cells": cells, "trapped": TRAPPED})
     while True:
