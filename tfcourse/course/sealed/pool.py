@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -52,18 +51,22 @@ class ForkServer:
         for name in FILES:
             shutil.copyfile(HERE / name, self.folder / name)
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        log = self.folder.parent / f"{self.folder.name}.log"    # outside what the server sees
         try:
-            with theirs:
+            with theirs, open(log, "wb") as stderr:
                 self.process = launch(
                     [sys.executable, "-I", f"{WORK}/forkserver.py", str(theirs.fileno())],
-                    work=self.folder, env=dict(env, **SERVER_ENV),
-                    hide=hide, writable=False,
-                    stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),))
+                    work=self.folder, env=dict(env, **SERVER_ENV), hide=hide, writable=False,
+                    stderr=stderr, pass_fds=(theirs.fileno(),))
             self._answer(START_SECONDS, "ready")
         except (OSError, RuntimeError, WorkerFailed) as error:
             self.close()
+            said = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
             raise WorkerFailed(say(f"the sandbox did not start: {error}",
-                                   f"沙箱没有启动：{error}")) from None
+                                   f"沙箱没有启动：{error}")
+                               + (f" ({said[-1][:200]})" if said else "")) from None
+        finally:
+            log.unlink(missing_ok=True)
 
     def _answer(self, seconds: float, key: str) -> dict:
         self.control.settimeout(seconds)
