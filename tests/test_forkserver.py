@@ -47,6 +47,16 @@ def served_by(session: pool.Session) -> int:
     return session.server.process.pid
 
 
+def next_session(first: pool.Session) -> tuple[bool, dict]:
+    """End ``first`` and look around from the next session: (served by the same server?,
+    the result of ``look_around``)."""
+    server = served_by(first)
+    first.kill()
+    second, ran = run_cells(look_around())
+    second.kill()
+    return served_by(second) == server, ran[0]
+
+
 LOOK_AROUND = """
     import os
     others = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
@@ -88,12 +98,9 @@ def test_what_a_learner_leaves_behind_is_gone_before_the_next():
                 time.sleep(0.01)
     """)
     assert ran[0]["ok"], ran
-    server = served_by(first)
-    first.kill()
-    second, ran = run_cells(look_around())
-    assert served_by(second) == server
-    assert ran[0]["ok"], ran[0]["error"]
-    second.kill()
+    same_server, looked = next_session(first)
+    assert same_server
+    assert looked["ok"], looked["error"]
 
 
 def test_the_servers_memory_is_out_of_reach():
@@ -113,12 +120,9 @@ def test_the_servers_memory_is_out_of_reach():
 @pytest.mark.parametrize("signal_name", ["SIGSTOP", "SIGKILL"])
 def test_a_learner_who_stops_or_kills_the_server_only_costs_time(monkeypatch, signal_name):
     monkeypatch.setattr(pool, "ANSWER_SECONDS", 2)
-    first, ran = run_cells(f"import os, signal\nos.kill(os.getppid(), signal.{signal_name})")
-    server = served_by(first)
-    first.kill()
-    second, ran = run_cells(look_around())
-    assert served_by(second) != server and ran[0]["ok"], ran
-    second.kill()
+    first, _ = run_cells(f"import os, signal\nos.kill(os.getppid(), signal.{signal_name})")
+    same_server, looked = next_session(first)
+    assert not same_server and looked["ok"], looked
 
 
 def test_a_changed_file_ends_the_server():
@@ -130,11 +134,8 @@ def test_a_changed_file_ends_the_server():
             open(path, "a").write(" ")
     """)
     assert ran[0]["ok"], ran
-    server = served_by(first)
-    first.kill()
-    second, ran = run_cells(look_around())
-    assert served_by(second) != server and ran[0]["ok"], ran
-    second.kill()
+    same_server, looked = next_session(first)
+    assert not same_server and looked["ok"], looked
 
 
 def test_the_server_refuses_to_serve_outside_a_pid_namespace_of_its_own():
