@@ -248,7 +248,7 @@ def test_a_failed_verdict_keeps_its_reason_and_costs_only_its_exercise(monkeypat
 def test_an_unsealed_grade_says_so_in_every_line(monkeypatch, solution, learner):
     results, graded, asked = _graded(monkeypatch, solution, learner, {
         **PASSED, "RMSNorm": SealedVerdict("failed", "RMSNorm: 1/2 checks", reason="mismatch")},
-        setup=Setup(env={}, unsealed=True))
+        setup=Setup(env={}, sandbox="none"))
     assert asked[0][1].unsealed and not any(r.sealed for r in results.values())
     assert graded.isolation[0].startswith("UNSEALED (--unsealed): the teacher asked for it")
     report = format_report(graded)

@@ -150,7 +150,8 @@ def test_honest_notebook_with_magics_shell_lines_and_peeks_scores_full_marks(sol
                                            "ex-rmsnorm").source
     nb.cells.insert(nb.cells.index(_cell(nb, "ex-rmsnorm")) + 1,
                     new_code_cell(answer, id="answer"))
-    setup = Setup(env=grading_env(1), timeout=30, unsealed=sandbox().bwrap is None)
+    setup = Setup(env=grading_env(1), timeout=30,
+                  sandbox="bubblewrap" if sandbox().bwrap else "none")
     with speaking("en"):
         result, _ = grade(nb, solution, setup)
     assert [(e.name, e.passed, e.reason) for e in result.exercises] == [

@@ -7,9 +7,10 @@ a folder near a submission), restamp the check cells from it (so a moved or edit
 does not move what is judged; see ``restamp``), then judge each exercise sealed
 (``sealed/session.py``): the learner's cells run in a worker inside bubblewrap's sandbox,
 the check runs here, and an exercise passes when the check printed what the solution's
-stored output says. Learner code never runs anywhere else during grading; where the
-sandbox cannot work, grading needs the teacher's ``--unsealed`` and every report line says
-so. A notebook that breaks anything gets its own line (``grade_notebook`` never raises).
+stored output says (in a container without namespaces, where the grader is root, the
+worker runs as a fresh user instead: ``sealed/users.py``). Learner code never runs anywhere
+else during grading; where neither can work, grading needs the teacher's ``--unsealed``
+and every report line says so. A notebook that breaks anything gets its own line (``grade_notebook`` never raises).
 The command around this (flags, the class run, the outputs) is ``grade_command.py``. What
 is guaranteed, and what is not, is in docs/grading.md.
 
@@ -33,6 +34,7 @@ from .build import STUB_SIGNATURE
 from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
 from .restamp import restamp
 from .scan import Finding, scan
+from .sealed import users
 from .sealed.sandbox import Sandbox, measures, sandbox
 from .sealed.session import (
     FILE_BYTES,
@@ -140,6 +142,8 @@ def isolation(setup: Setup) -> list[str]:
                  f"files {FILE_BYTES >> 20} MiB each, 256 open files, no core dumps",
                  f"每个单元格 CPU 时间 {setup.timeout:g} 秒、内存 {MEMORY_BYTES >> 30} GiB、"
                  f"单个文件 {FILE_BYTES >> 20} MiB、最多打开 256 个文件、不生成核心转储")
+    if setup.sandbox == "users":
+        return users.measures(limits)
     found = Sandbox(None, say("the teacher asked for it", "教师要求这样做")) if setup.unsealed \
         else sandbox()
     return measures(found, limits)

@@ -9,7 +9,9 @@ goes on; the CSV and JSON are always written.
 
 Exit status: 0 only if every exercise of every notebook passes; 1 otherwise; 2 for bad
 arguments (no notebooks found, a bad number, an output path that cannot be written, no
-sandbox without ``--unsealed``: all checked before any grading).
+sandbox without ``--unsealed``: all checked before any grading). The sandbox is bubblewrap
+where it works, else (as root, in a container) a fresh user per worker
+(``choose_sandbox``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import math
 import os
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,8 +29,10 @@ from . import grade
 from .judge import NotebookGrade
 from .report import format_report, json_report, probe_output, write_outputs
 from .run import grading_env
+from .sealed import users
 from .sealed.sandbox import sandbox
-from .sealed.session import Setup
+from .sealed.session import Setup, secrets
+from .secret import secret_path
 
 
 def collect(paths: list[str]) -> list[tuple[Path, Path]]:
@@ -76,6 +81,7 @@ def number(flag: str, value, *, low: float, high: float, integer: bool = False) 
 def check_arguments(args: argparse.Namespace) -> list[str]:
     """Every problem found before any grading (which can take minutes): numbers, output
     files (created now, so a full disk or a typo shows at once), the sandbox."""
+    kind, why = choose_sandbox(args)        # first: it may set the umask
     problems = [p for p in (
         number("--timeout", args.timeout, low=1, high=24 * 3600),
         number("--threads", args.threads, low=0, high=256, integer=True),
@@ -98,16 +104,42 @@ def check_arguments(args: argparse.Namespace) -> list[str]:
     if args.solutions is not None and not Path(args.solutions).is_dir():
         problems.append(say(f"--solutions {args.solutions}: not a folder",
                             f"--solutions {args.solutions}：不是文件夹"))
-    if not args.unsealed and (found := sandbox()).bwrap is None:
+    if not why and kind == "users":
+        with tempfile.TemporaryDirectory(prefix="tfcourse-probe-") as folder:
+            why = users.probe(secrets(hidden_paths(args)), Path(folder))
+    if why:
         problems.append(say(
-            f"cannot seal the learners' code here: {found.reason}. Install bubblewrap "
+            f"cannot seal the learners' code here: {why}. Install bubblewrap "
             "(Debian/Ubuntu: apt-get install bubblewrap) and grade as a user allowed to "
-            "create namespaces, or pass --unsealed to grade without the sandbox (every "
+            "create namespaces, or as root with the grader's files readable by root only "
+            "(docs/grading.md), or pass --unsealed to grade without the sandbox (every "
             "report line then says the grade is unsealed)",
-            f"无法在这里隔离学员的代码：{found.reason}。请安装 bubblewrap（Debian/Ubuntu："
-            "apt-get install bubblewrap）并以可以创建命名空间的用户评分，或者使用 --unsealed "
+            f"无法在这里隔离学员的代码：{why}。请安装 bubblewrap（Debian/Ubuntu："
+            "apt-get install bubblewrap）并以可以创建命名空间的用户评分，或者以 root 身份评分、"
+            "并让评分器的文件只有 root 可读（见 docs/grading.md），或者使用 --unsealed "
             "在没有沙箱的情况下评分（报告的每一行都会注明成绩未经隔离）"))
     return problems
+
+
+def choose_sandbox(args: argparse.Namespace) -> tuple[str, str]:
+    """``(the sandbox of this run, why it cannot work or "")``: ``none`` under
+    ``--unsealed``; else bubblewrap where it works (``--sandbox auto`` or ``bubblewrap``),
+    else a fresh user per worker where the grader is root (``auto`` or ``users``). Under
+    ``users`` the grader's files made from now on are readable by root only."""
+    if args.unsealed:
+        return "none", ""
+    reasons = []
+    if args.sandbox in ("auto", "bubblewrap"):
+        found = sandbox()
+        if found.bwrap is not None:
+            return "bubblewrap", ""
+        reasons.append(found.reason)
+        if args.sandbox == "bubblewrap":
+            return "bubblewrap", found.reason
+    if why := users.available():
+        return "users", "; ".join([*reasons, why])
+    os.umask(0o077)
+    return "users", ""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +162,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grade without the sandbox where it cannot work (no bubblewrap, "
                              "macOS): learner code can then read and write what you can; "
                              "every report line says so")
+    parser.add_argument("--sandbox", choices=("auto", "bubblewrap", "users"), default="auto",
+                        help="how learner code is sealed: bubblewrap, or (as root, where "
+                             "bubblewrap cannot run) a fresh unprivileged user per worker "
+                             "(default: auto, the first that works)")
     parser.add_argument("--secret", metavar="FILE",
                         help="the grading secret that draws each learner's cases (default: "
                              "created on first use in your config folder)")
@@ -179,8 +215,7 @@ def run(args: argparse.Namespace) -> int:
             print(say(f"error: {problem}", f"错误：{problem}"), file=sys.stderr)
         return 2
     setup = Setup(env=grading_env(int(args.threads) or None), timeout=args.timeout,
-                  unsealed=args.unsealed, salt=salt,
-                  hide=hidden_paths(args))
+                  sandbox=choose_sandbox(args)[0], salt=salt, hide=hidden_paths(args))
 
     def grade_one(item: tuple[Path, Path]) -> NotebookGrade:
         path, name = item
@@ -213,9 +248,10 @@ def run(args: argparse.Namespace) -> int:
 
 def hidden_paths(args: argparse.Namespace) -> tuple[Path, ...]:
     """The teacher's own paths: covered in a worker wherever a mount it needs would show
-    them (the sandbox shows only system and Python folders to begin with)."""
+    them (bubblewrap shows only system and Python folders to begin with), proven out of a
+    fresh user's reach (``--sandbox users``)."""
     named = [*args.paths, args.solutions, args.csv, args.gradescope, args.restamped,
-             args.secret]
+             args.secret or secret_path()]
     return tuple(Path(p).resolve() for p in named if p is not None and Path(p).exists())
 
 

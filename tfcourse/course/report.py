@@ -187,7 +187,11 @@ def write_atomically(path: str | Path, text: str, *, prefix: str = ".tfcourse-")
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from other users
+        # What open() would give (mkstemp's 0600 would hide it from other users), so a
+        # grader that keeps its files private (umask 077: --sandbox users) keeps them so.
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

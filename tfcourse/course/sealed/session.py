@@ -28,6 +28,7 @@ import contextlib
 import contextvars
 import io
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -40,8 +41,7 @@ import torch
 from ... import checks
 from ...language import say
 from .. import notebook_format, references
-from . import pool, protocol, proxy
-from .sandbox import WORK, launch
+from . import pool, protocol, proxy, users
 from .seal import package_dir, sealed_archive
 
 HERE = Path(__file__).resolve().parent
@@ -66,11 +66,24 @@ class Setup:
 
     env: dict[str, str]
     timeout: float = 120
-    unsealed: bool = False              # the teacher's --unsealed: no sandbox (said everywhere)
-    hide: tuple[Path, ...] = ()         # grader folders to cover if a mount would show them
+    # "bubblewrap" (sandbox.py), "users" (a fresh user per worker, users.py), or "none":
+    # the teacher's --unsealed (said everywhere)
+    sandbox: str = "bubblewrap"
+    # the grader's own paths: covered if a mount would show them (bubblewrap), proven out of
+    # a worker's reach (users)
+    hide: tuple[Path, ...] = ()
     # callable(identity, exercise) -> int: each learner's cases (the grader's secret); None:
     # the checks' public cases
     salt: object = None
+
+    def __post_init__(self):
+        if self.sandbox not in ("bubblewrap", "users", "none"):
+            raise ValueError(f"sandbox must be 'bubblewrap', 'users' or 'none', not "
+                             f"{self.sandbox!r}")
+
+    @property
+    def unsealed(self) -> bool:
+        return self.sandbox == "none"
 
 
 def check_calls(source: str) -> list[tuple[str, list[str]]]:
@@ -192,33 +205,42 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
 
 def _start(cells: list[str], hide: frozenset[str], builtins: list[str], watch: list[str],
            folder: Path, setup: Setup) -> tuple[proxy.Worker, list[dict]]:
-    """Start a worker and run ``cells`` there; return it and the cells' results. Sealed,
-    the worker is forked by a server in the sandbox (``pool.py``); ``--unsealed``, it is
-    a process of its own in ``folder``. Raises ``proxy.WorkerFailed``."""
+    """Start a worker and run ``cells`` there; return it and the cells' results. Under
+    bubblewrap, the worker is forked by a server in the sandbox (``pool.py``); else it is a
+    process of its own in ``folder``: as a fresh user (``users.py``), or unsealed. Raises
+    ``proxy.WorkerFailed``."""
     # The worker's home and temporary files are its own (matplotlib draws nothing there).
     env = dict(setup.env, MPLBACKEND="Agg")
-    if setup.unsealed:
+    limits = {"cpu_seconds": int(setup.timeout * (len(cells) + 10)),
+              "memory_bytes": MEMORY_BYTES, "file_bytes": FILE_BYTES}
+    if setup.sandbox == "bubblewrap":
+        process = pool.start(env, [*setup.hide, *graders_own()],
+                             dict(env, HOME=pool.SESSION, TMPDIR="/tmp",
+                                  MPLCONFIGDIR=f"{pool.SESSION}/.matplotlib"))
+    else:
         for name in ("worker.py", "protocol.py"):
             shutil.copyfile(HERE / name, folder / name)
+        env.update(HOME=str(folder), MPLCONFIGDIR=f"{folder}/.matplotlib", TMPDIR=str(folder))
+        argv = [sys.executable, "-I", str(folder / "worker.py")]
         with open(folder / "stderr.log", "wb") as log:
             try:
-                process = launch([sys.executable, "-I", f"{WORK}/worker.py"], work=folder,
-                                 env=dict(env, HOME=WORK, MPLCONFIGDIR=f"{WORK}/.matplotlib",
-                                          TMPDIR=WORK), hide=[], unsealed=True, stderr=log)
-            except OSError as error:
+                if setup.sandbox == "users":
+                    if why := users.probe(secrets(setup.hide), folder):
+                        raise proxy.WorkerFailed(why)
+                    process = users.Worker(argv, folder=folder, env=env, stderr=log)
+                    limits["processes"] = users.PROCESSES
+                else:
+                    process = subprocess.Popen(argv, cwd=folder, env=env, stdin=subprocess.PIPE,
+                                               stdout=subprocess.PIPE, stderr=log,
+                                               start_new_session=True, close_fds=True)
+            except (OSError, RuntimeError) as error:
                 raise proxy.WorkerFailed(say(f"the worker did not start: {error}",
                                              f"隔离进程没有启动：{error}")) from None
-    else:
-        hide_paths = [*setup.hide, package_dir(), notebook_format.course_root(HERE)]
-        process = pool.start(env, hide_paths, dict(env, HOME=pool.SESSION, TMPDIR="/tmp",
-                                              MPLCONFIGDIR=f"{pool.SESSION}/.matplotlib"))
     worker = proxy.Worker(process, setup.timeout)
     package = torch.frombuffer(bytearray(sealed_archive(hide)), dtype=torch.uint8)
     protocol.write_message(process.stdin, {
         "cells": cells, "builtins": builtins, "watch": watch, "threads": 1,
-        "cell_seconds": setup.timeout,
-        "limits": {"cpu_seconds": int(setup.timeout * (len(cells) + 10)),
-                   "memory_bytes": MEMORY_BYTES, "file_bytes": FILE_BYTES}}, {"package": package})
+        "cell_seconds": setup.timeout, "limits": limits}, {"package": package})
     # Each cell has its own limit inside the worker; this one only catches a worker that
     # stopped answering altogether (startup included).
     reply, _ = worker.receive(timeout=setup.timeout * (len(cells) + 1) + 60)
@@ -229,6 +251,21 @@ def _start(cells: list[str], hide: frozenset[str], builtins: list[str], watch: l
         raise proxy.ProtocolBroken(say("the worker's report on your cells does not add up",
                                        "隔离进程关于你的单元格的报告对不上"))
     return worker, ran
+
+
+def graders_own() -> list[Path]:
+    """What no worker may see wherever the grader runs from: the real package and the
+    course folder it belongs to (for a non-editable install, a folder inside the package)."""
+    return [package_dir(), notebook_format.course_root(HERE)]
+
+
+def secrets(hide: tuple[Path, ...]) -> list[Path]:
+    """What a worker running as a fresh user must not reach (``users.probe``): the
+    teacher's paths, the real package, and the course folder's solutions and history
+    (the rest of a course folder is public, and its Python environment may lie inside)."""
+    course = notebook_format.course_root(HERE)
+    return sorted({*hide, package_dir(), course / "solutions", course / ".git",
+                   *map(Path, users.GRADESCOPE)})
 
 
 def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str],

@@ -323,18 +323,24 @@ def _limit(limits: dict) -> None:
     learner's code (unprivileged in the sandbox) cannot raise them again. Not
     ``RLIMIT_AS``: the CUDA driver reserves far more address space than it uses, while
     ``RLIMIT_DATA`` (private writable memory) stops a runaway allocation and leaves that
-    reservation alone."""
+    reservation alone. ``RLIMIT_NPROC`` counts every process of the uid: only a worker
+    running as a user of its own (``users.py``) gets one."""
     try:
         import resource
     except ImportError:         # Windows: no rlimits (grading there is --unsealed anyway)
         return
     wanted = [(getattr(resource, name), int(limits[key])) for name, key in (
         ("RLIMIT_CPU", "cpu_seconds"), ("RLIMIT_DATA", "memory_bytes"),
-        ("RLIMIT_FSIZE", "file_bytes")) if key in limits]
+        ("RLIMIT_FSIZE", "file_bytes"), ("RLIMIT_NPROC", "processes")) if key in limits]
     for which, value in [*wanted, (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_CORE, 0)]:
         _, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)  # never raise
         resource.setrlimit(which, (value, value))
+    try:                        # no setuid program can give the learner's code privileges
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)     # PR_SET_NO_NEW_PRIVS
+    except (OSError, AttributeError):
+        pass
 
 
 def take_channel(fd_in: int, fd_out: int) -> None:
