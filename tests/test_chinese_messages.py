@@ -150,7 +150,7 @@ def test_grade_refuses_bad_flags_and_a_missing_sandbox_in_chinese(zh, tmp_path, 
     err = capsys.readouterr().err.strip()
     assert err.startswith("错误：--csv ") and "不存在" in err and "\n" not in err, err
     monkeypatch.setattr(sandbox, "_found", sandbox.Sandbox(None, "测试中"))
-    assert cli.main(base) == 2
+    assert cli.main([*base, "--sandbox", "bubblewrap"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("错误：无法在这里隔离学员的代码：测试中。请安装 bubblewrap"), err
     assert "--unsealed" in err and "\n" not in err

@@ -347,12 +347,12 @@ def test_unsealed_same_named_notebooks_in_two_folders(tmp_path, monkeypatch, cap
     assert graded["isolation"][0].startswith("UNSEALED (--unsealed): ")
 
 
-def test_without_bubblewrap_grading_needs_unsealed(tmp_path, monkeypatch, capsys, solution,
+def test_without_bubblewrap_sandbox_bubblewrap_refuses_to_grade(tmp_path, monkeypatch, capsys, solution,
                                                    nothing_graded):
     monkeypatch.setattr(sandbox, "_found", sandbox.Sandbox(None, "tested"))
     notebook_format.write_notebook(solved(solution), tmp_path / "99_fixture.ipynb")
     status = cli.main(["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions",
-                       str(SOLUTIONS)])
+                       str(SOLUTIONS), "--sandbox", "bubblewrap"])
     captured = capsys.readouterr()
     assert status == 2 and captured.out == ""
     (line,) = lines(captured.err)

@@ -409,11 +409,18 @@ def check_grading_sandbox() -> list[Finding]:
     found = sandbox()
     if found.bwrap is not None:
         return [Finding("ok", say("grading sandbox", "评分沙箱"), found.version or found.bwrap)]
+    from .course.sealed.users import available
+
+    users = "" if available() else say(
+        " (as root, `tfcourse grade` can instead run each worker as a fresh user: see "
+        "docs/grading.md, \"Containers\")",
+        "（以 root 身份运行时，`tfcourse grade` 也可以让每个隔离进程以全新的用户身份运行："
+        "见 docs/grading.md 的“容器”一节）")
     return [Finding("info", say("grading sandbox", "评分沙箱"), found.reason, say(
         "teachers: install bubblewrap (apt-get install bubblewrap) before grading a class; "
         "to grade your own notebook, add --unsealed",
         "教师：批改全班作业前请安装 bubblewrap（apt-get install bubblewrap）；"
-        "给自己的 notebook 评分时，加上 --unsealed 即可"))]
+        "给自己的 notebook 评分时，加上 --unsealed 即可") + users)]
 
 
 def collect(root: Path | None) -> list[Finding]:

@@ -29,10 +29,11 @@ dropped, and dies with the grader. Resource limits are set by the worker itself 
 any learner code runs (``worker.py``); being unprivileged it cannot raise them again.
 
 Where bubblewrap is missing or not permitted (macOS, Windows, a container without user
-namespaces), ``sandbox()`` says why, and grading refuses to start unless the teacher
-passes ``--unsealed``: then the worker runs as a plain process (own folder, scrubbed
-environment, resource limits) and every line of every report says the grade is unsealed.
-There is no silent downgrade and no hand-written mount code to audit.
+namespaces), ``sandbox()`` says why. A grader running as root then seals each worker as a
+fresh unprivileged user instead (``users.py``); elsewhere grading refuses to start unless
+the teacher passes ``--unsealed``: then the worker runs as a plain process (own folder,
+scrubbed environment, resource limits) and every line of every report says the grade is
+unsealed. There is no silent downgrade and no hand-written mount code to audit.
 """
 
 from __future__ import annotations
@@ -244,27 +245,20 @@ def measures(found: Sandbox, limits: str) -> list[str]:
 
 
 def launch(argv: list[str], *, work: Path, env: dict[str, str], hide: list[Path],
-           unsealed: bool = False, writable: bool = True, stderr=None,
-           pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+           writable: bool = True, stderr=None, pass_fds: tuple[int, ...] = ()
+           ) -> subprocess.Popen:
     """Start ``argv`` sealed, with ``stdin``/``stdout`` as pipes.
 
     ``argv`` names the worker's files as it sees them, under ``WORK``; ``work`` is the
-    grader's folder behind it (read-only inside unless ``writable``). ``unsealed``: run
-    without bubblewrap (``WORK`` then is rewritten to ``work``, and the environment's
-    ``WORK`` paths too); raises ``RuntimeError`` when the sandbox is unavailable and
-    ``unsealed`` was not asked for — never a silent downgrade.
+    grader's folder behind it (read-only inside unless ``writable``). Raises
+    ``RuntimeError`` when the sandbox is unavailable: never a silent downgrade.
     """
     found = sandbox()
-    work = os.path.realpath(work)
-    if found.bwrap is not None and not unsealed:
-        line = command(found.bwrap, argv, work=work, hide=[os.fspath(p) for p in hide],
-                       writable=writable)
-    elif unsealed:
-        line = [arg.replace(WORK, work, 1) if arg.startswith(WORK) else arg for arg in argv]
-        env = {key: value.replace(WORK, work, 1) if value.startswith(WORK) else value
-               for key, value in env.items()}
-    else:
+    if found.bwrap is None:
         raise RuntimeError(found.reason)
+    work = os.path.realpath(work)
+    line = command(found.bwrap, argv, work=work, hide=[os.fspath(p) for p in hide],
+                   writable=writable)
     return subprocess.Popen(line, cwd=work, env=dict(env), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
                             close_fds=True, pass_fds=pass_fds)
