@@ -24,6 +24,7 @@ its load, so compare runs on one machine only.
 
     python benchmarks/grading.py                       # all three, 100 copies
     python benchmarks/grading.py --copies 20 --skip-single
+    python benchmarks/grading.py --sandbox users       # as root: the container set-up
 """
 
 from __future__ import annotations
@@ -51,9 +52,11 @@ def solved_copy(solution_path: Path, folder: Path, name: str) -> Path:
     return path
 
 
-def grade(paths: list[Path], jobs: int, against: str | None = None) -> tuple[float, list]:
+def grade(paths: list[Path], jobs: int, against: str | None = None,
+          sandbox: str = "auto") -> tuple[float, list]:
     command = [sys.executable, "-m", "tfcourse", "grade", *map(str, paths), "--json",
-               "--jobs", str(jobs)] + (["--against", against] if against else [])
+               "--jobs", str(jobs), "--sandbox", sandbox] + (["--against", against] if against
+                                                             else [])
     started = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
@@ -70,6 +73,9 @@ def main() -> int:
     parser.add_argument("--copies", type=int, default=100)
     parser.add_argument("--notebook", default="03_norms")
     parser.add_argument("--skip-single", action="store_true")
+    parser.add_argument("--sandbox", default="auto", choices=("auto", "bubblewrap", "users"),
+                        help="tfcourse grade's --sandbox (users: as root, a fresh user per "
+                             "worker, without fork servers)")
     args = parser.parse_args()
     graded = [p for p in sorted((ROOT / "solutions").glob("*.ipynb"))
               if any(notebook_format.is_exercise(c) for c in notebook_format.read_notebook(p).cells)]
@@ -80,7 +86,7 @@ def main() -> int:
             print("1. each notebook alone, --jobs 1")
             times, own = [], []
             for path in learner:
-                seconds, grades = grade([path], 1)
+                seconds, grades = grade([path], 1, sandbox=args.sandbox)
                 sealed = sum(e["sealed"] for g in grades for e in g["exercises"])
                 total = sum(len(g["exercises"]) for g in grades)
                 times.append(seconds)
@@ -91,7 +97,7 @@ def main() -> int:
             print(f"   median {statistics.median(times):.1f} s per command, "
                   f"{statistics.median(own):.1f} s of grading per notebook, each with a cold "
                   f"start")
-        seconds, _ = grade(learner, args.jobs)
+        seconds, _ = grade(learner, args.jobs, sandbox=args.sandbox)
         print(f"2. one learner's {len(learner)} graded notebooks, --jobs {args.jobs}: "
               f"{seconds:.1f} s (target <= 45 s)")
         class_folder = folder / "class"
@@ -99,7 +105,8 @@ def main() -> int:
         source = ROOT / "solutions" / f"{args.notebook}.ipynb"
         copies = [solved_copy(source, class_folder, f"learner{i:03d}_{args.notebook}.ipynb")
                   for i in range(args.copies)]
-        seconds, grades = grade([class_folder], args.jobs, against=args.notebook)
+        seconds, grades = grade([class_folder], args.jobs, against=args.notebook,
+                                 sandbox=args.sandbox)
         passed = sum(g["ok"] for g in grades)
         print(f"3. {len(copies)} submissions of {args.notebook}, --jobs {args.jobs}: "
               f"{seconds:.1f} s (target for 100: <= 180 s); {passed}/{len(copies)} passed; "

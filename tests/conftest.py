@@ -72,3 +72,34 @@ def fails(check, obj, *patterns):
     for pattern in patterns:
         assert pattern in message, message
     return message
+
+
+@pytest.fixture(scope="session")
+def separate_users():
+    """The grader's second set-up, a fresh unprivileged user per worker (``--sandbox
+    users``): skipped without root. Prepares the machine as a teacher's container must be
+    (docs/grading.md) and leaves it so: the course's secret folders readable by root only,
+    the folders above this Python passable (not listable) by other users, so that a fresh
+    user can start it. Fails if the grader's own probe still finds a way in."""
+    import stat
+    import sys
+    from pathlib import Path
+
+    from tfcourse.course.sealed import session, users
+    from tfcourse.course.sealed.seal import package_dir
+
+    if why := users.available():
+        pytest.skip(why)
+    root = Path(__file__).resolve().parents[1]
+    for path in (os.path.realpath(sys.executable), os.path.realpath(sys.prefix)):
+        for folder in Path(path).parents:
+            mode = folder.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+    fixtures = root / "tests" / "fixtures" / "solutions"
+    for path in (package_dir(), root / "solutions", root / ".git", fixtures):
+        if path.exists():
+            path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o077)
+    with tempfile.TemporaryDirectory() as folder:
+        why = users.probe(session.secrets((fixtures,)), Path(folder))
+    assert why == "", why

@@ -139,9 +139,13 @@ def test_solved_and_unsolved_notebooks_have_no_findings(solution):
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_every_attack_scores_nothing_for_what_it_attacks(tmp_path, solution):
+@pytest.mark.parametrize("sandbox", ["bubblewrap", "users"])
+def test_every_attack_scores_nothing_for_what_it_attacks(tmp_path, solution, sandbox, request):
+    """In both set-ups: bubblewrap, and a fresh user per worker (as root: containers)."""
+    if sandbox == "users":
+        request.getfixturevalue("separate_users")
     folder = tmp_path / "submissions"
-    folder.mkdir()
+    folder.mkdir(mode=0o700)
     files = {}
     for number, name in enumerate(sorted([*ATTACKS, *SANDBOXED])):
         files[f"attack_{number:02d}.ipynb"] = name
@@ -152,7 +156,8 @@ def test_every_attack_scores_nothing_for_what_it_attacks(tmp_path, solution):
     notebook_format.write_notebook(honest, folder / "honest.ipynb")
     result = subprocess.run(
         [sys.executable, "-m", "tfcourse", "grade", str(folder), "--json", "--against",
-         "99_fixture", "--solutions", str(SOLUTIONS), "--timeout", "60", "--jobs", "2"],
+         "99_fixture", "--solutions", str(SOLUTIONS), "--timeout", "60", "--jobs", "2",
+         "--sandbox", sandbox],
         capture_output=True, text=True, timeout=900, check=False)
     grades = {Path(g["notebook"]).name: g for g in json.loads(result.stdout)}
     assert result.returncode == 1

@@ -5,10 +5,8 @@ forbids: read the solutions, the real package, the course's history, a classmate
 or the grading secret; write into the Python environment; signal the grader; outlive its
 session; leave files for the next learner. Then the whole grader runs in that mode.
 
-These tests need root (the grader switches users). They prepare the machine the way a
-teacher's container must be prepared (docs/grading.md), and leave it so: the course's
-secret folders readable by root only, and the folders above this Python passable (not
-listable) by other users, so a fresh user can start it.
+These tests need root (the grader switches users), and are skipped without it; the
+``separate_users`` fixture (conftest.py) prepares the machine as a container must be.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from tfcourse.course.build import make_learner, solve
 from tfcourse.course.grade import grade
 from tfcourse.course.restamp import restamp
 from tfcourse.course.run import grading_env
-from tfcourse.course.sealed import session, users
+from tfcourse.course.sealed import users
 from tfcourse.course.sealed.seal import package_dir
 from tfcourse.course.sealed.session import Setup, grade_exercise
 
@@ -41,20 +39,8 @@ FIXTURE = FIXTURES / "99_fixture.ipynb"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def prepared():
-    """Skip without root; else the grader's files made root's only, Python passable."""
-    if why := users.available():
-        pytest.skip(why)
-    for path in (os.path.realpath(sys.executable), os.path.realpath(sys.prefix)):
-        for folder in Path(path).parents:
-            mode = folder.stat().st_mode
-            if not mode & stat.S_IXOTH:
-                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
-    for path in (package_dir(), ROOT / "solutions", ROOT / ".git", FIXTURES):
-        if path.exists():
-            path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o077)
-    with tempfile.TemporaryDirectory() as folder:
-        assert users.probe(session.secrets((FIXTURES,)), Path(folder)) == ""
+def _prepared(separate_users):
+    """Every test here needs root and a machine prepared as a container must be."""
 
 
 LOOK = """

@@ -65,8 +65,8 @@ if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
     exit 1
 fi
 # bubblewrap: the sandbox every learner's code runs in while it is graded. Where it cannot
-# run (a container without user namespaces), grading says so and scores nothing, unless
-# the bundle was built with --unsealed.
+# run (a container without user namespaces), each worker runs as a fresh unprivileged user
+# instead (see the end of this script); the report says which.
 if ! command -v bwrap >/dev/null 2>&1; then
     { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
         bubblewrap; } || echo "setup.sh: could not install bubblewrap" >&2
@@ -81,6 +81,10 @@ PY="$ROOT/venv/bin/python"
 }
 "$PY" -m pip install "$SOURCE"
 "$ROOT/venv/bin/tfcourse" --version
+# Where bubblewrap cannot run (no user namespaces), `tfcourse grade` runs each worker as a
+# fresh unprivileged user, and refuses to start if that user could read the grader's
+# files: the bundle (solutions, secret) and the installed package (its references).
+chmod -R go-rwx "$SOURCE" "$("$PY" -c 'import os, tfcourse; print(os.path.dirname(tfcourse.__file__))')"
 """
 
 RUN_AUTOGRADER = """\
@@ -146,6 +150,10 @@ if [ -n "$PYTHON" ] && [ -f "$ROOT/submission_metadata.json" ]; then
     IDENTITY="$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["id"])' \\
         "$ROOT/submission_metadata.json" 2>/dev/null)" || IDENTITY=""
 fi
+
+# The submission, its metadata and the results: root's only (see setup.sh).
+chmod -R go-rwx "$ROOT/submission" "$ROOT/results" 2>/dev/null
+chmod go-rwx "$ROOT/submission_metadata.json" 2>/dev/null
 
 # Grade a copy in a folder of its own; its name stays the learner's, shown in the report.
 WORK="$(mktemp -d)" || fail "The autograder could not create a work folder."

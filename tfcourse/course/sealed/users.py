@@ -40,7 +40,8 @@ SHARED = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
 # Gradescope's folders (autograder.py): the bundle with the solutions and the secret, the
 # submission, the results. Out of reach wherever they exist (setup.sh and run_autograder
 # make them root's only).
-GRADESCOPE = ("/autograder/source", "/autograder/submission", "/autograder/results")
+GRADESCOPE = ("/autograder/source", "/autograder/submission", "/autograder/results",
+              "/autograder/submission_metadata.json")
 MAX_PROBED = 50_000             # files and folders the probe tries (a secret tree is small)
 PROCESSES = 256                 # per worker (RLIMIT_NPROC counts the uid's processes)
 
