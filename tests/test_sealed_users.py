@@ -94,6 +94,11 @@ def test_the_graders_files_are_out_of_a_fresh_users_reach(tmp_path):
             out["history"] = look({str(ROOT / ".git" / "HEAD")!r})
             out["home"] = look(os.path.expanduser("~root"))
             out["uid"] = [os.getuid(), os.geteuid(), os.getgid(), os.getgroups()]
+            try:            # swap its folder for a link the grader would follow on cleanup
+                os.rename(os.getcwd(), "/tmp/moved-" + str(os.getpid()))
+                out["rename"] = "renamed"
+            except OSError as error:
+                out["rename"] = type(error).__name__
             for path in ({sys.prefix!r} + "/planted.pth", {str(classmate)!r} + "/x", "/planted"):
                 try:
                     open(path, "w")

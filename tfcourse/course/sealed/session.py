@@ -218,19 +218,21 @@ def _start(cells: list[str], hide: frozenset[str], builtins: list[str], watch: l
                              dict(env, HOME=pool.SESSION, TMPDIR="/tmp",
                                   MPLCONFIGDIR=f"{pool.SESSION}/.matplotlib"))
     else:
+        work = folder / "work"          # the worker's; ``folder`` stays the grader's
+        work.mkdir()
         for name in ("worker.py", "protocol.py"):
-            shutil.copyfile(HERE / name, folder / name)
-        env.update(HOME=str(folder), MPLCONFIGDIR=f"{folder}/.matplotlib", TMPDIR=str(folder))
-        argv = [sys.executable, "-I", str(folder / "worker.py")]
+            shutil.copyfile(HERE / name, work / name)
+        env.update(HOME=str(work), MPLCONFIGDIR=f"{work}/.matplotlib", TMPDIR=str(work))
+        argv = [sys.executable, "-I", str(work / "worker.py")]
         with open(folder / "stderr.log", "wb") as log:
             try:
                 if setup.sandbox == "users":
-                    if why := users.probe(secrets(setup.hide), folder):
+                    if why := users.probe(secrets(setup.hide), work):
                         raise proxy.WorkerFailed(why)
-                    process = users.Worker(argv, folder=folder, env=env, stderr=log)
+                    process = users.Worker(argv, folder=work, env=env, stderr=log)
                     limits["processes"] = users.PROCESSES
                 else:
-                    process = subprocess.Popen(argv, cwd=folder, env=env, stdin=subprocess.PIPE,
+                    process = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.PIPE,
                                                stdout=subprocess.PIPE, stderr=log,
                                                start_new_session=True, close_fds=True)
             except (OSError, RuntimeError) as error:

@@ -126,6 +126,12 @@ class Worker:
     started and removes what it left (``end_user``)."""
 
     def __init__(self, argv: list[str], *, folder: Path, env: dict[str, str], stderr=None):
+        """``folder``: the worker's, made its own, inside a folder of the grader's. That one
+        is made passable but not writable for others (0711): the user can use its folder,
+        never swap it for a link the grader would follow when it removes it."""
+        if folder.parent.stat().st_uid != os.geteuid():
+            raise ValueError(f"{folder.parent} must be the grader's")
+        os.chmod(folder.parent, 0o711)
         self.uid = fresh_id()
         for path in [folder, *folder.rglob("*")]:
             os.chown(path, self.uid, self.uid, follow_symlinks=False)
