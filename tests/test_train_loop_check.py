@@ -1,0 +1,109 @@
+"""check_train_loop (notebook 08): passes correct loops, names each usual mistake.
+
+Every wrong loop here is written as a learner would write it, independently of the
+check's own list of mistakes (``MISTAKES``): each entry of that list has one here.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import fails, passes
+
+from tfcourse import training
+from tfcourse.checks import check_train_loop
+from tfcourse.checks.train_loop import MISTAKES
+
+
+def make_loop(*, zero_grad="step", clip="before", lr="every step", average=True,
+              report_mean=True, train_mode=True):
+    """A learner's loop; each keyword moves one line (the defaults are right)."""
+    def train_loop(model, batches, *, max_lr, warmup_steps, max_norm=1.0):
+        steps, n_micro = batches.shape[:2]
+        optimizer = training.configure_optimizer(model, lr=max_lr, weight_decay=0.1)
+        if train_mode:
+            model.train()
+
+        def rate(step):
+            return training.lr_at(step, max_lr=max_lr, warmup_steps=warmup_steps,
+                                  total_steps=steps, min_lr=max_lr / 10)
+
+        if lr == "once":
+            for group in optimizer.param_groups:
+                group["lr"] = rate(0)
+        losses = []
+        for step in range(steps):
+            if lr == "every step":
+                for group in optimizer.param_groups:
+                    group["lr"] = rate(step)
+            if zero_grad == "step":
+                optimizer.zero_grad()
+            losses_here = []
+            for micro in batches[step]:
+                if zero_grad == "micro":
+                    optimizer.zero_grad()
+                logits = model(micro[:, :-1])
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                       micro[:, 1:].reshape(-1))
+                (loss / n_micro if average else loss).backward()
+                losses_here.append(loss.item())
+            if zero_grad == "after backward":
+                optimizer.zero_grad()
+            if clip == "before":
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            if clip == "after":
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            losses.append(sum(losses_here) / (n_micro if report_mean else 1))
+        return torch.tensor(losses)             # a tensor of losses is fine too
+    return train_loop
+
+
+def test_a_correct_loop_passes(capsys):
+    passes(check_train_loop, make_loop(), capsys, "train_loop")
+
+
+# Each known mistake, and the words its diagnosis must contain.
+WRONG = {
+    "no-zero-grad": (dict(zero_grad="never"), "no optimizer.zero_grad()"),
+    "zero-grad-per-micro-batch": (dict(zero_grad="micro"), "inside the loop over micro-batches"),
+    "zero-grad-after-backward": (dict(zero_grad="after backward"),
+                                 "between backward() and optimizer.step()"),
+    "clip-after-step": (dict(clip="after"), "clipped after optimizer.step()"),
+    "per-epoch": (dict(lr="once"), "the learning rate is set once"),
+    "no-schedule": (dict(lr="never"), "the learning rate is never set"),
+    "sum": (dict(average=False, report_mean=False), "summed, not averaged"),
+}
+
+
+def test_every_known_mistake_has_a_wrong_loop_here():
+    assert sorted(WRONG) == sorted(MISTAKES)
+
+
+@pytest.mark.parametrize("mistake", sorted(WRONG))
+def test_each_mistake_fails_and_is_named(mistake):
+    changes, words = WRONG[mistake]
+    message = fails(check_train_loop, make_loop(**changes), "train_loop [")
+    assert words in message.splitlines()[0].partition("; looks like: ")[2], message
+
+
+@pytest.mark.parametrize("changes", [
+    dict(clip="never"),                              # the same effect as clipping after the step
+    dict(average=False),                             # the sum backpropagated, the mean reported
+    dict(report_mean=False),                         # the mean backpropagated, the sum reported
+], ids=str)
+def test_related_mistakes_fail_too(changes):
+    fails(check_train_loop, make_loop(**changes), "train_loop [")
+
+
+def test_a_model_left_in_eval_mode_fails_with_the_fix():
+    fails(check_train_loop, make_loop(train_mode=False), "still in eval mode", "model.train()")
+
+
+def test_wrong_returns_are_named():
+    fails(check_train_loop, lambda model, batches, **kw: None, "expected a list of")
+    fails(check_train_loop, lambda model, batches, **kw: ["a"] * batches.shape[0],
+          "must be numbers")
+    with pytest.raises(TypeError, match="expects a function"):
+        check_train_loop(3)

@@ -1,0 +1,218 @@
+"""Check for notebook 08: the training loop the learner writes.
+
+The learner's ``fn(model, batches, *, max_lr, warmup_steps, max_norm)`` trains ``model`` in
+place and returns the loss of every step. The check runs the course's loop (``_loop``) on a
+copy of the same model and the same batches and compares the losses step by step: a loss at
+step s depends on every update before it, so a mistake anywhere in the loop shows in the
+losses after it. When they differ, the same loop with one known mistake (``MISTAKES``) is
+run too, and the one that reproduces the learner's losses is named.
+
+Everything crosses the sealed grader's boundary as data: the model by value (rebuilt in the
+worker, its mode sent back), the batches as one tensor, the losses as numbers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..language import say
+from ..nn.config import GPTConfig
+from ..nn.model import GPT
+from ..runtime import fmt
+from ..train.loop import lm_loss
+from ..train.optim import configure_optimizer, lr_at
+from ._harness import Checker
+from .cases import case_int, case_seed
+
+CONFIG = GPTConfig(vocab_size=24, max_seq_len=8, n_layers=2, n_heads=2, d_model=16)
+MAX_LR, WARMUP, WEIGHT_DECAY = 1e-2, 2, 0.1
+
+
+def _loop(model, batches, *, max_lr, warmup_steps, max_norm=math.inf, mistake: str = ""
+          ) -> tuple[list[float], list[float]]:
+    """The course's loop, or the same with one of ``MISTAKES`` (by key) made: the loss of
+    every step and its gradient norm before clipping."""
+    steps, accum = batches.shape[:2]
+    optimizer = configure_optimizer(model, lr=max_lr, weight_decay=WEIGHT_DECAY)
+    model.train()
+
+    def clip():
+        norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)))
+
+    losses, norms = [], []
+    for step in range(steps):
+        schedule_step = 0 if mistake == "per-epoch" else step
+        lr = lr_at(schedule_step, max_lr=max_lr, warmup_steps=warmup_steps, total_steps=steps,
+                   min_lr=max_lr / 10)
+        if mistake != "no-schedule":
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+        if mistake not in ("no-zero-grad", "zero-grad-after-backward"):
+            optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for micro in batches[step]:
+            if mistake == "zero-grad-per-micro-batch":
+                optimizer.zero_grad(set_to_none=True)
+            loss = lm_loss(model(micro[:, :-1]), micro[:, 1:])
+            (loss if mistake == "sum" else loss / accum).backward()
+            total += loss.item()
+        if mistake == "zero-grad-after-backward":
+            optimizer.zero_grad(set_to_none=True)
+        if mistake != "clip-after-step":
+            clip()
+        optimizer.step()
+        if mistake == "clip-after-step":
+            clip()
+        losses.append(total if mistake == "sum" else total / accum)
+    return losses, norms
+
+
+MISTAKES = {
+    "no-zero-grad": say("no optimizer.zero_grad(): each step adds its gradient to all the "
+                        "earlier ones (and to the stale gradient the model came with)",
+                        "没有调用 optimizer.zero_grad()：每一步的梯度都叠加在之前所有步的梯度上"
+                        "（还有模型带进来的旧梯度）"),
+    "zero-grad-per-micro-batch": say(
+        "optimizer.zero_grad() inside the loop over micro-batches: only the last micro-batch's "
+        "gradient is left for the step", "在遍历微批次的循环里调用了 optimizer.zero_grad()："
+        "一步结束时只剩下最后一个微批次的梯度"),
+    "zero-grad-after-backward": say(
+        "optimizer.zero_grad() between backward() and optimizer.step(): the step sees no "
+        "gradient", "在 backward() 和 optimizer.step() 之间调用了 optimizer.zero_grad()："
+        "更新时已经没有梯度了"),
+    "clip-after-step": say("the gradient is clipped after optimizer.step() (or not at all): "
+                           "the step used the unclipped gradient",
+                           "梯度裁剪放在了 optimizer.step() 之后（或者根本没有裁剪）："
+                           "这一步用的是未裁剪的梯度"),
+    "per-epoch": say("the learning rate is set once, not at every step (the schedule is "
+                     "stepped per epoch): every step uses the rate of step 0",
+                     "学习率只设置了一次，而不是每一步都设置（学习率调度按 epoch 而不是按步推进）："
+                     "每一步用的都是第 0 步的学习率"),
+    "no-schedule": say("the learning rate is never set: every step uses max_lr, with no warmup "
+                       "and no decay", "从未设置学习率：每一步都用 max_lr，既没有预热也没有衰减"),
+    "sum": say("the micro-batch losses are summed, not averaged over the accumulation steps "
+               "(each backward() should get loss / number of micro-batches, and the step's "
+               "loss is their mean)",
+               "微批次的损失是求和而不是在累积步上取平均（每次 backward() 应该用 "
+               "loss / 微批次个数，这一步报告的损失是它们的平均值）"),
+}
+
+
+def _hint() -> str:
+    return say("per step: set every param group's lr to lr_at(step, ...), zero_grad(), for each "
+               "micro-batch (loss / n_micro).backward(), clip_grad_norm_(model.parameters(), "
+               "max_norm), optimizer.step(); call model.train() once before the loop",
+               "每一步：把每个参数组的 lr 设为 lr_at(step, ...)，zero_grad()，对每个微批次执行 "
+               "(loss / 微批次个数).backward()，clip_grad_norm_(model.parameters(), max_norm)，"
+               "optimizer.step()；循环开始前调用一次 model.train()")
+
+
+def _model(seed: int, device, dtype) -> GPT:
+    """A fresh GPT in eval mode, with a stale gradient on every parameter (both are the
+    learner's to deal with)."""
+    torch.manual_seed(seed)
+    model = GPT(CONFIG).to(device, dtype).eval()
+    gen = torch.Generator().manual_seed(seed)
+    for parameter in model.parameters():
+        parameter.grad = torch.randn(parameter.shape, generator=gen).to(device, dtype)
+    return model
+
+
+def _losses(chk: Checker, case: str, result, steps: int) -> list[float]:
+    if isinstance(result, torch.Tensor):
+        result = result.tolist()
+    if not isinstance(result, (list, tuple)) or len(result) != steps:
+        chk.fail(case, say(f"returned {type(result).__name__}"
+                           + (f" of length {len(result)}" if hasattr(result, "__len__") else "")
+                           + f", expected a list of {steps} losses, one per step",
+                           f"返回了 {type(result).__name__}"
+                           + (f"（长度 {len(result)}）" if hasattr(result, "__len__") else "")
+                           + f"，应返回一个列表，每步一个损失，共 {steps} 个"),
+                 hint=say("append loss.item() (the step's mean) to a list and return it",
+                          "把 loss.item()（这一步的平均损失）追加到列表里并返回"))
+    try:
+        return [float(value) for value in result]
+    except (TypeError, ValueError, RuntimeError):
+        chk.fail(case, say("the losses must be numbers (floats or 0-d tensors)",
+                           "损失必须是数值（float 或 0 维张量）"))
+
+
+def _close(got: list[float], want: list[float]) -> bool:
+    return all(math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9) for g, w in zip(got, want))
+
+
+def check_train_loop(fn) -> None:
+    """Check ``fn(model, batches, *, max_lr, warmup_steps, max_norm) -> list[float]``.
+
+    ``batches (steps, n_micro, B, T + 1)`` holds token ids: step s trains on the
+    micro-batches ``batches[s]``, each split into inputs ``[:, :-1]`` and targets
+    ``[:, 1:]``. The function trains ``model`` (a ``tfcourse.GPT``) in place: AdamW from
+    ``training.configure_optimizer(model, lr=max_lr, weight_decay=0.1)``; at step s the
+    learning rate ``lr_at(s, max_lr=max_lr, warmup_steps=warmup_steps, total_steps=steps,
+    min_lr=max_lr / 10)``; one ``backward()`` per micro-batch of its loss divided by the
+    number of micro-batches; the gradient norm clipped to ``max_norm``; one optimizer
+    step. It returns each step's loss (the mean over its micro-batches, before the
+    update). The model arrives in eval mode and with stale gradients.
+
+    Sub-checks (3): 2 micro-batches per step; 1 micro-batch per step; the model left in
+    train mode and the batches unchanged. ``max_norm`` is set between the gradient norms
+    the steps see, so that clipping matters at some steps and not at others. Names the
+    mistake when it is a known one (``MISTAKES``).
+    """
+    if not callable(fn):
+        raise TypeError(say(f"check_train_loop expects a function, got {type(fn).__name__}",
+                            f"check_train_loop 需要传入一个函数，实际得到 {type(fn).__name__}"))
+    name = getattr(fn, "__name__", "fn")
+    with Checker("train_loop") as chk:
+        dtype = torch.float64                   # the losses compared to the last digits
+        gen = chk.generator(11)
+        calls = []
+        for number, accum in enumerate((2, 1)):
+            steps = case_int(20 + number, 6, 4, 9)
+            case = say(f"{steps} steps of {accum} micro-batch(es) of 2 x 8 tokens",
+                       f"{steps} 步，每步 {accum} 个 2 x 8 词元的微批次")
+            batches = torch.randint(CONFIG.vocab_size, (steps, accum, 2, 9), generator=gen)
+            batches = batches.to(chk.device)
+            seed = case_seed(30 + number)
+
+            def fresh(seed=seed):
+                return _model(seed, chk.device, dtype)
+
+            setting = dict(max_lr=MAX_LR, warmup_steps=WARMUP)
+            # max_norm between the gradient norms of the steps: clipping bites at some only.
+            norms = _loop(fresh(), batches, **setting)[1]
+            setting["max_norm"] = sorted(norms)[len(norms) // 2]
+            want = _loop(fresh(), batches, **setting)[0]
+            model = fresh()
+            seen = batches.clone()
+            result = chk.call(case, say(f"calling your {name}(model, batches, ...)",
+                                        f"调用你的 {name}(model, batches, ...)"),
+                              fn, model, seen, **setting)
+            got = _losses(chk, case, result, steps)
+            if not _close(got, want):
+                looks = next((text for key, text in MISTAKES.items() if _close(
+                    got, _loop(fresh(), batches, **setting, mistake=key)[0])), None)
+                first = next(i for i, (g, w) in enumerate(zip(got, want))
+                             if not math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9))
+                chk.fail(case, say(f"the loss of step {first} is {fmt(got[first], 6)}, expected "
+                                   f"{fmt(want[first], 6)}",
+                                   f"第 {first} 步的损失是 {fmt(got[first], 6)}，应为 "
+                                   f"{fmt(want[first], 6)}"),
+                         looks_like=looks, hint=_hint())
+            calls.append((case, model, batches, seen))
+            chk.ok()
+        for case, model, batches, seen in calls:
+            if not model.training:
+                chk.fail(case, say("the model is still in eval mode after training",
+                                   "训练结束后模型仍处于 eval 模式"),
+                         looks_like=say("model.train() is never called: in eval mode dropout is "
+                                        "off, so a model with dropout would train without it",
+                                        "从未调用 model.train()：eval 模式下 dropout 是关闭的，"
+                                        "带 dropout 的模型就会在没有 dropout 的情况下训练"),
+                         hint=say("call model.train() before the loop",
+                                  "在循环开始前调用 model.train()"))
+            chk.unchanged(case, "batches", batches, seen)
+        chk.ok()
+
