@@ -31,6 +31,7 @@ from tfcourse import checks
 from tfcourse.checks import grading_cases
 from tfcourse.checks.cases import case_seed, current_salt
 from tfcourse.checks.claims import reference_permute_qk_rows
+from tfcourse.checks.train_loop import _loop
 from tfcourse.course import secret as grading_secret
 from tfcourse.lab.probes import gradient_probe
 from tfcourse.lab.production import attend_with_cache, fuse_qkv
@@ -67,6 +68,7 @@ REFERENCES = {
     "check_permute_qk_rows": reference_permute_qk_rows,
     "check_repeat_kv": repeat_kv,
     "check_lr_schedule": lr_at,
+    "check_train_loop": lambda model, batches, **setting: _loop(model, batches, **setting)[0],
 }
 
 # Two salts for the fast set, one of them near the top of the 63-bit range.

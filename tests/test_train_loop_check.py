@@ -6,6 +6,8 @@ check's own list of mistakes (``MISTAKES``): each entry of that list has one her
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,6 +16,11 @@ from conftest import fails, passes
 from tfcourse import training
 from tfcourse.checks import check_train_loop
 from tfcourse.checks.train_loop import MISTAKES
+from tfcourse.course import notebook_format
+from tfcourse.course.build import make_learner, solve
+from tfcourse.course.scan import scan
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_loop(*, zero_grad="step", clip="before", lr="every step", average=True,
@@ -66,14 +73,14 @@ def test_a_correct_loop_passes(capsys):
 
 # Each known mistake, and the words its diagnosis must contain.
 WRONG = {
-    "no-zero-grad": (dict(zero_grad="never"), "no optimizer.zero_grad()"),
-    "zero-grad-per-micro-batch": (dict(zero_grad="micro"), "inside the loop over micro-batches"),
-    "zero-grad-after-backward": (dict(zero_grad="after backward"),
+    "no-zero-grad": ({"zero_grad": "never"}, "no optimizer.zero_grad()"),
+    "zero-grad-per-micro-batch": ({"zero_grad": "micro"}, "inside the loop over micro-batches"),
+    "zero-grad-after-backward": ({"zero_grad": "after backward"},
                                  "between backward() and optimizer.step()"),
-    "clip-after-step": (dict(clip="after"), "clipped after optimizer.step()"),
-    "per-epoch": (dict(lr="once"), "the learning rate is set once"),
-    "no-schedule": (dict(lr="never"), "the learning rate is never set"),
-    "sum": (dict(average=False, report_mean=False), "summed, not averaged"),
+    "clip-after-step": ({"clip": "after"}, "clipped after optimizer.step()"),
+    "per-epoch": ({"lr": "once"}, "the learning rate is set once"),
+    "no-schedule": ({"lr": "never"}, "the learning rate is never set"),
+    "sum": ({"average": False, "report_mean": False}, "summed, not averaged"),
 }
 
 
@@ -89,9 +96,9 @@ def test_each_mistake_fails_and_is_named(mistake):
 
 
 @pytest.mark.parametrize("changes", [
-    dict(clip="never"),                              # the same effect as clipping after the step
-    dict(average=False),                             # the sum backpropagated, the mean reported
-    dict(report_mean=False),                         # the mean backpropagated, the sum reported
+    {"clip": "never"},                              # the same effect as clipping after the step
+    {"average": False},                             # the sum backpropagated, the mean reported
+    {"report_mean": False},                         # the mean backpropagated, the sum reported
 ], ids=str)
 def test_related_mistakes_fail_too(changes):
     fails(check_train_loop, make_loop(**changes), "train_loop [")
@@ -107,3 +114,22 @@ def test_wrong_returns_are_named():
           "must be numbers")
     with pytest.raises(TypeError, match="expects a function"):
         check_train_loop(3)
+
+
+# --------------------------------------------------------------------------- the grader's view
+
+def _solved_08():
+    solution = notebook_format.read_notebook(ROOT / "solutions" / "08_training.ipynb")
+    return solution, solve(make_learner(solution, "08_training"), solution)
+
+
+def test_the_solution_uses_no_reference_and_the_course_loop_is_one():
+    """``training.configure_optimizer`` lives in the package ``tfcourse.train``: a path,
+    not the reference ``train``; ``training.train`` is the reference."""
+    solution, solved = _solved_08()
+    assert scan(solution, solved) == []
+    cell = next(c for c in solved.cells if c.get("id") == "ex-train-loop")
+    cell.source = ("def train_loop(model, batches, *, max_lr, warmup_steps, max_norm=1.0):\n"
+                   "    return training.train(model, batches, steps=len(batches)).loss\n")
+    assert [(f.exercise, f.kind, f.what) for f in scan(solution, solved)] == [
+        ("train_loop", "reference", "tfcourse.training.train")]

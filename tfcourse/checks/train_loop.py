@@ -180,7 +180,7 @@ def check_train_loop(fn) -> None:
             def fresh(seed=seed):
                 return _model(seed, chk.device, dtype)
 
-            setting = dict(max_lr=MAX_LR, warmup_steps=WARMUP)
+            setting = {"max_lr": MAX_LR, "warmup_steps": WARMUP}
             # max_norm between the gradient norms of the steps: clipping bites at some only.
             norms = _loop(fresh(), batches, **setting)[1]
             setting["max_norm"] = sorted(norms)[len(norms) // 2]

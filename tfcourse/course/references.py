@@ -37,6 +37,8 @@ COURSE_HELPERS: dict[str, tuple[str, ...]] = {
                        "context_extension"),
     # Cached attention: the course's attention module does it with its KV cache.
     "attend_with_cache": ("MultiHeadAttention",),
+    # The course's own training loop.
+    "train_loop": ("train", "Trainer"),
 }
 
 _ATTENTION = ("torch.ops.aten.scaled_dot_product_attention",

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..language import say
 from . import notebook_format, references
@@ -105,8 +106,20 @@ def _covers(name: str, target: str) -> bool:
 
 
 def _is_reference(name: str, names: set[str]) -> bool:
+    """Whether the dotted ``name`` reaches one of ``names`` in the package. A part that is
+    one of the package's own modules is a path, not a name: ``tfcourse.train.loop.lm_loss``
+    does not use a reference called ``train``."""
     parts = name.split(".")
-    return parts[0] == "tfcourse" and any(part in names for part in parts[1:])
+    return parts[0] == "tfcourse" and any(
+        part in names and ".".join(parts[:i + 1]) not in _MODULES
+        for i, part in enumerate(parts[1:], 1))
+
+
+# The package's modules and subpackages, by dotted name (read from its files, not imported).
+_PACKAGE = Path(__file__).resolve().parents[1]
+_MODULES = frozenset(
+    ".".join(("tfcourse", *path.relative_to(_PACKAGE).with_suffix("").parts))
+    .removesuffix(".__init__") for path in _PACKAGE.rglob("*.py"))
 
 
 def _bound(statement) -> set[str]:
