@@ -219,10 +219,11 @@ def check_rotary(fn) -> None:
             got = chk.call(case, say("your function", "运行你的函数"), fn, x_mine, cos, sin)
             variants = _rotary_variants(x, cos, sin, T, hd, base)
             chk.compare(case, say("output", "输出"), got, expected, variants=variants,
-                        hint=say("x1, x2 = x.chunk(2, dim=-1); return x * cos + "
-                                 "torch.cat([-x2, x1], dim=-1) * sin",
-                                 "应这样计算：x1, x2 = x.chunk(2, dim=-1)；返回 x * cos + "
-                                 "torch.cat([-x2, x1], dim=-1) * sin"))
+                        hint=say("split the last dimension into halves x1, x2; each pair "
+                                 "(x1[i], x2[i]) turns by its angle: x1 cos - x2 sin, x1 sin + "
+                                 "x2 cos (the halves layout: help(check_rotary))",
+                                 "把最后一维分成两半 x1、x2；每一对 (x1[i], x2[i]) 按各自的角度旋转："
+                                 "x1 cos - x2 sin，x1 sin + x2 cos（对半拆分的布局，见 help(check_rotary)）"))
             upstream = chk.randn(chk.generator(100 + seed), *shape)
             (expected * upstream).sum().backward()
             chk.call(case, say("backward through your output", "对你的输出做反向传播"),

@@ -1,6 +1,7 @@
 """Training: data sets that need no download, the loop, its optimizer and checkpoints, the command.
 
-``data`` (Markov chain, copy task, stdlib text), ``optim`` (AdamW and the
+``data`` (Markov chain, copy task, stdlib text), ``bpe`` (a byte-level BPE tokenizer,
+from scratch), ``optim`` (AdamW and the
 warmup + cosine schedule), ``loop`` (``Trainer`` and ``train``), ``checkpoint``
 (atomic save, safe load), ``command`` (``tfcourse train``, also under torchrun).
 """
