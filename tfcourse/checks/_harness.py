@@ -127,6 +127,16 @@ class Checker:
                 looks = say("a tensor made inside your code has another dtype: create it with "
                             "dtype=x.dtype",
                             "你的代码里新建的张量 dtype 不对：创建时传入 dtype=x.dtype")
+            elif "view size is not compatible" in message:
+                looks = say("a .view() of a tensor that is not contiguous (a slice of a fused "
+                            "projection, or a transposed tensor). If it splits heads: (B, T, D) "
+                            "becomes (B, T, H, head_dim), then (B, H, T, head_dim) by a transpose; "
+                            "a .view(B, H, T, head_dim) would mix positions into heads even where "
+                            "it runs. .reshape() works on any layout",
+                            "对不连续的张量调用了 .view()（例如融合投影的一个切片，或转置过的张量）。"
+                            "如果这是在拆分注意力头：应先把 (B, T, D) 变成 (B, T, H, head_dim)，"
+                            "再用转置得到 (B, H, T, head_dim)；直接 .view(B, H, T, head_dim) "
+                            "即使不报错，也会把不同位置混进同一个头。.reshape() 对任何内存布局都适用")
             elif "does not require grad" in message:
                 looks = say("the output is cut off from autograd (torch.no_grad(), .detach(), "
                             ".data, or a round trip through numpy/.item())",
