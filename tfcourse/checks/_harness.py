@@ -100,7 +100,8 @@ class Checker:
         if hint:
             lines.append(say(f"  hint: {hint}", f"  提示：{hint}"))
         lines.append(say(f"  ({self.passed} earlier check(s) of {self.name} passed)",
-                         f"  （{self.name} 在此之前的 {self.passed} 项检查已通过）"))
+                         f"  （{self.name} 此前已有 {self.passed} 项检查通过）" if self.passed
+                         else f"  （这是 {self.name} 的第一项检查）"))
         raise AssertionError("\n".join(lines)) from cause
 
     def call(self, case: str, what: str, fn: Callable, *args, **kwargs):

@@ -149,8 +149,8 @@ def _rmsnorm_variants(ref, x, default_eps):
     var = x.var(dim=-1, keepdim=True, unbiased=False)
     subtracted = say("the mean is subtracted (that is LayerNorm); RMSNorm divides x itself by "
                      "its root mean square",
-                     "减去了均值（那是层归一化 LayerNorm 的做法）；均方根归一化（RMSNorm）是用 x "
-                     "本身的均方根去除 x")
+                     "减去了均值（那是层归一化 LayerNorm 的做法）；均方根归一化（RMSNorm）是把 x "
+                     "直接除以它自身的均方根")
     table = [
         (subtracted, lambda: (x - mean) / (var + eps).sqrt() * w),
         (subtracted, lambda: (x - mean) / (mean_square + eps).sqrt() * w),
