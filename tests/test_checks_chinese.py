@@ -274,8 +274,9 @@ ALLOWED_PROSE_TEXTS = {
     # The pass line, "<Name>: n/n checks passed", is the same in both languages (nbval).
     ("_harness.py", " checks passed"),
     # Looked for in torch's own error messages, to diagnose them; never shown.
-    ("_harness.py", "same device"), ("_harness.py", "same dtype"),
-    ("_harness.py", "scalar type"), ("_harness.py", "does not require grad"),
+    ("_torch_errors.py", "same device"), ("_torch_errors.py", "same dtype"),
+    ("_torch_errors.py", "scalar type"), ("_torch_errors.py", "does not require grad"),
+    ("_torch_errors.py", "view size is not compatible"),
     # A key of the gradients' dict; the harness shows it as "输入 kv" in Chinese.
     ("gqa.py", "input kv"),
 }

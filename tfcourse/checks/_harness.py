@@ -26,6 +26,7 @@ from ..runtime import default_device, fmt
 # Re-exported: checks import these from here.
 from ._compare import close, max_abs_diff, scaled_error, tolerances  # noqa: F401
 from ._environment import _disable_tf32, _restore_rng, _restore_tf32, _save_rng
+from ._torch_errors import likely_cause
 from .cases import case_seed
 
 # A known mistake: a short description and a thunk computing what it would output.
@@ -100,8 +101,9 @@ class Checker:
         if hint:
             lines.append(say(f"  hint: {hint}", f"  提示：{hint}"))
         lines.append(say(f"  ({self.passed} earlier check(s) of {self.name} passed)",
-                         f"  （{self.name} 此前已有 {self.passed} 项检查通过）" if self.passed
-                         else f"  （这是 {self.name} 的第一项检查）"))
+                         f"  （{self.name} 此前已有 {self.passed} 项检查通过）") if self.passed
+                     else say(f"  (the first check of {self.name})",
+                              f"  （这是 {self.name} 的第一项检查）"))
         raise AssertionError("\n".join(lines)) from cause
 
     def call(self, case: str, what: str, fn: Callable, *args, **kwargs):
@@ -111,41 +113,9 @@ class Checker:
         except NotImplementedError:
             raise                       # an unfinished exercise says so itself
         except Exception as error:      # noqa: BLE001 - any learner error becomes a report
-            message = str(error)
-            looks = None
-            if "in-place" in message or "inplace" in message:
-                looks = say("an in-place operation (x += ..., x.sub_(...), x[...] = ...) on a "
-                            "tensor that autograd needs, e.g. the input",
-                            "对 autograd 需要的张量（例如输入）做了原地操作"
-                            "（x += ...、x.sub_(...)、x[...] = ...）")
-            elif "same device" in message:
-                looks = say("a tensor made inside your code is on another device: create it "
-                            "with device=x.device, or register it as a buffer so .to(device) "
-                            "moves it",
-                            "你的代码里新建的张量在另一个设备上：创建时传入 device=x.device，"
-                            "或把它注册为缓冲区（register_buffer），让 .to(device) 一并移动它")
-            elif "same dtype" in message or "scalar type" in message:
-                looks = say("a tensor made inside your code has another dtype: create it with "
-                            "dtype=x.dtype",
-                            "你的代码里新建的张量 dtype 不对：创建时传入 dtype=x.dtype")
-            elif "view size is not compatible" in message:
-                looks = say("a .view() of a tensor that is not contiguous (a slice of a fused "
-                            "projection, or a transposed tensor). If it splits heads: (B, T, D) "
-                            "becomes (B, T, H, head_dim), then (B, H, T, head_dim) by a transpose; "
-                            "a .view(B, H, T, head_dim) would mix positions into heads even where "
-                            "it runs. .reshape() works on any layout",
-                            "对不连续的张量调用了 .view()（例如融合投影的一个切片，或转置过的张量）。"
-                            "如果这是在拆分注意力头：应先把 (B, T, D) 变成 (B, T, H, head_dim)，"
-                            "再用转置得到 (B, H, T, head_dim)；直接 .view(B, H, T, head_dim) "
-                            "即使不报错，也会把不同位置混进同一个头。.reshape() 对任何内存布局都适用")
-            elif "does not require grad" in message:
-                looks = say("the output is cut off from autograd (torch.no_grad(), .detach(), "
-                            ".data, or a round trip through numpy/.item())",
-                            "输出与 autograd 断开了（torch.no_grad()、.detach()、.data，"
-                            "或经 numpy/.item() 转了一圈）")
             self.fail(case, say(f"{what} raised {type(error).__name__}: {first_line(error)}",
                                 f"{what}时抛出了 {type(error).__name__}：{first_line(error)}"),
-                      looks_like=looks, cause=error)
+                      looks_like=likely_cause(str(error)), cause=error)
 
     # -- comparing ---------------------------------------------------------------------------
     def compare(self, case: str, what: str, got, expected: torch.Tensor, *,
