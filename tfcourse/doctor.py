@@ -423,11 +423,36 @@ def check_grading_sandbox() -> list[Finding]:
         "给自己的 notebook 评分时，加上 --unsealed 即可") + users)]
 
 
+def check_chinese_font() -> list[Finding]:
+    """Whether figures can draw Chinese: a warning for a reader of the Chinese edition,
+    information for everyone else."""
+    from .language import current
+    from .runtime import CJK_FONTS, installed_cjk_fonts
+
+    topic = say("Chinese font", "中文字体")
+    try:
+        found = installed_cjk_fonts()
+    except ImportError:
+        return [Finding("info", topic, say("matplotlib is not installed", "未安装 matplotlib"))]
+    if found:
+        return [Finding("ok", topic, found[0])]
+    return [Finding("warn" if current() == "zh" else "info", topic,
+                    say(f"none of {', '.join(CJK_FONTS)} is installed: the Chinese edition's "
+                        "figures show boxes where the words should be",
+                        f"{'、'.join(CJK_FONTS)} 都没有安装：中文版的图中，文字会显示成方框"),
+                    say("Debian/Ubuntu: `sudo apt-get install fonts-noto-cjk`; Fedora: `sudo dnf "
+                        "install google-noto-sans-cjk-fonts`; macOS and Windows come with one; "
+                        "then restart the kernel",
+                        "Debian/Ubuntu：`sudo apt-get install fonts-noto-cjk`；Fedora：`sudo dnf "
+                        "install google-noto-sans-cjk-fonts`；macOS 和 Windows 自带中文字体；"
+                        "装好后重启内核"))]
+
+
 def collect(root: Path | None) -> list[Finding]:
     """Every finding, in report order."""
     return (check_python() + check_torch() + check_packages() + check_environment(root)
             + check_kernel() + check_widget_frontend() + check_notebooks(root)
-            + check_grading_sandbox())
+            + check_chinese_font() + check_grading_sandbox())
 
 
 # ------------------------------------------------------------------------- command

@@ -121,16 +121,21 @@ CJK_FONTS = ("Microsoft YaHei", "PingFang SC", "Hiragino Sans GB", "Noto Sans CJ
              "Source Han Sans SC", "WenQuanYi Micro Hei", "SimHei")
 
 
+def installed_cjk_fonts() -> list[str]:
+    """The fonts of ``CJK_FONTS`` that matplotlib finds on this machine, in that order."""
+    from matplotlib import font_manager
+
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    return [name for name in CJK_FONTS if name in installed]
+
+
 def _chinese_fonts(matplotlib) -> None:
     """Put the installed CJK fonts first; without one, Chinese labels show as boxes, so
     say once how to get one instead of a warning per missing glyph."""
     import sys
     import warnings
 
-    from matplotlib import font_manager
-
-    installed = {font.name for font in font_manager.fontManager.ttflist}
-    found = [name for name in CJK_FONTS if name in installed]
+    found = installed_cjk_fonts()
     matplotlib.rcParams["font.sans-serif"] = found + list(matplotlib.rcParams["font.sans-serif"])
     matplotlib.rcParams["axes.unicode_minus"] = False
     if not found:
