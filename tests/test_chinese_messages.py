@@ -88,8 +88,8 @@ def test_a_chinese_report_says_the_same_in_chinese():
     ]
     assert format_report(grade_).split("\n") == [
         "alice/03_norms.ipynb（对照 solutions/03_norms.ipynb，4.2 秒）",
-        "  LayerNorm：PASS",
-        "  RMSNorm：FAIL",
+        "  LayerNorm：通过",
+        "  RMSNorm：未通过",
         "      预期：'RMSNorm: 6/6 checks passed'",
         "      实际：AssertionError: RMSNorm: 输出不同",
         "            max |diff| 0.31",
@@ -173,5 +173,5 @@ def test_a_chinese_notebook_scores_what_the_english_one_scores(tmp_path, solutio
         [(e.name, e.passed, e.score) for e in grades[1].exercises]
     assert (grades[0].passed, grades[0].total) == (grades[1].passed, grades[1].total) == (2, 2)
     assert "  score: 2/2 exercises passed" in en and not CHINESE.search(en)
-    assert "  成绩：通过 2/2 个练习" in zh and "  Causal mask：PASS" in zh
+    assert "  成绩：通过 2/2 个练习" in zh and "  Causal mask：通过" in zh
     assert grades[1].isolation and all(CHINESE.search(word) for word in grades[1].isolation)

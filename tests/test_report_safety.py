@@ -345,7 +345,7 @@ def test_honest_text_survives_unchanged(tmp_path):
     lines = format_report(grade).split("\n")
     assert lines == [
         "作业/张三_03_norms.ipynb（对照 solutions/03_norms.ipynb，2.0 秒）",
-        "  RMSNorm：FAIL",
+        "  RMSNorm：未通过",
         "      预期：'RMSNorm: 6/6 checks passed'",
         "      实际：AssertionError: 输出不一致",
         "            max |diff|\t0.31 — x < 0",

@@ -50,8 +50,10 @@ def _test_output(result: ExerciseResult) -> str:
     """PASS, or the failure in the text report's words: reason, expected, got, notes."""
     unsealed = "" if result.sealed else say(" (UNSEALED)", "（未隔离）")
     if result.passed:
-        return "PASS" + unsealed
-    lines = [(f"FAIL ({result.reason})" if result.reason else "FAIL") + unsealed]
+        return say("PASS", "通过") + unsealed
+    failed = say("FAIL", "未通过") + (say(f" ({result.reason})", f"（{result.reason}）")
+                                     if result.reason else "")
+    lines = [failed + unsealed]
     # A continuation line starts under its first line's text, so a learner's output cannot
     # make a line of its own that starts like "expected:" or "note:".
     for label, text in ((say("expected: ", "预期："), result.expected),

@@ -87,9 +87,9 @@ def _format_report(grade: NotebookGrade) -> str:
         unsealed = "" if result.sealed else say(" (UNSEALED)", "（未隔离）")
         if result.passed:
             lines.append(say(f"  {result.name}: PASS{unsealed}",
-                             f"  {result.name}：PASS{unsealed}"))
+                             f"  {result.name}：通过{unsealed}"))
             continue
-        lines.append(say(f"  {result.name}: FAIL{unsealed}", f"  {result.name}：FAIL{unsealed}"))
+        lines.append(say(f"  {result.name}: FAIL{unsealed}", f"  {result.name}：未通过{unsealed}"))
         lines.append(f"      {expected}{_quoted(result.expected, pad)}")
         lines.append(f"      {got}{_quoted(result.got, pad)}")
         for text in result.notes:
