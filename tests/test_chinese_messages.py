@@ -175,3 +175,11 @@ def test_a_chinese_notebook_scores_what_the_english_one_scores(tmp_path, solutio
     assert "  score: 2/2 exercises passed" in en and not CHINESE.search(en)
     assert "  成绩：通过 2/2 个练习" in zh and "  Causal mask：通过" in zh
     assert grades[1].isolation and all(CHINESE.search(word) for word in grades[1].isolation)
+
+
+def test_grade_help_speaks_chinese(monkeypatch, capsys):
+    monkeypatch.setenv("TFCOURSE_LANG", "zh")
+    with pytest.raises(SystemExit):
+        cli.main(["grade", "--help"])
+    out = capsys.readouterr().out
+    assert "对照参考答案给学员的 notebook 评分" in out and "学员代码的隔离方式" in out, out

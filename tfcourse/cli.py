@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from .language import say
+
 # name -> (module, one-line help)
 COMMANDS = {
     "demo": ("tfcourse.demo", "pre-LN vs post-LN stacks: shapes and gradient norms side by side"),
@@ -27,6 +29,22 @@ COMMANDS = {
 }
 
 
+# The same one-line help for a Chinese reader (TFCOURSE_LANG=zh).
+COMMANDS_ZH = {
+    "demo": "Pre-LN 与 Post-LN 的堆叠：并排比较形状和梯度范数",
+    "lab": "在 JupyterLab 中打开课程",
+    "build-notebooks": "由 solutions/ 重新生成 notebooks/（--check：只检查）",
+    "translate": "补上 notebook 中文版缺少的段落（--check：只检查）",
+    "execute": "重新执行参考答案 notebook，刷新其中保存的输出",
+    "grade": "对照参考答案给学员的 notebook 评分",
+    "autograder": "为一个 notebook 生成 Gradescope 自动评分器的 zip 包",
+    "train": "在命令行里训练 GPT（检查点、断点续训、torchrun）",
+    "sample": "用 `tfcourse train --dataset text` 训练出的模型生成文本",
+    "doctor": "检查安装情况，并说明如何修复出问题的地方",
+    "site": "把课程的静态 HTML 网站生成到 build/site/",
+}
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfcourse", description=__doc__.splitlines()[0])
     from . import __version__
@@ -34,6 +52,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tfcourse {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
+        help_text = say(help_text, COMMANDS_ZH[name])
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
         if name == only:
             importlib.import_module(module_name).add_arguments(command_parser)

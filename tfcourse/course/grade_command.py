@@ -143,46 +143,68 @@ def choose_sandbox(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's flags; their help in the reader's language (``TFCOURSE_LANG``)."""
     parser.add_argument("paths", nargs="+", metavar="NOTEBOOK_OR_FOLDER",
-                        help="learner notebooks, or folders of them (e.g. submissions/)")
+                        help=say("learner notebooks, or folders of them (e.g. submissions/)",
+                                 "学员的 notebook，或存放它们的文件夹（例如 submissions/）"))
     parser.add_argument("--solutions", metavar="DIR",
-                        help="folder of solution notebooks (default: the course's own)")
+                        help=say("folder of solution notebooks (default: the course's own)",
+                                 "参考答案 notebook 所在的文件夹（默认：课程自带的）"))
     parser.add_argument("--against", metavar="NAME",
-                        help="grade every notebook against this course notebook (e.g. 03_norms); "
-                             "default: the one whose name the file name contains")
+                        help=say("grade every notebook against this course notebook (e.g. "
+                                 "03_norms); default: the one whose name the file name contains",
+                                 "所有 notebook 都对照这个课程 notebook 评分（例如 03_norms）；"
+                                 "默认：文件名中包含其名称的那个"))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                        help="notebooks graded at once (default: the number of cores)")
+                        help=say("notebooks graded at once (default: the number of cores)",
+                                 "同时评分的 notebook 数（默认：CPU 核数）"))
     parser.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
-                        help="per-cell and per-check-call time limit (default: 120)")
+                        help=say("per-cell and per-check-call time limit (default: 120)",
+                                 "每个单元格、每次检查调用的时间上限（默认：120 秒）"))
     # One thread by default: verdicts do not depend on it (the determinism test checks),
     # and torch's OpenMP threads spin and multiply CPU time on a busy machine.
     parser.add_argument("--threads", type=int, default=1,
-                        help="OMP/MKL threads for learner code (default: 1; 0: torch's choice)")
+                        help=say("OMP/MKL threads for learner code (default: 1; 0: torch's "
+                                 "choice)", "学员代码使用的 OMP/MKL 线程数（默认：1；0：由 "
+                                 "torch 决定）"))
     parser.add_argument("--unsealed", action="store_true",
-                        help="grade without the sandbox where it cannot work (no bubblewrap, "
-                             "macOS): learner code can then read and write what you can; "
-                             "every report line says so")
+                        help=say("grade without the sandbox where it cannot work (no "
+                                 "bubblewrap, macOS): learner code can then read and write what "
+                                 "you can; every report line says so",
+                                 "在沙箱无法工作的地方（没有 bubblewrap、macOS）不用沙箱评分："
+                                 "学员代码能读写你能读写的一切；报告的每一行都会注明"))
     parser.add_argument("--sandbox", choices=("auto", "bubblewrap", "users"), default="auto",
-                        help="how learner code is sealed: bubblewrap, or (as root, where "
-                             "bubblewrap cannot run) a fresh unprivileged user per worker "
-                             "(default: auto, the first that works)")
+                        help=say("how learner code is sealed: bubblewrap, or (as root, where "
+                                 "bubblewrap cannot run) a fresh unprivileged user per worker "
+                                 "(default: auto, the first that works)",
+                                 "学员代码的隔离方式：bubblewrap，或者（以 root 运行且 bubblewrap "
+                                 "无法运行时）每个隔离进程使用一个全新的非特权用户（默认：auto，"
+                                 "取第一个可用的）"))
     parser.add_argument("--secret", metavar="FILE",
-                        help="the grading secret that draws each learner's cases (default: "
-                             "created on first use in your config folder)")
+                        help=say("the grading secret that draws each learner's cases (default: "
+                                 "created on first use in your config folder)",
+                                 "为每位学员抽取测试用例的评分密钥（默认：首次使用时在你的配置"
+                                 "文件夹中创建）"))
     parser.add_argument("--identity", metavar="ID",
-                        help="the learner's identity that draws their cases, e.g. a Gradescope "
-                             "submission id (default: each notebook's file name; one notebook "
-                             "only)")
+                        help=say("the learner's identity that draws their cases, e.g. a "
+                                 "Gradescope submission id (default: each notebook's file name; "
+                                 "one notebook only)",
+                                 "用来抽取测试用例的学员身份，例如 Gradescope 的提交 id（默认："
+                                 "每个 notebook 的文件名；只能用于一个 notebook）"))
     parser.add_argument("--json", action="store_true",
-                        help="print a machine-readable report (a JSON list) instead of text")
+                        help=say("print a machine-readable report (a JSON list) instead of text",
+                                 "输出机器可读的报告（一个 JSON 列表），而不是文字报告"))
     parser.add_argument("--csv", metavar="OUT",
-                        help="also write one CSV row per notebook to OUT")
+                        help=say("also write one CSV row per notebook to OUT",
+                                 "另外把每个 notebook 的一行 CSV 写入 OUT"))
     parser.add_argument("--gradescope", metavar="OUT",
-                        help="also write Gradescope's results.json to OUT")
+                        help=say("also write Gradescope's results.json to OUT",
+                                 "另外把 Gradescope 的 results.json 写入 OUT"))
     parser.add_argument("--restamped", metavar="DIR",
-                        help="also write each restamped notebook to DIR (to run "
-                             "`pytest --nbval-lax` on it)")
-
+                        help=say("also write each restamped notebook to DIR (to run "
+                                 "`pytest --nbval-lax` on it)",
+                                 "另外把恢复了检查单元格的 notebook 写入 DIR（可对它运行 "
+                                 "`pytest --nbval-lax`）"))
 
 def run(args: argparse.Namespace) -> int:
     problems = check_arguments(args)
