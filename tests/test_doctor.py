@@ -137,7 +137,7 @@ def test_a_missing_chinese_font_warns_a_chinese_reader(monkeypatch):
     monkeypatch.setattr(runtime, "installed_cjk_fonts", lambda: ["Noto Sans CJK SC"])
     (found,) = doctor.check_chinese_font()
     assert (found.status, found.detail) == ("ok", "Noto Sans CJK SC")
-    monkeypatch.setattr(runtime, "installed_cjk_fonts", lambda: [])
+    monkeypatch.setattr(runtime, "installed_cjk_fonts", list)
     with speaking("zh"):
         (missing,) = doctor.check_chinese_font()
     assert missing.status == "warn" and "方框" in missing.detail
