@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..language import say
+
 # Values below this are drawn at this height on a log axis (a log axis cannot show 0).
 LOG_FLOOR = 1e-12
 
@@ -75,8 +77,8 @@ def _label_step(ax, n_positions: int, axis: str) -> int:
 def _label_tokens(ax, tokens: Sequence[str] | None, n_queries: int, n_keys: int):
     """Token tick labels, thinned to what fits and cut short; unlabelled positions keep a tick."""
     if tokens is None:
-        ax.set_xlabel("key position")
-        ax.set_ylabel("query position")
+        ax.set_xlabel(say("key position", "键的位置"))
+        ax.set_ylabel(say("query position", "查询的位置"))
         return
     if len(tokens) != n_keys or n_keys != n_queries:
         raise ValueError(f"tokens must have one label per position ({n_keys}), got {len(tokens)}")
@@ -88,8 +90,8 @@ def _label_tokens(ax, tokens: Sequence[str] | None, n_queries: int, n_keys: int)
         set_ticks(shown, [labels[i] for i in shown], fontsize=TICK_FONTSIZE,
                   fontfamily="monospace", rotation=90 if axis == "x" and upright else 0)
         set_ticks(range(n), minor=True)              # every position keeps a small tick
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query (attending)")
+    ax.set_xlabel(say("key (attended to)", "键（被关注的）"))
+    ax.set_ylabel(say("query (attending)", "查询（发出关注的）"))
 
 
 def attention_heatmap(weights, tokens: Sequence[str] | None = None, *, ax=None,
@@ -114,7 +116,7 @@ def attention_heatmap(weights, tokens: Sequence[str] | None = None, *, ax=None,
     if title:
         ax.set_title(title, fontsize=10)
     if colorbar:
-        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="weight")
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=say("weight", "权重"))
     _label_tokens(ax, tokens, *weights.shape)        # after the colorbar took its room
     return fig
 
@@ -136,11 +138,13 @@ def attention_heads_grid(weights, tokens: Sequence[str] | None = None, *,
     fig = Figure(figsize=(2.6 * n_heads + 0.6, 3.0))
     axes = fig.subplots(1, n_heads, squeeze=False)[0]
     for head, ax in enumerate(axes):
-        attention_heatmap(weights[head], tokens, ax=ax, title=f"head {head}", colorbar=False)
+        attention_heatmap(weights[head], tokens, ax=ax, title=say(f"head {head}", f"头 {head}"),
+                          colorbar=False)
         if head:
             ax.set_ylabel("")
     # Every head is drawn on the same fixed [0, 1] scale, so one colorbar serves them all.
-    fig.colorbar(axes[-1].images[0], ax=list(axes), fraction=0.03, pad=0.02, label="weight")
+    fig.colorbar(axes[-1].images[0], ax=list(axes), fraction=0.03, pad=0.02,
+                 label=say("weight", "权重"))
     if tokens is not None:               # the colorbar took room: thin the labels again
         for head, ax in enumerate(axes):
             _label_tokens(ax, tokens, *weights.shape[1:])
@@ -179,21 +183,23 @@ def gradient_norms(series: Mapping[str, Sequence[float]], *, embedding: Mapping[
         floor = LOG_FLOOR if log else -np.inf
         marker = next(markers, "o")
         line, = ax.plot(np.arange(1, len(values) + 1), np.maximum(values, floor), marker=marker,
-                        markersize=4, label=f"{name}: block parameters")
+                        markersize=4, label=say(f"{name}: block parameters", f"{name}：块的参数"))
         if embedding is not None and name in embedding:      # an activation's gradient: apart
             ax.plot([0], [max(float(embedding[name]), floor)], marker=marker, markersize=7,
                     linestyle="none", markerfacecolor="none", color=line.get_color(),
-                    label=f"{name}: embedding output")
+                    label=say(f"{name}: embedding output", f"{name}：嵌入层的输出"))
     if embedding:
         ax.axvline(0.5, color="0.6", linewidth=0.8, linestyle=":")
     if round_off is not None:
         ax.axhline(max(round_off, LOG_FLOOR if log else 0.0), color="0.3", linestyle="--",
-                   linewidth=1, label="float32 round-off (largest |float32 - float64|)")
+                   linewidth=1, label=say("float32 round-off (largest |float32 - float64|)",
+                                          "float32 舍入误差（|float32 - float64| 的最大值）"))
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("0: d loss / d embedding output;  1..N: d loss / d block parameters"
-                  if embedding else "block")
-    ax.set_ylabel("gradient norm")
+    ax.set_xlabel(say("0: d loss / d embedding output;  1..N: d loss / d block parameters",
+                      "0：损失对嵌入层输出的梯度；1..N：损失对各块参数的梯度")
+                  if embedding else say("block", "块"))
+    ax.set_ylabel(say("gradient norm", "梯度范数"))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     if title:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 import ipywidgets as W
 import torch
 
+from ..language import say
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 from . import plots
@@ -243,11 +244,12 @@ def attention_png(text: str = DEFAULT_TEXT, layer: int = 0, head: int | str = 0,
     if layer not in range(n_layers):
         raise ValueError(f"layer must be in 0..{n_layers - 1}, got {layer!r}")
     tokens = [ch if ch in VOCAB else UNKNOWN for ch in text.lower()]
-    note = f" ('{UNKNOWN}' = not in the vocabulary)" if UNKNOWN in tokens else ""
+    note = say(f" ('{UNKNOWN}' = not in the vocabulary)", f"（'{UNKNOWN}' = 不在词表中）") \
+        if UNKNOWN in tokens else ""
     if head == "all":
-        fig = plots.attention_heads_grid(weights[layer], tokens, title=f"layer {layer}, all heads{note}")
+        fig = plots.attention_heads_grid(weights[layer], tokens, title=say(f"layer {layer}, all heads{note}", f"第 {layer} 层，全部的头{note}"))
     elif head in range(n_heads):
-        fig = plots.attention_heatmap(weights[layer, head], tokens, title=f"layer {layer}, head {head}{note}")
+        fig = plots.attention_heatmap(weights[layer, head], tokens, title=say(f"layer {layer}, head {head}{note}", f"第 {layer} 层，头 {head}{note}"))
     else:
         raise ValueError(f"head must be in 0..{n_heads - 1} or 'all', got {head!r}")
     return plots.figure_to_png(fig, dpi=PNG_DPI)
@@ -282,15 +284,16 @@ def attention_explorer(text: str = DEFAULT_TEXT, *, layer: int = 0, head: int | 
         raise ValueError(f"head must be in 0..{n_heads - 1} or 'all', got {head!r}")
     char_model(train_steps, seed)          # validate and train once, before any control exists
     controls = {
-        "text": W.Text(value=text, description="text", continuous_update=False,
+        "text": W.Text(value=text, description=say("text", "文本"), continuous_update=False,
                        layout=W.Layout(width="22em")),
-        "layer": W.Dropdown(options=list(range(n_layers)), value=layer, description="layer",
+        "layer": W.Dropdown(options=list(range(n_layers)), value=layer, description=say("layer", "层"),
                             layout=W.Layout(width="12em")),
-        "head": W.Dropdown(options=[*range(n_heads), "all"], value=head, description="head",
+        "head": W.Dropdown(options=[*range(n_heads), "all"], value=head, description=say("head", "头"),
                            layout=W.Layout(width="12em")),
     }
     return Explorer(functools.partial(_attention_render, train_steps=train_steps, seed=seed),
-                    controls, title="Attention weights of a tiny character-level GPT")
+                    controls, title=say("Attention weights of a tiny character-level GPT",
+                                        "一个字符级小 GPT 的注意力权重"))
 
 
 def _attention_render(*, text, layer, head, train_steps, seed):
@@ -355,7 +358,8 @@ def gradient_flow_png(depth: int = 12, model: str = "both", loss: str = "lm",
     round_off = max(probes[n]["round_off"] for n in names) if loss == "sum" else None
     fig = plots.gradient_norms({n: probes[n]["blocks"] for n in names},
                                embedding={n: probes[n]["embedding"] for n in names},
-                               title=f"{depth} blocks, loss={loss}, init scale {init_scale:g}",
+                               title=say(f"{depth} blocks, loss={loss}, init scale {init_scale:g}",
+                                         f"{depth} 个块，loss={loss}，初始化缩放 {init_scale:g}"),
                                round_off=round_off)
     return plots.figure_to_png(fig, dpi=PNG_DPI)
 
@@ -385,14 +389,14 @@ def gradient_flow_explorer(depth: int = 12, *, model: str = "both", loss: str = 
     """
     gradient_flow_png(depth, model, loss, float(init_scale), seed)   # validate before building controls
     controls = {
-        "depth": W.IntSlider(value=depth, min=1, max=max(24, depth), description="depth",
+        "depth": W.IntSlider(value=depth, min=1, max=max(24, depth), description=say("depth", "深度"),
                              continuous_update=False),
-        "model": W.Dropdown(options=list(MODELS), value=model, description="model",
+        "model": W.Dropdown(options=list(MODELS), value=model, description=say("model", "模型"),
                             layout=W.Layout(width="14em")),
-        "loss": W.Dropdown(options=list(LOSSES), value=loss, description="loss",
+        "loss": W.Dropdown(options=list(LOSSES), value=loss, description=say("loss", "损失"),
                            layout=W.Layout(width="12em")),
         "init_scale": W.FloatLogSlider(value=init_scale, base=10, min=-1, max=1, step=0.1,
-                                       description="init scale", continuous_update=False,
+                                       description=say("init scale", "初始化缩放"), continuous_update=False,
                                        readout_format=".2g"),
     }
 
@@ -400,4 +404,5 @@ def gradient_flow_explorer(depth: int = 12, *, model: str = "both", loss: str = 
         # Round the log slider's float so that equal-looking settings share a cache entry.
         return gradient_flow_png(depth, model, loss, round(float(init_scale), 6), seed)
 
-    return Explorer(render, controls, title="Gradient norm per block: pre-LN vs post-LN")
+    return Explorer(render, controls, title=say("Gradient norm per block: pre-LN vs post-LN",
+                                                "各块的梯度范数：Pre-LN 与 Post-LN"))
