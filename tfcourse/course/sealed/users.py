@@ -160,8 +160,8 @@ class Worker:
 
 def end_user(uid: int) -> None:
     """Kill every process of ``uid`` and remove what it owns in ``SHARED``. Raises
-    ``RuntimeError`` if a process survives (the run then stops: it cannot vouch for the
-    next worker)."""
+    ``RuntimeError`` if a process survives (the notebook being graded then gets an error
+    line; no later worker has this uid)."""
     for _ in range(200):
         # A shell (no Python needed) running as ``uid``: kill(-1) signals every process the
         # uid may signal, its own, never the caller; a fork cannot outrun it.
