@@ -2,7 +2,7 @@
 
     python benchmarks/capstone_budget.py                        # 0.5x, 1x, 2x the preset's steps
     python benchmarks/capstone_budget.py --factors 1 4 --device cuda
-    python benchmarks/capstone_budget.py --factors 2 --dropout 0.1   # regularized
+    python benchmarks/capstone_budget.py --factors 1.6 --dropout 0   # without dropout
 
 Trains the capstone preset (notebook 12, ``tfcourse train --preset capstone``) from scratch
 for each multiple of the preset's step count, on the same data and schedule shape, and
@@ -26,8 +26,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--factors", type=float, nargs="+", default=[0.5, 1.0, 2.0],
                         help="multiples of the preset's steps (default: 0.5 1 2)")
-    parser.add_argument("--dropout", type=float, default=0.0,
-                        help="the model's dropout (default: the preset's 0)")
+    parser.add_argument("--dropout", type=float, default=None,
+                        help="the model's dropout (default: the preset's)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
@@ -36,9 +36,10 @@ def main() -> int:
     device = torch.device(args.device)
     data = capstone.capstone_data()
     known = vocabulary(data.tokenizer.decode(data.train))
-    config = capstone.capstone_config(data, dropout=args.dropout)
+    config = capstone.capstone_config(data) if args.dropout is None else \
+        capstone.capstone_config(data, dropout=args.dropout)
     print(f"# capstone preset, {capstone.SCHEDULE['steps']} steps = 1x, dropout "
-          f"{args.dropout:g}; device {device}, {torch.get_num_threads()} threads")
+          f"{config.dropout:g}; device {device}, {torch.get_num_threads()} threads")
     print(f"{'budget':>7} {'steps':>6} {'minutes':>8} {'val loss':>9} {'real words':>11}")
     for factor in args.factors:
         steps = max(1, round(factor * capstone.SCHEDULE["steps"]))

@@ -64,3 +64,24 @@ def test_held_out_loss_scores_every_character_once_with_its_context(n):
         capstone.held_out_loss(model, tokens, context=32)
     with pytest.raises(ValueError, match="1-D long tensor"):
         capstone.held_out_loss(model, tokens.float())
+
+
+def test_byte_pair_text_holds_the_same_split_in_fewer_tokens(small_data):
+    pairs = capstone.BytePairText(small_data, 60)
+    val_text = small_data.tokenizer.decode(small_data.val)
+    assert pairs.tokenizer.decode(pairs.val.tolist()) == val_text      # the same held-out text
+    assert pairs.tokenizer.decode(pairs.train.tolist()) == small_data.tokenizer.decode(
+        small_data.train)
+    assert len(pairs.val) < len(small_data.val) and pairs.vocab_size == 256 + 60
+    assert pairs.val_chars == len(val_text)
+    # A loss summed over the tokens, per character: tokens - 1 targets over chars - 1.
+    assert pairs.nats_per_char(2.0) == pytest.approx(2.0 * (len(pairs.val) - 1)
+                                                     / (len(val_text) - 1))
+    x, y = pairs.batch(2, 16)
+    assert x.shape == y.shape == (2, 16) and int(x.max()) < pairs.vocab_size
+
+
+def test_steps_in_scales_with_the_budget(small_data):
+    config = capstone.capstone_config(small_data, n_layers=1, d_model=32, n_heads=2)
+    few, many = (capstone.steps_in(s, small_data, config, probe_steps=3) for s in (0.05, 5.0))
+    assert 1 <= few < many

@@ -31,12 +31,14 @@ from tfcourse import checks
 from tfcourse.checks import grading_cases
 from tfcourse.checks.cases import case_seed, current_salt
 from tfcourse.checks.claims import reference_permute_qk_rows
+from tfcourse.checks.tokenizer import _reference_pair
 from tfcourse.checks.train_loop import _loop
 from tfcourse.course import secret as grading_secret
 from tfcourse.lab.probes import gradient_probe
 from tfcourse.lab.production import attend_with_cache, fuse_qkv
 from tfcourse.language import speaking
 from tfcourse.nn.attention import repeat_kv
+from tfcourse.train.bpe import _merge
 from tfcourse.train.optim import lr_at
 
 
@@ -69,6 +71,8 @@ REFERENCES = {
     "check_repeat_kv": repeat_kv,
     "check_lr_schedule": lr_at,
     "check_train_loop": lambda model, batches, **setting: _loop(model, batches, **setting)[0],
+    "check_most_frequent_pair": _reference_pair,
+    "check_merge_pair": _merge,
 }
 
 # Two salts for the fast set, one of them near the top of the 63-bit range.

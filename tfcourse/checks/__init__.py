@@ -28,6 +28,7 @@ from .model import check_bias_savings, check_gpt, check_gpt2_small_params
 from .modern import check_rotary, check_rotary_tables
 from .norms import check_layernorm, check_rmsnorm
 from .production import check_fuse_qkv, check_kv_cache_attention
+from .tokenizer import check_merge_pair, check_most_frequent_pair
 from .train_loop import check_train_loop
 from .training import check_lr_schedule
 

@@ -39,6 +39,9 @@ COURSE_HELPERS: dict[str, tuple[str, ...]] = {
     "attend_with_cache": ("MultiHeadAttention",),
     # The course's own training loop.
     "train_loop": ("train", "Trainer"),
+    # The course's tokenizer counts and merges pairs itself.
+    "most_frequent_pair": ("ByteBPE",),
+    "merge_pair": ("ByteBPE", "_merge"),
 }
 
 _ATTENTION = ("torch.ops.aten.scaled_dot_product_attention",

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import random
 import re
 from collections import Counter, defaultdict
 
@@ -102,11 +103,30 @@ class CharNGram:
                  + self.discount * len(seen) * p) / total
         return p
 
-    def nats_per_char(self, text: str) -> float:
-        """Mean ``-log P`` of each character of ``text`` given the ones before it."""
+    def char_losses(self, text: str) -> list[float]:
+        """``-log P(text[i] | the characters before it)`` for every ``i >= 1``: a list of
+        ``len(text) - 1`` losses, each with up to ``order - 1`` characters of context."""
         if not isinstance(text, str) or len(text) < 2:
             raise ValueError("text must be a str of at least 2 characters")
         n = self.order - 1
-        total = sum(-math.log(self.probability(text[max(0, i - n):i], text[i]))
-                    for i in range(1, len(text)))
-        return total / (len(text) - 1)
+        return [-math.log(self.probability(text[max(0, i - n):i], text[i]))
+                for i in range(1, len(text))]
+
+    def nats_per_char(self, text: str) -> float:
+        """Mean ``-log P`` of each character of ``text`` given the ones before it."""
+        losses = self.char_losses(text)
+        return sum(losses) / len(losses)
+
+    def sample(self, n_chars: int, *, temperature: float = 0.8, seed: int = 0,
+               prompt: str = "\n") -> str:
+        """``n_chars`` characters drawn one at a time after ``prompt`` (not repeated in the
+        result), each from ``P(c | context) ** (1 / temperature)``, renormalised."""
+        validate.positive_int("n_chars", n_chars)
+        validate.positive_float("temperature", temperature)
+        rng = random.Random(seed)
+        text = prompt
+        for _ in range(n_chars):
+            context = text[len(text) - (self.order - 1):] if self.order > 1 else ""
+            weights = [self.probability(context, c) ** (1 / temperature) for c in self.alphabet]
+            text += rng.choices(self.alphabet, weights=weights)[0]
+        return text[len(prompt):]

@@ -105,7 +105,9 @@ PRESETS: dict[str, dict] = {
     # Small enough to train in seconds on a laptop CPU.
     "tiny": dict(vocab_size=64, max_seq_len=64, n_layers=2, n_heads=4, d_model=64),
     # The capstone (notebook 12, `tfcourse train --preset capstone`): a character model
-    # that writes English after minutes on a laptop CPU; the production code paths.
+    # that writes English after minutes on a laptop CPU; notebook 10's modern block, the
+    # production code paths (why this block: tfcourse/train/presets.py).
     "capstone": dict(vocab_size=96, max_seq_len=128, n_layers=4, n_heads=6, d_model=192,
+                     norm="rmsnorm", mlp="swiglu", positional="rope", bias=False,
                      attn_impl="sdpa", fused_norms=True),
 }

@@ -86,10 +86,33 @@ def reference_topics() -> str:
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
+def without_repeated_paragraphs(text: str, min_chars: int = 40) -> str:
+    """``text`` with every paragraph (text between blank lines) of at least ``min_chars``
+    characters kept only where it first occurs.
+
+    Why: the manual's topics repeat whole sections (several keywords share one), and a
+    docstring can repeat another. A paragraph that occurs twice can land on both sides
+    of a train/validation split, and then the held-out score rewards memorising the
+    training text rather than modelling English. Short paragraphs (a lone heading, a
+    one-line example) are kept: they are the language's own repetitions.
+    """
+    validate.positive_int("min_chars", min_chars)
+    seen: set[str] = set()
+    kept = []
+    for paragraph in text.split("\n\n"):
+        key = paragraph.strip()
+        if len(key) >= min_chars and key in seen:
+            continue
+        seen.add(key)
+        kept.append(paragraph)
+    return "\n\n".join(kept)
+
+
 def capstone_text(max_chars: int | None = None) -> str:
     """The capstone corpus: the reference topics, then all of ``STDLIB_MODULES``'
-    docstrings; cut at ``max_chars`` (default: all of it)."""
+    docstrings, each repeated paragraph kept once (``without_repeated_paragraphs``); cut
+    at ``max_chars`` (default: all of it)."""
     if max_chars is not None:
         validate.positive_int("max_chars", max_chars)
-    text = reference_topics() + "\n\n" + stdlib_docstrings(10**9)
+    text = without_repeated_paragraphs(reference_topics() + "\n\n" + stdlib_docstrings(10**9))
     return text if max_chars is None else text[:max_chars]

@@ -74,6 +74,15 @@ def held_out_loss(model: nn.Module, tokens: torch.Tensor, *, context: int | None
     how a character n-gram is scored too (every character, with its context), whereas
     random windows would score a sixty-fourth of the characters with almost none.
     """
+    return float(held_out_losses(model, tokens, context=context, batch_size=batch_size).mean())
+
+
+@torch.no_grad()
+def held_out_losses(model: nn.Module, tokens: torch.Tensor, *, context: int | None = None,
+                    batch_size: int = 32) -> torch.Tensor:
+    """The loss of every token of ``tokens (N,)`` but the first, ``(N - 1,)`` on the CPU in
+    float64: entry ``i`` is ``-log P(tokens[i + 1] | what precedes it)``, scored as
+    ``held_out_loss`` describes."""
     if tokens.dim() != 1 or tokens.dtype != torch.long or len(tokens) < 2:
         raise ValueError(f"tokens must be a 1-D long tensor of 2 or more ids, got "
                          f"{tuple(tokens.shape)} {tokens.dtype}")
@@ -89,20 +98,20 @@ def held_out_loss(model: nn.Module, tokens: torch.Tensor, *, context: int | None
         starts.append(last)                    # the tail, scored from where the others stop
     was_training = model.training
     model.eval()
-    total, counted, scored_to = 0.0, 0, 0      # scored_to: targets before it are scored
+    scored = torch.empty(len(tokens) - 1, dtype=torch.float64)
+    scored_to = 0                              # targets before it are scored
+    window = min(context, len(tokens) - 1)
     for i in range(0, len(starts), batch_size):
         chunk = starts[i:i + batch_size]
-        window = min(context, len(tokens) - 1)
         seq = torch.stack([tokens[s:s + window + 1] for s in chunk]).to(device)
         losses = F.cross_entropy(model(seq[:, :-1]).float().transpose(1, 2), seq[:, 1:],
-                                 reduction="none")                        # (B, window)
+                                 reduction="none").cpu().double()         # (B, window)
         for row, s in zip(losses, chunk):
             first = max(scored_to - s, 0)      # skip the targets an earlier window scored
-            total += float(row[first:].sum())
-            counted += window - first
+            scored[s + first:s + window] = row[first:]
             scored_to = s + window
     model.train(was_training)
-    return total / counted
+    return scored
 
 
 
