@@ -22,13 +22,12 @@ import platform
 import shutil
 import subprocess
 import sys
-import unicodedata
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 from . import __version__
-from .language import say
+from .language import pad, say, text_width
 
 
 def setup_fix() -> str:
@@ -467,10 +466,10 @@ def run(args: argparse.Namespace) -> int:
     findings = collect(root)
     print(f"tfcourse {__version__} doctor" + (say(f" — course folder {root}", f"——课程文件夹 {root}")
                                               if root else ""))
-    width = max(_width(f.topic) for f in findings)
+    width = max(text_width(f.topic) for f in findings)
     for finding in findings:
         status = say(*STATUS.get(finding.status, (finding.status, finding.status)))
-        print(f"  {_pad(status, 4)}  {_pad(finding.topic, width)}  {finding.detail}")
+        print(f"  {pad(status, 4)}  {pad(finding.topic, width)}  {finding.detail}")
         if finding.fix:
             fix = say(f"fix: {finding.fix}", f"修复：{finding.fix}")
             print(f"  {'':<4}  {'':<{width}}  {fix}")
@@ -488,11 +487,3 @@ def run(args: argparse.Namespace) -> int:
               + (f"（上面有 {len(warnings)} 条警告）。" if warnings else "。")))
     return 0
 
-
-def _width(text: str) -> int:
-    """Columns ``text`` takes in a terminal: two for each Chinese character."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * (width - _width(text))

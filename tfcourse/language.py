@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import unicodedata
 
 LANGUAGES = ("en", "zh")
 _chosen: str | None = None         # set by use(); otherwise TFCOURSE_LANG decides
@@ -58,3 +59,15 @@ def speaking(language: str | None):
 def say(english: str, chinese: str) -> str:
     """The text in the current language."""
     return chinese if current() == "zh" else english
+
+
+def text_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal or a notebook's output: two for each Chinese
+    (wide) character, so tables of Chinese text line up."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` padded with spaces on the right to ``width`` columns (``str.ljust`` counts
+    a Chinese character as one column and misaligns the table)."""
+    return text + " " * max(0, width - text_width(text))

@@ -16,10 +16,9 @@ import json
 import os
 import shutil
 import tempfile
-import unicodedata
 from pathlib import Path
 
-from ..language import say, speaking
+from ..language import say, speaking, text_width
 from .judge import NotebookGrade
 from .untrusted import clean_dict, csv_text, plain
 
@@ -106,11 +105,6 @@ def _format_report(grade: NotebookGrade) -> str:
         earned = f"{score:g}/{sum(result.points for result in grade.exercises):g}"
         lines.append(say(f"  points: {earned}", f"  得分：{earned}"))
     return "\n".join(lines)
-
-
-def text_width(text: str) -> int:
-    """Columns ``text`` takes in a terminal: two for each Chinese character."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def json_report(grades: list[NotebookGrade]) -> str:
