@@ -131,16 +131,16 @@ def test_the_grading_sandbox_is_reported_with_its_fix(monkeypatch):
 
 
 def test_a_missing_chinese_font_warns_a_chinese_reader(monkeypatch):
-    from tfcourse import runtime
+    from tfcourse import fonts
     from tfcourse.language import speaking
 
-    monkeypatch.setattr(runtime, "installed_cjk_fonts", lambda: ["Noto Sans CJK SC"])
+    monkeypatch.setattr(fonts, "installed_cjk_fonts", lambda: ["Noto Sans CJK SC"])
     (found,) = doctor.check_chinese_font()
     assert (found.status, found.detail) == ("ok", "Noto Sans CJK SC")
-    monkeypatch.setattr(runtime, "installed_cjk_fonts", list)
+    monkeypatch.setattr(fonts, "installed_cjk_fonts", list)
     with speaking("zh"):
         (missing,) = doctor.check_chinese_font()
     assert missing.status == "warn" and "方框" in missing.detail
-    assert "fonts-noto-cjk" in missing.fix
+    assert "pip install mplfonts" in missing.fix
     with speaking("en"):
         assert doctor.check_chinese_font()[0].status == "info"

@@ -425,8 +425,8 @@ def check_grading_sandbox() -> list[Finding]:
 def check_chinese_font() -> list[Finding]:
     """Whether figures can draw Chinese: a warning for a reader of the Chinese edition,
     information for everyone else."""
+    from .fonts import CJK_FONTS, installed_cjk_fonts
     from .language import current
-    from .runtime import CJK_FONTS, installed_cjk_fonts
 
     topic = say("Chinese font", "中文字体")
     try:
@@ -439,12 +439,12 @@ def check_chinese_font() -> list[Finding]:
                     say(f"none of {', '.join(CJK_FONTS)} is installed: the Chinese edition's "
                         "figures show boxes where the words should be",
                         f"{'、'.join(CJK_FONTS)} 都没有安装：中文版的图中，文字会显示成方框"),
-                    say("Debian/Ubuntu: `sudo apt-get install fonts-noto-cjk`; Fedora: `sudo dnf "
-                        "install google-noto-sans-cjk-fonts`; macOS and Windows come with one; "
-                        "then restart the kernel",
-                        "Debian/Ubuntu：`sudo apt-get install fonts-noto-cjk`；Fedora：`sudo dnf "
-                        "install google-noto-sans-cjk-fonts`；macOS 和 Windows 自带中文字体；"
-                        "装好后重启内核"))]
+                    say("`pip install mplfonts` in the course's environment (a dependency of "
+                        "tfcourse: it ships Noto Sans CJK SC), or a system font (Debian/Ubuntu: "
+                        "`sudo apt-get install fonts-noto-cjk`); then restart the kernel",
+                        "在课程的环境里执行 `pip install mplfonts`（tfcourse 的依赖，自带 Noto Sans "
+                        "CJK SC），或安装系统字体（Debian/Ubuntu：`sudo apt-get install "
+                        "fonts-noto-cjk`）；装好后重启内核"))]
 
 
 def collect(root: Path | None) -> list[Finding]:

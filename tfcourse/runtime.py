@@ -85,7 +85,7 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
     """First cell of every course notebook: seed, pick the device, tame warnings.
 
     ``language="zh"`` (the Chinese edition's first cell) makes checks and messages speak
-    Chinese and lets figures draw Chinese labels with a CJK font when one is installed.
+    Chinese and lets figures draw Chinese labels (``fonts.use_chinese_fonts``).
 
     Warns (on stderr) when the installed ``tfcourse`` is not the version the
     notebook was written for, which is the usual cause of a notebook failing in
@@ -94,7 +94,8 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
     import sys
     import warnings
 
-    from . import __version__, language as course_language
+    from . import __version__
+    from . import language as course_language
 
     course_language.use(language)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -104,41 +105,29 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
     if message:
         print(message, file=sys.stderr)
     seed_everything(seed)
+    _learners_screen()
     try:
         import matplotlib
 
         matplotlib.rcParams.update({"figure.dpi": 90, "figure.figsize": (6.4, 3.6)})
         if course_language.current() == "zh":
-            _chinese_fonts(matplotlib)
+            from .fonts import use_chinese_fonts
+
+            use_chinese_fonts()
     except ImportError:  # matplotlib is a dependency, but setup must not fail without it
         pass
     return default_device()
 
 
-# Fonts with Chinese glyphs on Windows, macOS and Linux; matplotlib takes the first one
-# installed for each character and falls back to DejaVu Sans for the rest.
-CJK_FONTS = ("Microsoft YaHei", "PingFang SC", "Hiragino Sans GB", "Noto Sans CJK SC",
-             "Source Han Sans SC", "WenQuanYi Micro Hei", "SimHei")
+def _learners_screen() -> None:
+    """In a notebook's kernel: an unsolved exercise's stub stops its cell in one line, not
+    Run All (``checks._screen``)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "set_custom_exc"):
+        from .checks._screen import install_stub_handler
 
-
-def installed_cjk_fonts() -> list[str]:
-    """The fonts of ``CJK_FONTS`` that matplotlib finds on this machine, in that order."""
-    from matplotlib import font_manager
-
-    installed = {font.name for font in font_manager.fontManager.ttflist}
-    return [name for name in CJK_FONTS if name in installed]
-
-
-def _chinese_fonts(matplotlib) -> None:
-    """Put the installed CJK fonts first; without one, Chinese labels show as boxes, so
-    say once how to get one instead of a warning per missing glyph."""
-    import sys
-    import warnings
-
-    found = installed_cjk_fonts()
-    matplotlib.rcParams["font.sans-serif"] = found + list(matplotlib.rcParams["font.sans-serif"])
-    matplotlib.rcParams["axes.unicode_minus"] = False
-    if not found:
-        warnings.filterwarnings("ignore", message="Glyph .* missing from")
-        print("提示：没有找到中文字体，图中的中文会显示成方框。可安装 Noto Sans CJK SC "
-              "（Linux：fonts-noto-cjk）后重启内核。", file=sys.stderr)
+        install_stub_handler(shell)

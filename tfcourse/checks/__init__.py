@@ -8,6 +8,9 @@ expects (constructor signature, parameter names and layout).
 The cases are drawn from fixed seeds, the same on every run. The grader runs the checks
 inside ``grading_cases(salt)``, which mixes a salt into every seed: same shapes, same
 sub-checks, same success line, other numbers (see ``cases``).
+
+In a notebook a failing check shows its verdict in a few lines, and an unsolved exercise
+one line (``_screen``): the checks exported here are wrapped by ``learner_facing``.
 """
 
 # The imports below are re-exports, listed in the computed ``__all__`` at the end.
@@ -31,6 +34,11 @@ from .production import check_fuse_qkv, check_kv_cache_attention
 from .tokenizer import check_merge_pair, check_most_frequent_pair
 from .train_loop import check_train_loop
 from .training import check_lr_schedule
+
+from ._screen import full_traceback, learner_facing
+
+for _name in [name for name in dir() if name.startswith("check_")]:
+    globals()[_name] = learner_facing(globals()[_name])
 
 # Keep this last (add import lines above it): `from tfcourse.checks import *` then gives
 # exactly the checks, not the submodule names (`model`, `block`, ...) a notebook also uses.
