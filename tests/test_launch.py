@@ -3,6 +3,7 @@
 The fast tests record the command instead of starting Jupyter; the slow one starts it for real.
 """
 
+import json
 import os
 import re
 import signal
@@ -20,11 +21,28 @@ from tfcourse import cli
 from tfcourse.course import launch
 
 
+class Served(list):
+    """The commands `tfcourse lab` would run, and per run the environment and the JSON files
+    in the first JUPYTER_CONFIG_PATH folder (read while it exists: it goes when the run ends)."""
+
+    def __init__(self):
+        super().__init__()
+        self.environments, self.configs = [], []
+
+    def __call__(self, command, env=None):
+        self.append(command)
+        self.environments.append(env)
+        first = Path((env or {}).get("JUPYTER_CONFIG_PATH", "").split(os.pathsep)[0] or "missing")
+        self.configs.append({p.relative_to(first).as_posix(): json.loads(p.read_text())
+                             for p in first.rglob("*.json")} if first.is_dir() else None)
+        return 0
+
+
 @pytest.fixture
 def served(monkeypatch):
     """The commands `tfcourse lab` would run; nothing is started. Not root unless a test says so."""
-    commands = []
-    monkeypatch.setattr(launch, "serve", lambda command: commands.append(command) or 0)
+    commands = Served()
+    monkeypatch.setattr(launch, "serve", commands)
     monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: object())
     monkeypatch.setattr(launch.os, "geteuid", lambda: 1000, raising=False)
     return commands
@@ -118,6 +136,55 @@ def test_lab_respects_the_users_token(capsys, tmp_path, served):
     assert [arg for arg in served[0] if "token" in arg] == ["--IdentityProvider.token=abc"]
 
 
+ANNOUNCEMENTS = "@jupyterlab/apputils-extension:announcements"
+NOTIFICATION = "@jupyterlab/apputils-extension:notification"
+
+
+def test_lab_turns_off_the_news_prompt_and_update_check_for_its_session_only(
+        capsys, tmp_path, served, monkeypatch):
+    """JupyterLab 4's announcements plugin toasts "Would you like to get notified about official
+    Jupyter news?" while the fetchNews setting is "none" (its default), whatever the server's
+    news_url; the update check toasts when PyPI has a newer JupyterLab. The session disables
+    that plugin, defaults fetchNews/checkForUpdates off, and the server fetches nothing --
+    without writing to the user's Jupyter config dir, and keeping their JUPYTER_CONFIG_PATH."""
+    user_config = tmp_path / "user-config"
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(user_config))
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(tmp_path / "theirs"))
+    status, _ = lab(capsys, notebooks(tmp_path / "nb", "00_setup.ipynb"))
+    assert status == 0
+    (command,), (env,), (config,) = served, served.environments, served.configs
+    assert "--LabApp.news_url=None" in command
+    assert "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate" in command
+    ours, *rest = env["JUPYTER_CONFIG_PATH"].split(os.pathsep)
+    assert rest == [str(tmp_path / "theirs")]          # first: ours wins, theirs still read
+    assert config == {
+        "labconfig/page_config.json": {"disabledExtensions": {ANNOUNCEMENTS: True}},
+        "labconfig/default_setting_overrides.json": {
+            NOTIFICATION: {"fetchNews": "false", "checkForUpdates": False}},
+    }
+    assert env["JUPYTER_CONFIG_DIR"] == str(user_config) and not user_config.exists()
+    assert not Path(ours).exists()                     # the session's labconfig is cleaned up
+
+
+def test_the_quiet_options_mean_what_the_installed_jupyterlab_reads(tmp_path, monkeypatch):
+    """The installed JupyterLab parses the options and reads the labconfig as intended."""
+    pytest.importorskip("jupyterlab")
+    from jupyterlab.handlers.announcements import NeverCheckForUpdate
+    from jupyterlab.labapp import LabApp
+    from jupyterlab_server.config import get_page_config
+    from jupyterlab_server.settings_utils import _get_overrides
+
+    app = LabApp()
+    app.parse_command_line(launch.QUIET_OPTIONS)
+    assert app.news_url is None and app.check_for_updates_class is NeverCheckForUpdate
+    env = launch.quiet_environment(launch.write_quiet_config(tmp_path / "session"), {})
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", env["JUPYTER_CONFIG_PATH"])
+    assert ANNOUNCEMENTS in get_page_config([], None)["disabledExtensions"]
+    overrides, error = _get_overrides(str(tmp_path / "no-app-settings"))
+    assert not error
+    assert overrides[NOTIFICATION] == {"fetchNews": "false", "checkForUpdates": False}
+
+
 def test_free_port_skips_a_port_in_use():
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -143,7 +210,7 @@ def test_serve_waits_for_jupyter_after_ctrl_c(monkeypatch):
         def kill(self):
             pytest.fail("killed Jupyter")
 
-    monkeypatch.setattr(launch.subprocess, "Popen", Jupyter)
+    monkeypatch.setattr(launch.subprocess, "Popen", lambda command, env=None: Jupyter(command))
     assert launch.serve(["jupyter"]) == 0 and Jupyter.waits == 2
 
 

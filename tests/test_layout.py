@@ -122,8 +122,7 @@ def module_level_cycle(package: Path) -> list[str] | None:
 def test_the_top_level_holds_only_the_public_face_and_the_commands():
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert top == ["__init__.py", "__main__.py", "cli.py", "demo.py", "doctor.py", "fonts.py",
-                   "language.py",
-                   "runtime.py"]
+                   "language.py", "runtime.py", "screen.py"]
     wings = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
     assert wings == sorted(WINGS)
 

@@ -1,5 +1,5 @@
 """What a learner's screen shows: a failing check in a few lines, an unsolved exercise in one
-line that does not stop Run All (tfcourse/checks/_screen.py)."""
+line that does not stop Run All (tfcourse/screen.py)."""
 
 import nbformat
 import pytest
@@ -64,3 +64,26 @@ def test_run_all_goes_past_an_unsolved_exercise_in_one_line(tmp_path):
     assert [o.get("output_type") for o in unsolved] == ["stream"]
     assert unsolved[0]["text"] == f"not solved yet: {stub_message('attention')}\n"
     assert nb.cells[3].outputs[0]["text"] == "the plot below the exercise\n"
+
+
+def test_only_a_jupyter_kernel_lets_a_stub_pass_as_run(monkeypatch):
+    """The grader's worker runs cells in a plain IPython shell: there a stub stays an error
+    (the cell fails), however the learner's first cell calls setup_notebook."""
+    import IPython
+
+    from tfcourse import runtime
+
+    class Shell:
+        def __init__(self, kernel):
+            self.kernel, self.handled = kernel, []
+            self.events = type("Events", (), {"callbacks": {"post_run_cell": []},
+                                              "register": lambda _, event, f: None})()
+
+        def set_custom_exc(self, types, handler):
+            self.handled.append(types)
+
+    for kernel, installed in [(None, []), (object(), [(NotImplementedError,)])]:
+        shell = Shell(kernel)
+        monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+        runtime._learners_screen()
+        assert shell.handled == installed

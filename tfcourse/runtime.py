@@ -121,13 +121,14 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
 
 def _learners_screen() -> None:
     """In a notebook's kernel: an unsolved exercise's stub stops its cell in one line, not
-    Run All (``checks._screen``)."""
+    Run All (``tfcourse.screen``). Only in a Jupyter kernel (a shell with a ``kernel``):
+    the grader's worker runs cells in a plain IPython shell, where a stub must stay an error."""
     try:
         from IPython import get_ipython
     except ImportError:
         return
     shell = get_ipython()
-    if shell is not None and hasattr(shell, "set_custom_exc"):
-        from .checks._screen import install_stub_handler
+    if getattr(shell, "kernel", None) is not None and hasattr(shell, "set_custom_exc"):
+        from .screen import install_stub_handler
 
         install_stub_handler(shell)

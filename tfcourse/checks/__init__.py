@@ -10,7 +10,7 @@ inside ``grading_cases(salt)``, which mixes a salt into every seed: same shapes,
 sub-checks, same success line, other numbers (see ``cases``).
 
 In a notebook a failing check shows its verdict in a few lines, and an unsolved exercise
-one line (``_screen``): the checks exported here are wrapped by ``learner_facing``.
+one line (``tfcourse.screen``): the checks exported here are wrapped by ``learner_facing``.
 """
 
 # The imports below are re-exports, listed in the computed ``__all__`` at the end.
@@ -35,7 +35,7 @@ from .tokenizer import check_merge_pair, check_most_frequent_pair
 from .train_loop import check_train_loop
 from .training import check_lr_schedule
 
-from ._screen import full_traceback, learner_facing
+from ..screen import full_traceback, learner_facing
 
 for _name in [name for name in dir() if name.startswith("check_")]:
     globals()[_name] = learner_facing(globals()[_name])

@@ -4,18 +4,29 @@ Starts ``jupyter lab`` on a free localhost port (the first from 8888) with a fre
 prints the URL of the first notebook and opens it there. Extra arguments after ``--`` go to
 ``jupyter lab`` unchanged, e.g. ``tfcourse lab -- --port 8889 --no-browser``. As root
 (containers, cloud VMs) it adds ``--allow-root``, without which Jupyter refuses to start.
+
+The sessions it starts are quiet: no "Would you like to get notified about official Jupyter
+news?" toast over the learner's outputs, and no "a newer JupyterLab is available" one. The
+toast comes from the front-end plugin ``@jupyterlab/apputils-extension:announcements``, which
+asks whenever the ``fetchNews`` setting is still ``"none"`` (the default) -- the server option
+``--LabApp.news_url=None`` alone does not stop it. So for this session only (nothing is written
+to the user's own Jupyter settings) the launcher puts a folder first on ``JUPYTER_CONFIG_PATH``
+whose ``labconfig/`` disables that plugin and defaults ``fetchNews`` to "false" and
+``checkForUpdates`` to false, and tells the server not to fetch news or check PyPI for updates.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import re
 import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
@@ -23,6 +34,20 @@ from ..language import say
 
 FOLDER = "notebooks"
 FIRST_PORT = 8888
+
+# What keeps JupyterLab's announcements quiet (see the module docstring; JupyterLab 4).
+ANNOUNCEMENTS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
+NOTIFICATION_SETTINGS = "@jupyterlab/apputils-extension:notification"
+QUIET_OPTIONS = [
+    "--LabApp.news_url=None",                       # the server fetches no news feed
+    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",    # nor asks PyPI
+]
+QUIET_LABCONFIG = {
+    # read by jupyterlab_server from <each JUPYTER_CONFIG_PATH entry>/labconfig/
+    "page_config.json": {"disabledExtensions": {ANNOUNCEMENTS_PLUGIN: True}},
+    "default_setting_overrides.json": {
+        NOTIFICATION_SETTINGS: {"fetchNews": "false", "checkForUpdates": False}},
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,14 +105,36 @@ def running_as_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0     # no geteuid on Windows
 
 
-def serve(command: list[str]) -> int:
+def write_quiet_config(folder: Path) -> Path:
+    """Write the ``labconfig/`` that silences the announcements into ``folder``; return it."""
+    labconfig = folder / "labconfig"
+    labconfig.mkdir(parents=True, exist_ok=True)
+    for name, data in QUIET_LABCONFIG.items():
+        (labconfig / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def quiet_environment(config: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default: ours) with ``config`` first on ``JUPYTER_CONFIG_PATH``: first wins.
+
+    The user's own config dir (``JUPYTER_CONFIG_DIR``, where JupyterLab writes settings)
+    stays as it is, so nothing the user set is changed, and their choices there still apply
+    except where this session's labconfig takes precedence.
+    """
+    env = dict(os.environ if environ is None else environ)
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+        [str(config), *filter(None, [env.get("JUPYTER_CONFIG_PATH")])])
+    return env
+
+
+def serve(command: list[str], env: dict[str, str] | None = None) -> int:
     """Run Jupyter until it exits, and return its exit status.
 
     Ctrl+C in the terminal reaches Jupyter too, which stops its kernels and exits (or asks
     first); so keep waiting. ``subprocess.call`` would kill it 0.25 s later instead, leaving
     the kernels running.
     """
-    process = subprocess.Popen(command)
+    process = subprocess.Popen(command, env=env)
     while True:
         try:
             return process.wait()
@@ -124,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         extra = extra[1:]
     # The URL printed below must be the one that serves: choose the port and token here
     # (the user's own --port / token win) and stop Jupyter moving to another port.
-    ours = ["--ServerApp.port_retries=0"]
+    ours = ["--ServerApp.port_retries=0", *QUIET_OPTIONS]
     port = option(extra, "--port", "--ServerApp.port")
     if port is None:
         port = str(free_port())
@@ -149,4 +196,6 @@ def run(args: argparse.Namespace) -> int:
               f"tfcourse lab: open {link}",
               f"tfcourse lab：正在用 JupyterLab 打开 {folder}（按 Ctrl+C 停止服务器）\n"
               f"tfcourse lab：请打开 {link}"), flush=True)
-    return serve(command)
+    # The quiet labconfig lives as long as this session, then goes.
+    with tempfile.TemporaryDirectory(prefix="tfcourse-lab-") as config:
+        return serve(command, quiet_environment(write_quiet_config(Path(config))))

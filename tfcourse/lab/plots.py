@@ -6,6 +6,9 @@ by accident at the end of a cell, never stacks up in pyplot's registry, and
 needs no ``plt.close``. Show it with ``display(fig)``, or turn it into PNG bytes
 with ``figure_to_png``. With an ``ax`` (e.g. from ``plt.subplots``) the function
 draws into it and returns its figure, so pyplot users keep their usual flow.
+
+Axes that count (positions, blocks, steps, heads) carry whole-number ticks only,
+through ``integer_ticks``; use it on your own figures too.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator, NullLocator
 
 from ..language import say
 
@@ -39,6 +43,31 @@ def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
     return buffer.getvalue()
+
+
+def integer_ticks(ax, axis: str = "both"):
+    """Ticks at whole numbers only on an axis that counts (positions, blocks, steps, heads).
+
+    Matplotlib picks "nice" tick values, and on a short axis those are halves
+    (0, 0.5, 1, 1.5): a learner reads a position 0.5 that does not exist. This puts the
+    major ticks on integers (``MaxNLocator(integer=True)``, still thinned on a long axis;
+    ``min_n_ticks=1`` keeps that true when the axis spans a single integer, one position
+    or one block) and removes minor ticks, which would fall between the integers.
+
+    Args:
+        ax: a matplotlib axes.
+        axis: ``"x"``, ``"y"`` or ``"both"``.
+
+    Returns:
+        ``ax``, so that it can be chained.
+    """
+    if axis not in ("x", "y", "both"):
+        raise ValueError(f"axis must be 'x', 'y' or 'both', got {axis!r}")
+    for name in ("x", "y") if axis == "both" else (axis,):
+        target = ax.xaxis if name == "x" else ax.yaxis
+        target.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+        target.set_minor_locator(NullLocator())
+    return ax
 
 
 def _new_axes(ax, figsize):
@@ -75,8 +104,13 @@ def _label_step(ax, n_positions: int, axis: str) -> int:
 
 
 def _label_tokens(ax, tokens: Sequence[str] | None, n_queries: int, n_keys: int):
-    """Token tick labels, thinned to what fits and cut short; unlabelled positions keep a tick."""
+    """Token tick labels, thinned to what fits and cut short; unlabelled positions keep a tick.
+
+    Without tokens the axes show position numbers: whole numbers only (``integer_ticks``).
+    With tokens every tick sits on a position (0..T-1) by construction.
+    """
     if tokens is None:
+        integer_ticks(ax)
         ax.set_xlabel(say("key position", "键的位置"))
         ax.set_ylabel(say("query position", "查询的位置"))
         return
@@ -200,6 +234,7 @@ def gradient_norms(series: Mapping[str, Sequence[float]], *, embedding: Mapping[
                       "0：损失对嵌入层输出的梯度；1..N：损失对各块参数的梯度")
                   if embedding else say("block", "块"))
     ax.set_ylabel(say("gradient norm", "梯度范数"))
+    integer_ticks(ax, "x")                           # x counts blocks: no block 1.5
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     if title:

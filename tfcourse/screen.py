@@ -19,7 +19,7 @@ import sysconfig
 import traceback
 from pathlib import Path
 
-from ..language import say
+from .language import say
 
 TRACEBACK_ENV = "TFCOURSE_TRACEBACK"
 _last: list[BaseException] = []       # the last failure, for full_traceback()
@@ -31,7 +31,7 @@ def _learners_lines(error: BaseException) -> list[str]:
     cause = error.__cause__
     if cause is None or cause.__traceback__ is None:
         return []
-    installed = (str(Path(__file__).resolve().parents[1]), *sysconfig.get_paths().values())
+    installed = (str(Path(__file__).resolve().parent), *sysconfig.get_paths().values())
     frames = [frame for frame in traceback.extract_tb(cause.__traceback__)
               if not frame.filename.startswith(installed)]
     return [say(f"  in your code, line {frame.lineno}: {(frame.line or '').strip()}",
@@ -59,7 +59,7 @@ def full_traceback() -> None:
 
 
 def _is_stub(error) -> bool:
-    from ..course.build import STUB_SIGNATURE
+    from .course.build import STUB_SIGNATURE
 
     return isinstance(error, NotImplementedError) and STUB_SIGNATURE in str(error)
 
