@@ -9,6 +9,11 @@
 # when that cannot be reached); Linux with a GPU and macOS get PyPI's wheel.
 # TORCH_INDEX overrides the choice (a URL, or "default" for PyPI):
 #   make lab TORCH_INDEX=default
+# TORCH_FIND_LINKS takes torch from a page of wheels instead, e.g. a domestic mirror of
+# the CPU wheels; pip's own PIP_INDEX_URL picks the PyPI mirror for everything else
+# (README: "Setting up from mainland China"):
+#   PIP_INDEX_URL=https://pypi.tuna.tsinghua.edu.cn/simple \
+#     make lab TORCH_FIND_LINKS=https://mirrors.aliyun.com/pytorch-wheels/cpu/
 # A different Python for the virtual environment:
 #   make test PYTHON=python3.12
 
@@ -16,6 +21,7 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
+TORCH_FIND_LINKS ?=
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.tfcourse-installed
@@ -27,7 +33,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) scripts/install_torch.py --python $(PY) --torch "$(TORCH)" $(if $(TORCH_INDEX),--index "$(TORCH_INDEX)")
+	$(PY) scripts/install_torch.py --python $(PY) --torch "$(TORCH)" $(if $(TORCH_INDEX),--index "$(TORCH_INDEX)") $(if $(TORCH_FIND_LINKS),--find-links "$(TORCH_FIND_LINKS)")
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 

@@ -5,11 +5,18 @@ package's range (torch>=2.4,<3) is already satisfied and pip does not pull a sec
 
 Which index:
 
-- ``--index URL`` wins; ``--index default`` means pip's default index (PyPI).
+- ``--index URL`` wins; ``--index default`` means pip's default index (PyPI, or the mirror
+  that ``PIP_INDEX_URL`` / pip's config names).
+- ``--find-links URL``: a page or folder of torch wheels, such as a domestic mirror of the
+  PyTorch CPU wheels (they publish them as a plain list of files, not as an index). On Linux
+  without an NVIDIA GPU the CPU build is asked for by name (``torch==2.13.0+cpu``), so the
+  CUDA build on the default index is never picked instead.
 - Linux without an NVIDIA GPU: PyTorch's CPU index. PyPI's Linux torch is the CUDA build,
   several GB that a machine without a GPU cannot use; the CPU wheel is a fraction of that.
-  The CPU index is probed first (5 s at most); where it cannot be reached (an offline mirror,
-  a firewall), torch comes from the default index instead, and a line says so.
+  The CPU index is probed first (5 s at most). Where it cannot be reached (a firewall, no
+  route abroad), the CPU build is looked for by name on the default index and pip's
+  find-links (a local wheelhouse or mirror may hold it); where none is found, setup stops and
+  says how to choose -- it never falls back to the CUDA build silently.
 - Linux with an NVIDIA GPU: the default index, whose Linux torch is the CUDA build.
 - macOS and other systems: the default index (macOS wheels use the Apple GPU through MPS).
 
@@ -17,7 +24,8 @@ Where a torch that satisfies ``--torch`` is already installed, nothing is done.
 
 Standard library only: it runs before anything is installed.
 
-Usage: python scripts/install_torch.py --python .venv/bin/python --torch "torch==2.13.0" [--index URL]
+Usage: python scripts/install_torch.py --python .venv/bin/python --torch "torch==2.13.0"
+       [--index URL | --find-links URL]
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -117,12 +126,36 @@ def reachable(url: str, timeout: float = PROBE_SECONDS) -> tuple[bool, str]:
     return answer[0] if answer else (False, f"no answer within {timeout:g} s")
 
 
-def pip_command(python: str, spec: str, index: str | None) -> list[str]:
-    """The pip command that installs ``spec`` into ``python`` from ``index`` (None: the default)."""
+def pip_command(python: str, spec: str, index: str | None,
+                find_links: str | None = None) -> list[str]:
+    """The pip command that installs ``spec`` into ``python`` from ``index`` (None: the
+    default) and, when given, the wheels listed at ``find_links``."""
     command = [python, "-m", "pip", "install", spec]
     if index is not None:
-        command += ["--index-url", index, *FAIL_FAST]
+        command += ["--index-url", index]
+    if find_links is not None:
+        command += ["--find-links", find_links]
+    if index is not None or find_links is not None:
+        command += FAIL_FAST
     return command
+
+
+def cpu_spec(spec: str) -> str | None:
+    """``torch==2.13.0`` -> ``torch==2.13.0+cpu``: the CPU build asked for by name, which
+    neither PyPI's CUDA wheel nor any other build satisfies. None where ``spec`` pins no
+    single version (a range cannot name a build)."""
+    match = re.fullmatch(r"\s*torch\s*===?\s*([0-9][0-9A-Za-z.]*)(\+cpu)?\s*", spec)
+    return None if match is None else f"torch=={match.group(1)}+cpu"
+
+
+NO_CPU_WHEEL = """\
+torch: no CPU build of torch was found ({detail}); setup stops here rather than install the
+  CUDA build, several GB that this machine (no NVIDIA GPU) cannot use. Choose one:
+  - a mirror of the PyTorch CPU wheels, e.g. in mainland China
+      make setup TORCH_FIND_LINKS=https://mirrors.aliyun.com/pytorch-wheels/cpu/
+  - another index that serves them:   make setup TORCH_INDEX=<url>
+  - the CUDA build anyway:            make setup TORCH_INDEX=default
+  (README: "Setting up from mainland China" / 「在中国大陆安装」)"""
 
 
 def installed_version(python: str, spec: str) -> str | None:
@@ -149,7 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index", default=None,
                         help=f"package index URL, or '{DEFAULT}' for pip's default index "
                              "(default: chosen for this machine)")
+    parser.add_argument("--find-links", default=None,
+                        help="a page or folder of torch wheels (a mirror of the PyTorch CPU "
+                             "wheels); the default index still serves torch's dependencies")
     args = parser.parse_args(argv)
+    if args.index and args.find_links:
+        parser.error("give --index or --find-links, not both")
 
     version = installed_version(args.python, args.torch)
     if version is not None:
@@ -158,18 +196,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     system = platform.system()
-    # Only Linux's choice depends on the GPU; elsewhere nvidia-smi need not run.
-    index, why = choose_index(system, system == "Linux" and has_nvidia_gpu(), args.index or None)
+    has_gpu = system == "Linux" and has_nvidia_gpu()    # elsewhere nvidia-smi need not run
+    wants_cpu = system == "Linux" and not has_gpu
+    if args.find_links:
+        spec = (cpu_spec(args.torch) if wants_cpu else None) or args.torch
+        print(f"torch: {spec} from the wheels at {args.find_links}", flush=True)
+        return run_pip(pip_command(args.python, spec, None, args.find_links))
+    index, why = choose_index(system, has_gpu, args.index or None)
     print(f"torch: {why}", flush=True)
-    if index == CPU_INDEX and not args.index:
-        ok, detail = reachable(f"{CPU_INDEX}/torch/")
-        if not ok:
-            print(f"torch: the PyTorch CPU index {CPU_INDEX} cannot be reached ({detail}); "
-                  f"installing torch from the default index instead - on Linux that may be the "
-                  f"larger CUDA build (set TORCH_INDEX to choose)", flush=True)
-            index = None
-    return run_pip(pip_command(args.python, args.torch, index))
-
+    if index != CPU_INDEX or args.index:
+        return run_pip(pip_command(args.python, args.torch, index))
+    ok, detail = reachable(f"{CPU_INDEX}/torch/")
+    if ok:
+        return run_pip(pip_command(args.python, args.torch, index))
+    spec = cpu_spec(args.torch)
+    print(f"torch: the PyTorch CPU index {CPU_INDEX} cannot be reached ({detail}); looking for "
+          f"{spec or 'a CPU build'} on the default index and pip's find-links instead", flush=True)
+    if spec is None:
+        print(NO_CPU_WHEEL.format(detail=f"{args.torch} pins no version to ask for by name"),
+              file=sys.stderr, flush=True)
+        return 1
+    status = run_pip(pip_command(args.python, spec, None))
+    if status != 0:
+        print(NO_CPU_WHEEL.format(detail=f"pip could not install {spec}"), file=sys.stderr,
+              flush=True)
+    return status
 
 if __name__ == "__main__":
     sys.exit(main())
