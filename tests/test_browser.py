@@ -1,8 +1,12 @@
 """The course in a real JupyterLab, driven by headless Chromium (Playwright).
 
-Starts JupyterLab from this environment on a free localhost port with a token,
-opens a notebook with an explorer, runs all cells, waits for the widget, changes
-a dropdown and asserts that the picture changed in place. Screenshots go to
+Starts JupyterLab from this environment on a free localhost port with a token, quiet as
+``tfcourse lab`` makes it (its labconfig and options), opens a notebook with an explorer,
+runs all cells, waits for the widget, changes a dropdown and asserts that the picture
+changed in place. A learner's notebook with a wrong implementation and an unsolved stub:
+Run All reaches the last cell, the failing check shows a short verdict, no news toast
+covers it. The site opened from disk: a Chinese page with its figure, and its learner
+notebook downloads as a zip. Screenshots go to
 ``artifacts/`` (git-ignored). Select with ``-m browser``; skipped when the
 ``playwright`` package or a Chromium executable is missing.
 
@@ -24,10 +28,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
+
+from tfcourse.course import launch
+from tfcourse.course.build import stub_message
+from tfcourse.course.site import build_site
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.notebooks]
 
@@ -71,6 +80,29 @@ def _fixture_notebook(path: Path):
     nbformat.write(nb, path)
 
 
+def _learner_notebook(path: Path):
+    """A learner mid-course: an unsolved stub, called; a figure and a line after it; last, a
+    LayerNorm that doubles its input, checked (a real error ends Run All, as it should)."""
+    nb = nbformat.v4.new_notebook(metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+        "language_info": {"name": "python"}})
+    wrong = ("import torch\n\nclass Doubles(torch.nn.Module):\n"
+             "    def __init__(self, d_model, eps=1e-5):\n        super().__init__()\n"
+             "        self.weight = torch.nn.Parameter(torch.ones(d_model))\n"
+             "        self.bias = torch.nn.Parameter(torch.zeros(d_model))\n\n"
+             "    def forward(self, x):\n        return x * 2")
+    stub = f"def attention(q, k, v):\n    raise NotImplementedError({stub_message('attention')!r})"
+    nb.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in [
+        ("setup", "import tfcourse as tc\ntc.runtime.setup_notebook(written_for=tc.__version__)"),
+        ("stub", stub), ("called", "attention(1, 2, 3)"),
+        ("plot", "import matplotlib.pyplot as plt\nimport torch\n"
+                 "fig = tc.plots.attention_heatmap(torch.softmax(torch.randn(6, 6), -1))\n"
+                 "display(fig)"),
+        ("after", "print('the cells after the stub ran')"),
+        ("wrong", wrong), ("check", "tc.checks.check_layernorm(Doubles)")]]
+    nbformat.write(nb, path)
+
+
 class Lab:
     """A JupyterLab server in its own process group, isolated from the user's Jupyter config."""
 
@@ -83,10 +115,10 @@ class Lab:
                          ("JUPYTERLAB_SETTINGS_DIR", "settings"),
                          ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")):
             env[var] = str(home / sub)        # the `python3` kernel is then this environment's
-        # Settings a fresh user would click through: start the notebook's kernel without
-        # a "Select Kernel" dialog, and do not offer the news feed (a toast over the page).
-        for plugin, settings in (("notebook-extension/tracker", {"autoStartDefaultKernel": True}),
-                                 ("apputils-extension/notification", {"fetchNews": "false"})):
+        # A setting a fresh user would click through: start the notebook's kernel without
+        # a "Select Kernel" dialog. The news prompt is kept away as `tfcourse lab` does it.
+        env = launch.quiet_environment(launch.write_quiet_config(home / "quiet"), env)
+        for plugin, settings in (("notebook-extension/tracker", {"autoStartDefaultKernel": True}),):
             path = home / "settings" / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(settings))
@@ -96,8 +128,7 @@ class Lab:
              f"--port={self.port}", "--ServerApp.port_retries=0",
              f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
              # Nothing that reaches the internet: no news feed, update check or extension index.
-             "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-             "--LabApp.extension_manager=readonly",
+             *launch.QUIET_OPTIONS, "--LabApp.extension_manager=readonly",
              # CI containers run as root; the server refuses that without the flag.
              *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])],
             cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -155,6 +186,7 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab-root")
     home = tmp_path_factory.mktemp("lab-home")
     _fixture_notebook(root / "explorer.ipynb")
+    _learner_notebook(root / "learner.ipynb")
     for name in REAL_NOTEBOOKS:
         if (ROOT / "solutions" / name).exists():
             shutil.copy(ROOT / "solutions" / name, root / name)
@@ -179,12 +211,8 @@ def browser_context(tmp_path_factory):
             context.close()
 
 
-def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> dict:
-    """Open ``notebook``, run all cells, change the first explorer's last dropdown.
-
-    Returns timings (seconds) and the picture's ``src`` before and after.
-    """
-    started = time.monotonic()
+def _open_and_run_all(page, lab: Lab, notebook: str) -> None:
+    """Open ``notebook`` in a fresh workspace and start Run All once its kernel is idle."""
     # A workspace of its own, reset: JupyterLab would otherwise reopen (and start kernels
     # for) the notebooks of the previous test.
     workspace = notebook.removesuffix(".ipynb").replace("_", "-")
@@ -212,15 +240,27 @@ def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> 
             if attempt == 2:
                 raise
 
+
+def _wait_for_every_cell(page) -> None:
+    page.wait_for_function(
+        "() => ![...document.querySelectorAll('.jp-Notebook .jp-InputArea-prompt')]"
+        ".some(p => p.innerText.includes('[*]'))", timeout=KERNEL_WORK_S * 1000)
+
+
+def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> dict:
+    """Open ``notebook``, run all cells, change the first explorer's last dropdown.
+
+    Returns timings (seconds) and the picture's ``src`` before and after.
+    """
+    started = time.monotonic()
+    _open_and_run_all(page, lab, notebook)
     explorer = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".widget-output img")).first
     picture = explorer.locator(".widget-output img")
     # "attached", then scrolled to: JupyterLab skips rendering cells outside the
     # viewport (content-visibility), and Run All scrolls to the last cell.
     picture.first.wait_for(state="attached", timeout=KERNEL_WORK_S * 1000)
     # Let every cell finish first: a change made while later cells still run waits for them.
-    page.wait_for_function(
-        "() => ![...document.querySelectorAll('.jp-Notebook .jp-InputArea-prompt')]"
-        ".some(p => p.innerText.includes('[*]'))", timeout=KERNEL_WORK_S * 1000)
+    _wait_for_every_cell(page)
     explorer.scroll_into_view_if_needed()
     picture.first.wait_for(state="visible", timeout=30_000)
     rendered = time.monotonic()
@@ -286,3 +326,59 @@ def test_course_notebook_explorer_in_jupyterlab(lab, browser_context, notebook):
     assert result["after"] != result["before"], "the picture did not change after the dropdown moved"
     assert not result["tracebacks"], result["tracebacks"]
     _record(name, result, started)
+
+
+def test_a_learners_screen_in_jupyterlab(lab, browser_context):
+    """Run All on a notebook with a wrong implementation and an unsolved stub: every cell
+    runs, the failing check fits in a few lines without the course's frames, the stub says
+    so in one line, and no JupyterLab news toast covers the outputs."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser_context.new_page()
+    try:
+        _open_and_run_all(page, lab, "learner.ipynb")
+        _wait_for_every_cell(page)
+        outputs = page.locator(".jp-Notebook .jp-OutputArea-output")
+        outputs.filter(has_text="LayerNorm").first.wait_for(state="attached", timeout=60_000)
+        outputs.last.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "browser-learner-screen.png"))
+        texts = outputs.all_inner_texts()
+        verdict = next(text for text in texts if "LayerNorm" in text and "Error" in text)
+        unsolved = [text for text in texts if "not solved yet" in text]
+        figures = page.locator(".jp-Notebook .jp-OutputArea-output img").count()
+        toasts = page.locator(".Toastify__toast").all_inner_texts()
+    finally:
+        page.close()
+        lab.shut_down_kernels()
+    assert len(verdict.strip().splitlines()) <= 10, verdict
+    assert "_harness" not in verdict and "File " not in verdict and "Traceback" not in verdict
+    assert "tc.checks.full_traceback()" in verdict
+    assert len(unsolved) == 1 and len(unsolved[0].strip().splitlines()) == 1, unsolved
+    assert any("the cells after the stub ran" in text for text in texts) and figures == 1, (
+        texts, figures)
+    assert not [t for t in toasts if "news" in t.lower()], toasts
+
+
+def test_the_site_from_disk_shows_chinese_figures_and_downloads_the_notebook(
+        browser_context, tmp_path):
+    """A page of the Chinese edition opened as a file: its figures are there (the screenshot
+    shows their Chinese labels), and the learner-notebook link saves a zip."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    out = tmp_path / "site"
+    build_site(ROOT, out, ["01_attention"])
+    page = browser_context.new_page()
+    try:
+        page.goto((out / "zh" / "01_attention.html").as_uri())
+        figures = page.locator("img[src^='data:image/png']")
+        assert figures.count() > 0
+        figures.first.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "browser-site-zh-figure.png"))
+        with page.expect_download(timeout=30_000) as download:
+            page.locator("p.downloads a").first.click()
+        saved = tmp_path / download.value.suggested_filename
+        download.value.save_as(saved)
+    finally:
+        page.close()
+    assert saved.name == "01_attention.zip"
+    with zipfile.ZipFile(saved) as bundle:
+        assert bundle.namelist() == ["01_attention.ipynb"]
+        assert json.loads(bundle.read("01_attention.ipynb"))["metadata"]["tfcourse"]["language"] == "zh"

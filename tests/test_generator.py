@@ -18,6 +18,7 @@ from tfcourse.course import notebook_format
 from tfcourse.course.build import (
     build,
     fill_in,
+    is_stub_message,
     make_learner,
     make_stub,
     solution_regions,
@@ -116,6 +117,17 @@ def test_stub_at_top_level_and_hint_only_on_the_first_of_several_regions():
         f"\traise NotImplementedError({stub_message('Two')!r})",
     ]
     compile(stub, "<stub>", "exec")
+
+
+def test_the_chinese_stub_speaks_chinese_and_is_still_a_stub():
+    """The Chinese edition's stub: its hint and message in Chinese; fill_in, the grader and
+    the learner's screen recognise it as the English one."""
+    stub = make_stub(METHOD, "Norm", "均方根", language="zh")
+    assert "        # 提示：均方根" in stub.split("\n")
+    assert "请把这一行换成你的实现" in stub and "replace this line" not in stub
+    assert is_stub_message(stub_message("Norm", "zh")) and is_stub_message(stub_message("Norm"))
+    assert not is_stub_message("NotImplementedError: float64 on MPS")
+    assert fill_in(stub, METHOD, keep_markers=True) == METHOD
 
 
 def test_stub_without_hint_raises_naming_the_exercise():

@@ -238,7 +238,7 @@ def bundle(tmp_path_factory) -> Path:
                         secret=SECRET)
 
 
-def test_the_zip_holds_the_scripts_the_package_and_one_solution(bundle):
+def test_the_zip_holds_the_scripts_the_package_and_one_solution_in_both_editions(bundle):
     with zipfile.ZipFile(bundle) as archive:
         infos = {info.filename: info for info in archive.infolist()}
         script = archive.read("run_autograder").decode()
@@ -248,7 +248,9 @@ def test_the_zip_holds_the_scripts_the_package_and_one_solution(bundle):
                  "tfcourse/course/grade.py", "tfcourse/course/gradescope.py",
                  "tfcourse/course/site.css"):
         assert infos[name].external_attr >> 16 == 0o100644, name
-    assert [n for n in infos if n.startswith("solutions/")] == [f"solutions/{NAME}.ipynb"]
+    # The notebook's solution and its Chinese edition (a Chinese submission's answer key).
+    assert [n for n in infos if n.startswith("solutions/")] == [
+        f"solutions/{NAME}.ipynb", f"solutions/zh/{NAME}.ipynb"]
     assert not [n for n in infos if "__pycache__" in n or n.endswith(".pyc") or "/" not in n
                 and n not in ("setup.sh", "run_autograder", "pyproject.toml", "README.md",
                               "grading-secret")]

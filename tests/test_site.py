@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+import zipfile
+
 import nbformat
 import pytest
 
@@ -123,8 +125,14 @@ def test_fixture_course_pages_and_downloads(course, tmp_path):
         for name in ("01_first.ipynb", "02_second.ipynb"):
             assert (out / folder / name).read_bytes() == (course / folder / name).read_bytes()
     page = (out / "01_first.html").read_text()
-    assert 'href="notebooks/01_first.ipynb" download' in page
-    assert 'href="solutions/01_first.ipynb" download' in page
+    for folder in ("notebooks", "solutions"):   # zipped: a page read from disk can save a zip
+        assert f'href="{folder}/01_first.zip" download' in page
+        with zipfile.ZipFile(out / folder / "01_first.zip") as bundle:
+            assert bundle.namelist() == ["01_first.ipynb"]
+            assert bundle.read("01_first.ipynb") == (course / folder / "01_first.ipynb").read_bytes()
+    build_site(course, tmp_path / "again")             # the same bytes on every build
+    assert ((out / "notebooks" / "01_first.zip").read_bytes()
+            == (tmp_path / "again" / "notebooks" / "01_first.zip").read_bytes())
     assert 'rel="next" href="02_second.html">02 · Second steps →' in page
     assert 'rel="prev" href="01_first.html">← 01 · First steps' in (out / "02_second.html").read_text()
     index = (out / "index.html").read_text()
@@ -260,7 +268,7 @@ def test_chinese_pages_chrome_downloads_and_links(bilingual, tmp_path):
     assert "下载" in page and "Download the" not in page
     assert "交互控件" in page and "interactive widget" not in page and "widget-view+json" not in page
     for kind in ("notebooks", "solutions"):
-        assert f'href="{kind}/01_first.ipynb" download' in page
+        assert f'href="{kind}/01_first.zip" download' in page
         assert ((out / "zh" / kind / "01_first.ipynb").read_bytes()
                 == (bilingual / kind / "zh" / "01_first.ipynb").read_bytes())
     assert not (out / "zh" / "notebooks" / "02_second.ipynb").exists()

@@ -59,9 +59,9 @@ def full_traceback() -> None:
 
 
 def _is_stub(error) -> bool:
-    from .course.build import STUB_SIGNATURE
+    from .course.build import is_stub_message
 
-    return isinstance(error, NotImplementedError) and STUB_SIGNATURE in str(error)
+    return isinstance(error, NotImplementedError) and is_stub_message(str(error))
 
 
 def install_stub_handler(shell) -> None:

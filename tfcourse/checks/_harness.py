@@ -5,7 +5,8 @@ into the learner's module through the documented parameter names with
 ``load_state_dict(strict=True)``, runs both on the same seeded inputs and
 compares outputs and gradients with ``torch.testing.assert_close``'s rule.
 
-On success a check prints exactly one line, ``"<Name>: n/n checks passed"``.
+On success a check prints exactly one line, ``"<Name>: n/n checks passed"`` (in Chinese
+``"<Name>：n/n 项检查通过"``).
 On failure it raises ``AssertionError``; the first line names the check, the
 case (shapes, settings), what differed and by how much, and, when one of the
 check's known-wrong variants reproduces the learner's output, what the mistake
@@ -73,7 +74,8 @@ class Checker:
         _restore_tf32(self._precision)
         _restore_rng(self._rng)
         if exc_type is None:
-            print(f"{self.name}: {self.passed}/{self.passed} checks passed")
+            n = self.passed
+            print(say(f"{self.name}: {n}/{n} checks passed", f"{self.name}：{n}/{n} 项检查通过"))
         return False
 
     def ok(self) -> None:

@@ -13,7 +13,8 @@ and reads ``/autograder/results/results.json``. The zip built here holds:
   on the teacher's machine), and always leaves a valid ``results.json``: a submission that
   cannot be graded scores 0 with a message that says why;
 - the package source from this checkout (``tfcourse/``, ``pyproject.toml``, ``README.md``)
-  and ``solutions/NAME.ipynb``, the only answer key the bundle needs.
+  and ``solutions/NAME.ipynb`` with its Chinese edition ``solutions/zh/NAME.ipynb`` (a
+  Chinese submission is graded against it), the only answer keys the bundle needs.
 
 NAME must be one of the course's notebooks (a ``solutions/*.ipynb`` stem); a path is
 refused, so nothing outside the course's ``solutions/`` can end up in the zip. The zip is
@@ -219,6 +220,9 @@ def build_bundle(root: str | Path, name: str, out: str | Path, *, timeout: float
                                                .replace("__UNSEALED__",
                                                         "--unsealed" if unsealed else "")}
     files = [*_package_files(root), (f"solutions/{solution.name}", solution)]
+    translated = solution.parent / "zh" / solution.name      # a Chinese submission's answer key
+    if translated.is_file():
+        files.append((f"solutions/zh/{solution.name}", translated))
     # Written beside `out`, then renamed: a failed build leaves no half-written zip.
     handle, temporary = tempfile.mkstemp(prefix=".autograder-", suffix=".zip", dir=out.parent)
     os.close(handle)

@@ -35,16 +35,25 @@ from .sanitize import find_machine_paths
 HINT_PREFIX = "# Hint: "
 HINT_PREFIXES = {"en": HINT_PREFIX, "zh": "# 提示："}    # by the notebook's language
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_STUB = re.compile(r"^(?P<indent>[ \t]*)raise NotImplementedError\(\s*[\"']Exercise ")
+_STUB = re.compile(r"^(?P<indent>[ \t]*)raise NotImplementedError\(\s*[\"'](?:Exercise|练习) ")
 
 
-# In every stub's message; the grader recognises an unsolved exercise by it.
-STUB_SIGNATURE = "replace this line with your implementation"
+# In every stub's message, by the notebook's language; the grader and the learner's screen
+# recognise an unsolved exercise by them.
+STUB_SIGNATURES = {"en": "replace this line with your implementation",
+                   "zh": "请把这一行换成你的实现"}
 
 
-def stub_message(name: str) -> str:
+def is_stub_message(text: str) -> bool:
+    """Whether ``text`` holds a stub's message (of either edition)."""
+    return any(signature in text for signature in STUB_SIGNATURES.values())
+
+
+def stub_message(name: str, language: str = "en") -> str:
     """The text of the ``NotImplementedError`` a stub raises (names the exercise)."""
-    return f"Exercise '{name}': {STUB_SIGNATURE}"
+    if language == "zh":
+        return f"练习 '{name}'：{STUB_SIGNATURES['zh']}"
+    return f"Exercise '{name}': {STUB_SIGNATURES['en']}"
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,7 @@ def solution_regions(source: str) -> list[Region]:
 
 
 def make_stub(source: str, name: str, hint: str | None = None, *,
-              hint_prefix: str = HINT_PREFIX) -> str:
+              language: str = "en") -> str:
     """Replace every solution region of ``source`` by the learner's stub.
 
     >>> print(make_stub("def f(x):\\n    ### BEGIN SOLUTION\\n    return x\\n"
@@ -101,8 +110,8 @@ def make_stub(source: str, name: str, hint: str | None = None, *,
     for number, region in enumerate(regions):
         out += lines[position:region.begin]
         if hint and number == 0:
-            out.append(f"{region.indent}{hint_prefix}{' '.join(hint.split())}")
-        out.append(f"{region.indent}raise NotImplementedError({stub_message(name)!r})")
+            out.append(f"{region.indent}{HINT_PREFIXES[language]}{' '.join(hint.split())}")
+        out.append(f"{region.indent}raise NotImplementedError({stub_message(name, language)!r})")
         position = region.end + 1
     return "\n".join(out + lines[position:])
 
@@ -239,7 +248,7 @@ def make_learner(solution, name: str):
     nb = copy.deepcopy(solution)
     notebook_format.normalize_metadata(nb)
     nb.metadata.setdefault("tfcourse", {})["notebook"] = name
-    prefix = HINT_PREFIXES.get(nb.metadata["tfcourse"].get("language", "en"), HINT_PREFIX)
+    language = notebook_format.language_of(nb)
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -249,7 +258,7 @@ def make_learner(solution, name: str):
         if notebook_format.is_exercise(cell):
             hint = cell.metadata.get("tfcourse", {}).get("hint")
             cell.source = make_stub(cell.source, notebook_format.exercise_name(cell), hint,
-                                    hint_prefix=prefix)
+                                    language=language)
         cell.outputs, cell.execution_count = [], None
     return nb
 
@@ -331,14 +340,16 @@ def _emit(report: BuildReport, target: Path, nb, check: bool) -> None:
 
 
 def _keep_outputs(chinese, previous) -> None:
-    """Cells that print translated text start without outputs; where the previous Chinese
-    solution holds the same cell, executed (``tfcourse execute solutions/zh/...``), its
-    outputs stay."""
+    """The Chinese solution's own outputs stay: where the previous Chinese solution holds
+    the same cell (same id and source), executed (``tfcourse execute solutions/zh/...``),
+    its outputs win over the English ones the cell was copied with -- a cell may print
+    Chinese with the very same code (a check's "6/6 项检查通过", a figure's labels). A cell
+    that prints translated text starts without outputs until it is executed."""
     executed = {cell.get("id"): cell for cell in previous.cells if cell.cell_type == "code"}
     for cell in chinese.cells:
         old = executed.get(cell.get("id"))
-        if cell.cell_type == "code" and not cell.outputs and old is not None \
-                and old.source == cell.source and old.outputs:
+        if cell.cell_type == "code" and old is not None and old.source == cell.source \
+                and old.outputs:
             cell.outputs, cell.execution_count = old.outputs, old.execution_count
 
 

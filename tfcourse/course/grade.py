@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..language import current, say, speaking
 from . import notebook_format
-from .build import STUB_SIGNATURE
+from .build import is_stub_message
 from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
 from .restamp import restamp
 from .scan import Finding, scan
@@ -88,9 +88,7 @@ def report_language(notebook) -> str:
     """``"zh"`` when the reader asked for Chinese (``TFCOURSE_LANG=zh``) or ``notebook`` (a
     notebook, or its raw JSON) is one of the Chinese edition, else ``""``: as the reader
     asked."""
-    meta = notebook.get("metadata") if isinstance(notebook, dict) else None
-    course = meta.get("tfcourse") if isinstance(meta, dict) else None
-    chinese = isinstance(course, dict) and course.get("language") == "zh"
+    chinese = notebook_format.language_of(notebook) == "zh"
     return "zh" if chinese or current() == "zh" else ""
 
 
@@ -162,7 +160,7 @@ def _result(name: str, verdict: SealedVerdict, solution, *, sealed: bool) -> Exe
     except (ValueError, SyntaxError):
         result.expected = ""
     result.got = verdict.output
-    if STUB_SIGNATURE in result.got:
+    if is_stub_message(result.got):
         result.got += not_implemented()
     return result
 
@@ -177,6 +175,14 @@ def refuse(exercises: list[ExerciseResult], findings: list[Finding]) -> None:
             result.got = "\n".join(finding.describe() for finding in mine)
             result.expected = result.expected or say("your own implementation, judged by its "
                                                      "check", "你自己的实现，由检查来评判")
+
+
+def edition(solution: Path, language: str) -> Path:
+    """The solution of the report's language: ``solutions/zh/NAME.ipynb`` for a Chinese
+    report where the course has one (its check cells print the verdicts in Chinese, as the
+    checks then do), else ``solution``."""
+    translated = solution.parent / language / solution.name
+    return translated if language and language != "en" and translated.is_file() else solution
 
 
 def installed_solutions() -> Path | None:
@@ -234,6 +240,7 @@ def _grade_notebook(path: Path, setup: Setup, *, solutions_dir, against, restamp
             raise ValueError(why)
         solution_path = find_solution(path, folder, against)
         learner = notebook_format.read_notebook(path, require_ids=False)
+        solution_path = edition(solution_path, report_language(learner))
         solution = notebook_format.read_notebook(solution_path)
     except ValueError as error:
         return NotebookGrade(notebook=label, error=str(error))

@@ -71,6 +71,13 @@ def cell_label(cell, index: int) -> str:
     return say(f"cell {cell.get('id', '?')!r} (#{index})", f"单元格 {cell.get('id', '?')!r}（#{index}）")
 
 
+def language_of(nb) -> str:
+    """The edition a notebook (or its raw JSON) says it belongs to: ``"zh"`` or ``"en"``."""
+    meta = nb.get("metadata") if isinstance(nb, dict) else None
+    course = meta.get("tfcourse") if isinstance(meta, dict) else None
+    return "zh" if isinstance(course, dict) and course.get("language") == "zh" else "en"
+
+
 def read_notebook(path: str | Path, *, require_ids: bool = True) -> nbformat.NotebookNode:
     """Read a notebook, checking that it is nbformat 4.5+ with an ``id`` on every cell.
 

@@ -26,6 +26,7 @@ import re
 import shutil
 import sys
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -290,17 +291,31 @@ def _label(document: str) -> str:
         stem, stem if stem.isupper() else stem.replace("_", " ").capitalize())
 
 
+def _zipped(notebook: Path, archive: Path) -> None:
+    """``archive``: a zip holding ``notebook`` alone, the same bytes on every build."""
+    info = zipfile.ZipInfo(notebook.name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(archive, "w") as bundle:
+        bundle.writestr(info, notebook.read_bytes())
+
+
 def _copy_downloads(root: Path, out: Path, edition: Edition, name: str,
                     report: SiteReport) -> list[str]:
-    """Copy the edition's learner and solution notebook ``name`` into the site; links to
-    them from its page (which is in the same site folder)."""
+    """Copy the edition's learner and solution notebook ``name`` into the site, each also
+    zipped; links to the zips from its page (which is in the same site folder).
+
+    A zip, because a page opened from disk (``file://``) cannot make Chromium download an
+    ``.ipynb`` (it ignores ``download`` there and shows the JSON); a zip is saved wherever
+    the site is read. The ``.ipynb`` copies stay for the links in the notebooks' prose."""
     links = []
     for kind, label in (("notebooks", "learner"), ("solutions", "solution")):
         source, copy = edition.source(kind, name), out / edition.download(kind, name)
         if (root / source).is_file():
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / source, copy)
-            links.append(f'<a href="{kind}/{name}" download>{edition.words[label]}</a>')
+            _zipped(copy, copy.with_suffix(".zip"))
+            zipped = Path(name).with_suffix(".zip").name
+            links.append(f'<a href="{kind}/{zipped}" download>{edition.words[label]}</a>')
         else:
             report.warnings.append(f"no {source}: its page does not offer it")
     return links

@@ -40,8 +40,8 @@ class Edition:
 
 ENGLISH = Edition("en", "en", "", "README.md", "English", {
     "course": "Course",
-    "learner": "learner notebook (exercises to do)",
-    "solution": "solution notebook",
+    "learner": "learner notebook (exercises to do; .zip)",
+    "solution": "solution notebook (.zip)",
     "or": " or the ",
     "downloads": "Download the {}. This page shows the solution with its stored outputs.",
     "index": "Each page below shows a solution notebook with its stored outputs. To do the "
@@ -55,8 +55,8 @@ ENGLISH = Edition("en", "en", "", "README.md", "English", {
 })
 CHINESE = Edition("zh", "zh-CN", "zh/", "README.zh.md", "中文", {
     "course": "课程",
-    "learner": "学员版 notebook（要做的练习）",
-    "solution": "参考答案 notebook",
+    "learner": "学员版 notebook（要做的练习；.zip）",
+    "solution": "参考答案 notebook（.zip）",
     "or": "或",
     "downloads": "下载{}。本页展示参考答案及其保存的输出。",
     "index": "下面每一页展示一个参考答案 notebook 及其保存的输出。要做练习，请下载学员版 "

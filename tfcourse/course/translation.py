@@ -23,10 +23,12 @@ and ``tfcourse build-notebooks --check`` fails naming the cell. ``tfcourse trans
 writes the sections a notebook still lacks or that went stale, with the English as the
 text to translate.
 
-What a code cell may change: its comments, its docstrings, and, in cells whose output is
-not compared (no ``nbval-check-output`` tag), its other string literals (printed prose,
-figure labels). Its syntax tree with that text set aside must equal the English one, so the
-two editions run the same code; compared cells then print the same outputs.
+What a code cell may change: its comments, its docstrings and its other string literals
+(printed prose, figure labels). Its syntax tree with that text set aside must equal the
+English one, so the two editions run the same code. A cell whose output is compared
+(``nbval-check-output``) and whose printed text changed keeps no outputs from the English:
+the Chinese solution is executed for its own, which nbval then compares with the Chinese
+edition's runs; the pair test keeps the two in step (the same numbers in each output).
 """
 
 from __future__ import annotations
@@ -148,7 +150,7 @@ def is_compared(cell) -> bool:
 
 def needs_translation(cell) -> bool:
     """Whether the cell has English for a reader: markdown with words, or a code cell with
-    a comment or docstring in words, or (when not compared) a string of prose. Check cells
+    a comment or docstring in words, a string of prose, or a printed or figure label. Check cells
     are never translated: the grader puts back the English ones."""
     source = cell.get("source", "")
     if cell.get("cell_type") == "markdown":
@@ -158,10 +160,9 @@ def needs_translation(cell) -> bool:
     comments, strings = _comments_and_strings(source)
     if any(_WORDS.search(c) and not c.strip().startswith(_NOT_PROSE_COMMENTS) for c in comments):
         return True
-    docstring = re.compile(r'^[rRbBuU]?("""|\'\'\')')
-    if any(_PROSE.search(s) and (docstring.match(s) or not is_compared(cell)) for s in strings):
+    if any(_PROSE.search(s) for s in strings):
         return True
-    return not is_compared(cell) and any(_WORDS.search(text) for text in _labels(source))
+    return any(_WORDS.search(text) for text in _labels(source))
 
 
 # Where a short string is text for a reader: what print() shows, and figure and widget labels.
@@ -229,22 +230,77 @@ class _Neutral(ast.NodeTransformer):
         return ast.Constant("<f-string " + " ".join(values) + ">")
 
 
-def code_difference(english: str, chinese: str, *, compared: bool) -> str | None:
-    """None if ``chinese`` is ``english`` with only its translatable text changed, else what
-    differs (for the message)."""
+# The mechanical slips of a translation, caught before a reader does.
+# Inline code and math; a span may wrap onto the next line of its paragraph.
+_SPANS = re.compile(r"``.+?``|`(?:[^`\n]|\n(?![ \t]*\n))+`|\$\$.+?\$\$|\$[^$\n]+\$", re.DOTALL)
+_FENCES = re.compile(r"```.*?```", re.DOTALL)
+_QUOTED = re.compile(r"「[^」]*」")         # the sources' own words, quoted as they are
+_HALF_WIDTH = re.compile(r"[\u4e00-\u9fff][:;?!]|[:;?!](?=[\u4e00-\u9fff])"
+                         r"|[\u4e00-\u9fff]\((?=[^)]*\))|\)(?=[\u4e00-\u9fff])")
+_DOCSTRING = re.compile(r'^[rRbBuU]?("""|\'\'\')')
+
+
+def prose_slips(english: str, chinese: str) -> list[str]:
+    """What a translated text lost or mixed by accident: a code or math span of the English
+    that is not in the Chinese verbatim (a ``+`` or ``>`` dropped on the way), half-width
+    ``:`` ``;`` ``()`` against Chinese characters (outside 「quotes」 of a source)."""
+    def spans(text):
+        return [" ".join(span.split()) for span in _SPANS.findall(_FENCES.sub(" ", text))]
+
+    slips = []
+    missing = [span for span in dict.fromkeys(spans(english)) if span not in spans(chinese)]
+    if missing:
+        slips.append("the Chinese lost or changed " + ", ".join(missing[:3]) + " (code and "
+                     "formulas stay as in the English)")
+    for line in _SPANS.sub("x", _QUOTED.sub("「」", _FENCES.sub(" ", chinese))).splitlines():
+        if match := _HALF_WIDTH.search(line):
+            around = line[max(0, match.start() - 12):match.end() + 12].strip()
+            slips.append(f"half-width punctuation in Chinese text: '{around}' (use ：；（）)")
+    return slips
+
+
+def code_slips(chinese: str) -> list[str]:
+    """A docstring left in English in a translated code cell; half-width punctuation
+    against Chinese characters in its printed text."""
+    _, strings = _comments_and_strings(chinese)
+    slips = [f"a docstring is still English: {s[:50]!r}..." for s in strings
+             if _DOCSTRING.match(s) and _PROSE.search(s) and not _CJK.search(s)]
+    for s in strings:
+        if _CJK.search(s) and (match := _HALF_WIDTH.search(_QUOTED.sub("「」", s))):
+            slips.append(f"half-width punctuation in Chinese text: "
+                         f"'{s[max(0, match.start() - 12):match.end() + 12].strip()}' (use ：；（）)")
+    return slips
+
+
+def _neutral_trees(english: str, chinese: str, *, strings: bool) -> str | list[str]:
+    """Both sources' syntax trees with comments, docstrings and (``strings``) the other
+    string literals set aside; or why one does not parse."""
     trees = []
     for label, source in (("English", english), ("Chinese", chinese)):
         try:
             tree = notebook_format.parse_python(_python(source))
         except SyntaxError as error:
             return f"the {label} code does not parse: {error.msg} (line {error.lineno})"
-        trees.append(ast.dump(_Neutral(strings=not compared).visit(tree)))
+        trees.append(ast.dump(_Neutral(strings=strings).visit(tree)))
+    return trees
+
+
+def code_difference(english: str, chinese: str) -> str | None:
+    """None if ``chinese`` is ``english`` with only its translatable text changed, else what
+    differs (for the message)."""
+    trees = _neutral_trees(english, chinese, strings=True)
+    if isinstance(trees, str):
+        return trees
     if trees[0] == trees[1]:
         return None
-    if compared:
-        return ("its code differs from the English beyond comments and docstrings (its "
-                "output is compared, so its strings must stay as they are)")
     return "its code differs from the English beyond comments, docstrings and strings"
+
+
+def prints_the_same(english: str, chinese: str) -> bool:
+    """Whether the two sources differ at most in comments and docstrings, so that the
+    English outputs are the Chinese cell's outputs too."""
+    trees = _neutral_trees(english, chinese, strings=False)
+    return not isinstance(trees, str) and trees[0] == trees[1]
 
 
 def translate_notebook(english, sections: dict[tuple[str, str], Section], name: str):
@@ -284,6 +340,7 @@ def translate_notebook(english, sections: dict[tuple[str, str], Section], name: 
                 problems += [f"{label}: the English says '{term.english}'; the Chinese should "
                              f"say {' or '.join(term.chinese)} (docs/glossary.md)"
                              for term in glossary.misses(english_text, text, terms)]
+                problems += [f"{label}: {slip}" for slip in prose_slips(english_text, text)]
             if kind == "hint":
                 cell.metadata["tfcourse"]["hint"] = text
             elif cell.cell_type == "markdown":
@@ -296,11 +353,12 @@ def translate_notebook(english, sections: dict[tuple[str, str], Section], name: 
                 except ValueError as error:
                     problems.append(str(error))
                     continue
-                difference = code_difference(cell.source, text, compared=is_compared(cell))
+                difference = code_difference(cell.source, text)
                 if difference:
                     problems.append(f"{label}: {difference}")
                     continue
-                if code_difference(cell.source, text, compared=True):
+                problems += [f"{label}: {slip}" for slip in code_slips(text)]
+                if not prints_the_same(cell.source, text):
                     # It prints other text now: the English outputs would not match it.
                     cell.outputs, cell.execution_count = [], None
                 cell.source = text

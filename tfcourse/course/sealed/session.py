@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from ... import checks
-from ...language import say
+from ...language import say, speaking
 from .. import notebook_format, references
 from . import pool, protocol, proxy, users
 from .seal import package_dir, sealed_archive
@@ -276,7 +276,10 @@ def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str],
     calls, expected = checks_of(solution, exercise)
     trapped_before = len(worker.trapped)
     try:
-        with _capture_stdout() as printed, checks.grading_cases(salt):
+        # The checks speak the language of the solution whose outputs they are compared with
+        # (its Chinese edition prints "6/6 项检查通过"), whatever the report's language.
+        with speaking(notebook_format.language_of(solution)), _capture_stdout() as printed, \
+                checks.grading_cases(salt):
             for function, args in calls:
                 values = [worker.evaluate(expression) for expression in args]
                 getattr(checks, function)(*values)
