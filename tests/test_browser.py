@@ -95,7 +95,7 @@ def _learner_notebook(path: Path):
     nb.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in [
         ("setup", "import tfcourse as tc\ntc.runtime.setup_notebook(written_for=tc.__version__)"),
         ("stub", stub), ("called", "attention(1, 2, 3)"),
-        ("plot", "import matplotlib.pyplot as plt\nimport torch\n"
+        ("plot", "import torch\n"
                  "fig = tc.plots.attention_heatmap(torch.softmax(torch.randn(6, 6), -1))\n"
                  "display(fig)"),
         ("after", "print('the cells after the stub ran')"),

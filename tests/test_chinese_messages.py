@@ -177,6 +177,31 @@ def test_a_chinese_notebook_scores_what_the_english_one_scores(tmp_path, solutio
     assert grades[1].isolation and all(CHINESE.search(word) for word in grades[1].isolation)
 
 
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_a_chinese_notebook_is_graded_against_the_chinese_solution(tmp_path, solution, learner,
+                                                                   grading_setup):
+    """Where the course has the Chinese edition of the solution, a Chinese notebook is graded
+    against it: its check cells hold the pass lines in Chinese, which the checks then print."""
+    folder = tmp_path / "solutions"
+    notebook_format.write_notebook(solution, folder / "99_fixture.ipynb")
+    chinese_solution = copy.deepcopy(solution)
+    chinese_solution.metadata["tfcourse"]["language"] = "zh"
+    for cell in chinese_solution.cells:
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output["text"] = re.sub(r"^(.+): (\d+)/\2 checks passed$", r"\1：\2/\2 项检查通过",
+                                        "".join(output["text"]), flags=re.MULTILINE)
+    notebook_format.write_notebook(chinese_solution, folder / "zh" / "99_fixture.ipynb")
+    solved = solve(learner, solution)
+    solved.metadata["tfcourse"]["language"] = "zh"
+    notebook_format.write_notebook(solved, tmp_path / "mine" / "99_fixture.ipynb")
+    graded = grade_notebook(tmp_path / "mine" / "99_fixture.ipynb", grading_setup,
+                            solutions_dir=folder)
+    assert graded.solution.replace("\\", "/").endswith("zh/99_fixture.ipynb"), graded.solution
+    assert (graded.passed, graded.total) == (2, 2), format_report(graded)
+
+
 def test_grade_help_speaks_chinese(monkeypatch, capsys):
     monkeypatch.setenv("TFCOURSE_LANG", "zh")
     with pytest.raises(SystemExit):

@@ -121,8 +121,11 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
 
 def _learners_screen() -> None:
     """In a notebook's kernel: an unsolved exercise's stub stops its cell in one line, not
-    Run All (``tfcourse.screen``). Only in a Jupyter kernel (a shell with a ``kernel``):
-    the grader's worker runs cells in a plain IPython shell, where a stub must stay an error."""
+    Run All (``tfcourse.screen``), and ``display(fig)`` shows a figure of ``tc.plots`` as a
+    picture even before pyplot has drawn anything (matplotlib's inline backend is loaded
+    lazily, and until then IPython knows no picture of a Figure, only ``<Figure size ...>``).
+    Only in a Jupyter kernel (a shell with a ``kernel``): the grader's worker runs cells in a
+    plain IPython shell, where a stub must stay an error."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -132,3 +135,7 @@ def _learners_screen() -> None:
         from .screen import install_stub_handler
 
         install_stub_handler(shell)
+        try:
+            shell.enable_matplotlib("inline")
+        except Exception:  # noqa: BLE001 - no inline backend: figures still show through pyplot
+            pass
