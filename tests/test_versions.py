@@ -31,3 +31,17 @@ def test_written_for_must_be_a_version_string():
 def test_version_order_is_numeric():
     assert "package is older" in runtime.version_mismatch("0.10.0", "0.9.0")
     assert runtime.version_mismatch("0.1.0", "0.1.0") is None
+
+
+def test_the_version_is_written_once():
+    """pyproject.toml takes the version from tfcourse/__init__.py; the installed metadata agrees."""
+    from importlib.metadata import version
+    from pathlib import Path
+
+    import tfcourse
+
+    tomllib = pytest.importorskip("tomllib")        # Python 3.11+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tfcourse.__version__"}
+    assert version("tfcourse") == tfcourse.__version__
