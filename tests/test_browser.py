@@ -35,7 +35,7 @@ import nbformat
 import pytest
 
 from tfcourse.course import launch
-from tfcourse.course.build import stub_message
+from tfcourse.course.stubs import stub_message
 from tfcourse.course.site import build_site
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.notebooks]

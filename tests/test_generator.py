@@ -18,14 +18,13 @@ from tfcourse.course import notebook_format
 from tfcourse.course.build import (
     build,
     fill_in,
-    is_stub_message,
     make_learner,
     make_stub,
     solution_regions,
     solve,
-    stub_message,
     validate_solution,
 )
+from tfcourse.course.stubs import is_stub_message, stub_message
 from tfcourse.course.sanitize import SANITIZE_PATTERNS, find_machine_paths, nbval_config, sanitize
 
 TESTS = Path(__file__).parent

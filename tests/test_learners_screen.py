@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tfcourse import checks
-from tfcourse.course.build import stub_message
+from tfcourse.course.stubs import stub_message
 from tfcourse.course.run import kernel_env, run_notebook
 
 

@@ -59,7 +59,7 @@ def full_traceback() -> None:
 
 
 def _is_stub(error) -> bool:
-    from .course.build import is_stub_message
+    from .course.stubs import is_stub_message
 
     return isinstance(error, NotImplementedError) and is_stub_message(str(error))
 

@@ -31,29 +31,12 @@ from pathlib import Path
 
 from . import notebook_format, translation
 from .sanitize import find_machine_paths
+from .stubs import stub_message
 
 HINT_PREFIX = "# Hint: "
 HINT_PREFIXES = {"en": HINT_PREFIX, "zh": "# 提示："}    # by the notebook's language
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STUB = re.compile(r"^(?P<indent>[ \t]*)raise NotImplementedError\(\s*[\"'](?:Exercise|练习) ")
-
-
-# In every stub's message, by the notebook's language; the grader and the learner's screen
-# recognise an unsolved exercise by them.
-STUB_SIGNATURES = {"en": "replace this line with your implementation",
-                   "zh": "请把这一行换成你的实现"}
-
-
-def is_stub_message(text: str) -> bool:
-    """Whether ``text`` holds a stub's message (of either edition)."""
-    return any(signature in text for signature in STUB_SIGNATURES.values())
-
-
-def stub_message(name: str, language: str = "en") -> str:
-    """The text of the ``NotImplementedError`` a stub raises (names the exercise)."""
-    if language == "zh":
-        return f"练习 '{name}'：{STUB_SIGNATURES['zh']}"
-    return f"Exercise '{name}': {STUB_SIGNATURES['en']}"
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..language import current, say, speaking
 from . import notebook_format
-from .build import is_stub_message
+from .stubs import is_stub_message
 from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
 from .restamp import restamp
 from .scan import Finding, scan
