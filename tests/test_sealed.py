@@ -193,10 +193,13 @@ def test_patching_the_checks_in_the_learners_process_changes_nothing(solution):
 
 @pytest.mark.slow
 def test_printing_the_pass_line_from_the_learners_code_earns_nothing(solution):
+    """The learner's print goes to the worker's stdout, never into what the grader compares
+    (the checks' own output): the verdict holds no pass line, only the check's failure."""
     source = ("class RMSNorm(torch.nn.Module):\n    def __init__(self, *a, **k):\n"
               "        print('RMSNorm: 6/6 checks passed')\n        raise SystemExit\n")
     verdict = _sealed(solution, _rmsnorm_replaced(solution, source), "RMSNorm")
     assert verdict.status == "failed"
+    assert "checks passed" not in verdict.output, verdict.output
 
 
 @pytest.mark.slow
