@@ -1,11 +1,11 @@
 """``tfcourse sample`` writes with a text model; ``--preset capstone`` fills the run's flags."""
 
 import pytest
+from test_train_cli import BASE, with_flags
 
 from tfcourse.cli import build_parser, main
+from tfcourse.nn.model import GPT
 from tfcourse.train.command import apply_preset
-
-from test_train_cli import BASE, with_flags
 
 TEXT = with_flags(BASE, dataset="text") + ["--max-chars", "20000"]
 
@@ -38,10 +38,29 @@ def test_sampling_is_seeded_and_continues_the_prompt(text_run, capsys):
     (["--chars", "0"], "--chars must be >= 1"),
     (["--temperature", "nan"], "--temperature must be a finite number >= 0"),
     (["--top-k", "0"], "--top-k must be >= 1"),
+    (["--chars", "100001"], "--chars must be at most 100,000, got 100,001"),
 ])
 def test_bad_sampling_flags_get_one_line(args, message, text_run, capsys):
     code, _, err = sample([str(text_run), *args], capsys)
     assert code == 2 and message in err and len(err.splitlines()) == 1
+
+
+def test_sampling_streams_and_ctrl_c_keeps_what_was_printed(text_run, monkeypatch, capsys):
+    full = sample([str(text_run), "--chars", "30", "--prompt", "The "], capsys)[1]
+    generate, calls = GPT.generate, []
+
+    def interrupted_after_10(self, *args, **kwargs):
+        calls.append(capsys.readouterr().out)     # flushed before the next character
+        if len(calls) > 10:
+            raise KeyboardInterrupt
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(GPT, "generate", interrupted_after_10)
+    code = main(["sample", str(text_run), "--chars", "30", "--prompt", "The "])
+    last = capsys.readouterr()
+    assert code == 130 and "Traceback" not in last.err and "interrupted after 10 of 30" in last.err
+    assert calls[0] == "The " and all(len(out) == 1 for out in calls[1:])   # char by char
+    assert "".join(calls) + last.out == full[:14] + "\n"     # kept, and the line ended
 
 
 def test_a_model_not_trained_on_text_cannot_write(tmp_path, capsys):

@@ -13,21 +13,22 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_train_cli import BASE, with_flags
 
 from tfcourse.cli import main
 from tfcourse.nn.config import GPTConfig
+from tfcourse.train import preflight
+from tfcourse.train.checkpoint import load_checkpoint
 from tfcourse.train.preflight import estimate_training_bytes
-
-from test_train_cli import BASE, with_flags
 
 FROZEN = Path(__file__).parent / "fixtures" / "frozen_rank.py"
 
 
-def refused(args, capsys) -> str:
-    """Run ``args``; assert exit 2 with one line on stderr and no traceback; return it."""
+def refused(args, capsys, status=2) -> str:
+    """Run ``args``; assert exit ``status`` with one line on stderr and no traceback; return it."""
     code = main(args)
     err = capsys.readouterr().err.strip()
-    assert code == 2, err
+    assert code == status, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     return err
 
@@ -45,6 +46,11 @@ def refused(args, capsys) -> str:
     ("weight-decay", "-0.1", "--weight-decay must be a finite number >= 0"),
     ("dropout", "1", "--dropout must be in [0, 1)"),
     ("collective-timeout", "0", "--collective-timeout must be > 0"),
+    ("collective-timeout", "inf", ("--collective-timeout must be > 0 seconds and at most 86400 "
+                                   "(a day), got inf")),
+    ("collective-timeout", "nan", ("--collective-timeout must be > 0 seconds and at most 86400 "
+                                   "(a day), got nan")),
+    ("seed", str(2**64), f"--seed must be in [0, {2**63 - 1}], got {2**64}"),
     ("val-block", "0", "--val-block must be >= 1, got 0"),
 ])
 def test_a_flag_out_of_range_is_refused_before_any_work(flag, value, message, tmp_path, capsys):
@@ -105,6 +111,54 @@ def test_resume_flags_that_contradict_the_checkpoint(checkpoint, capsys):
     err = refused(_resume(checkpoint) + ["--n-layers", "4"], capsys)
     assert ("checkpoint was written for n_layers=1, n_heads=4, d_model=32, pre_ln=True; "
             "this run asks for n_layers=4") in err
+
+
+def test_resume_refuses_steps_below_the_saved_step(checkpoint, tmp_path, capsys):
+    copy = tmp_path / "checkpoint.pt"
+    copy.write_bytes(checkpoint.read_bytes())
+    err = refused(_resume(copy) + ["--steps", "4"], capsys)
+    assert "--steps 4 is below the checkpoint's step 8" in err
+    assert load_checkpoint(copy)["step"] == 8 and load_checkpoint(copy)["config"]["train"]["steps"] == 8
+
+
+def test_resume_names_each_flag_that_differs_from_the_checkpoint(checkpoint, capsys):
+    err = refused(_resume(checkpoint) + ["--lr", "0.5", "--seed", "4", "--vocab-size", "32"],
+                  capsys)
+    assert "these flags differ from the checkpoint's settings" in err
+    assert "--lr 0.5 (checkpoint: 0.01)" in err and "--seed 4 (checkpoint: 3)" in err
+    assert "--vocab-size 32 (checkpoint: 16)" in err
+    # Flags that continue the same run are used, with a warning.
+    code = main(_resume(checkpoint) + ["--steps", "9", "--eval-every", "3", "--out",
+                                       str(checkpoint.parent / "longer")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "warning: --steps 9 (checkpoint: 8)" in err and "warning: --eval-every 3" in err
+
+
+def test_a_validation_split_shorter_than_seq_len_is_refused_before_training(tmp_path, capsys):
+    out = tmp_path / "run"
+    err = refused(with_flags(BASE, dataset="text", seq_len=64) + ["--max-chars", "300",
+                                                                  "--out", str(out)], capsys)
+    assert "--seq-len 64 needs a validation split of at least 65 characters" in err
+
+
+def test_a_huge_vocabulary_is_refused_before_any_table_is_built(capsys):
+    started = time.monotonic()
+    err = refused(with_flags(BASE, vocab_size=1_000_000), capsys)
+    assert "vocab 1000000" in err and "--vocab-size" in err
+    # Without the check, the allocation that fails is said in one line too.
+    err = refused(with_flags(BASE, vocab_size=1_000_000) + ["--no-memory-check"], capsys,
+                  status=1)
+    assert "out of memory" in err and "--no-memory-check" in err
+    assert time.monotonic() - started < 30
+
+
+def test_an_out_without_room_for_the_checkpoint_is_refused(tmp_path, monkeypatch, capsys):
+    full = preflight.shutil.disk_usage(tmp_path)._replace(free=100_000)
+    monkeypatch.setattr(preflight.shutil, "disk_usage", lambda path: full)
+    err = refused(BASE + ["--out", str(tmp_path / "run")], capsys)
+    assert f"--out {tmp_path / 'run'}: a checkpoint of this run takes about" in err
+    assert "0.1 MiB is free there" in err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

@@ -12,15 +12,41 @@ CHECKPOINT_NAME = "checkpoint.pt"      # the file a run directory holds
 CHECKPOINT_FORMAT = 1
 
 
+class CheckpointSaveError(OSError):
+    """A checkpoint could not be written; the file that was there before is untouched."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(reason)
+        self.path, self.reason = path, reason
+
+
 def save_checkpoint(path, state: dict) -> None:
-    """``torch.save`` to a temporary file, then rename: a crash never leaves half a checkpoint."""
+    """``torch.save`` to a temporary file, then rename: a crash never leaves half a checkpoint.
+
+    A failed write (disk full, Ctrl-C) removes the temporary file; write errors become a
+    ``CheckpointSaveError``."""
     path = os.fspath(path)
     directory = os.path.dirname(path)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
     tmp = f"{path}.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    try:
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    except BaseException as error:
+        _remove(tmp)
+        # torch.save reports a full disk as RuntimeError("... file write failed").
+        if isinstance(error, (OSError, RuntimeError)):
+            reason = getattr(error, "strerror", None) or str(error).splitlines()[0][:200]
+            raise CheckpointSaveError(path, reason) from error
+        raise
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:          # already gone, or unremovable: the save's own error matters more
+        pass
 
 
 def load_checkpoint(path, map_location="cpu") -> dict:

@@ -22,7 +22,16 @@ ends the job with a message instead of hanging.
 Before any work (``preflight.py``) every flag is range-checked, ``--out`` is created and
 written to, a ``--resume`` checkpoint is read and compared with the flags, the device is
 looked up, and the run's memory is estimated and refused when it exceeds what is
-available (``--no-memory-check`` to try anyway). Each refusal is one line, exit status 2.
+available (``--no-memory-check`` to try anyway), the text's splits must hold a
+``--seq-len`` sequence, and ``--out`` must have room for a checkpoint. With ``--resume``,
+a ``--steps`` below the saved step, or a training or data flag that differs from the
+checkpoint's, is refused (``--steps``, ``--eval-every`` and ``--eval-batches`` may change,
+with a warning). Each refusal is one line, exit status 2.
+
+Ctrl-C (SIGINT) or SIGTERM during training finishes the step, saves a checkpoint, prints
+where and how to resume, and exits 130 (143 for SIGTERM); a second one stops at once,
+without saving. A checkpoint that cannot be written (disk full) ends the run with one
+line, exit status 1, and the previous checkpoint is left as it was.
 """
 
 from __future__ import annotations
@@ -41,19 +50,21 @@ from ..language import say
 from ..nn.config import PRESETS, GPTConfig
 from ..nn.model import GPT
 from ..runtime import default_device
-from . import preflight
-from .checkpoint import CHECKPOINT_NAME, save_checkpoint
+from . import interrupt, preflight
+from .checkpoint import CHECKPOINT_NAME, CheckpointSaveError, save_checkpoint
 from .data import DATASETS, TEXT_SOURCES, CopyTask, MarkovChain, TextDataset, make_dataset
 from .loop import TrainConfig, Trainer, held_out_loss
 from .preflight import PreflightError
 from .presets import training_defaults
 from .sample import sample_text
 
-
 # Model flags: (flag, GPTConfig field, type).
 _MODEL_FLAGS = (("--n-layers", "n_layers", int), ("--n-heads", "n_heads", int),
                 ("--n-kv-heads", "n_kv_heads", int), ("--d-model", "d_model", int),
                 ("--dropout", "dropout", float))
+# Defaults of flags that are None in the parser, so --resume can tell a flag given from a default.
+_FLAG_DEFAULTS = {"vocab_size": 32, "weight_decay": 0.1, "grad_clip": 1.0, "eval_every": 100,
+                  "eval_batches": 4, "seed": 0}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--text-source", choices=TEXT_SOURCES, default=None,
                       help="text: stdlib docstrings, or the capstone corpus (the reference "
                            "manual's topics + docstrings) (default: docstrings, or the preset's)")
-    data.add_argument("--vocab-size", type=int, default=32,
+    data.add_argument("--vocab-size", type=int, default=None,
                       help="markov: number of states; copy: number of symbols (default: 32)")
     data.add_argument("--max-chars", type=int, default=None,
                       help="text: characters to gather (default: 200000; capstone: all)")
@@ -93,12 +104,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     loop.add_argument("--min-lr", type=float, default=None, help="final learning rate (default: lr/10)")
     loop.add_argument("--warmup", type=int, default=None,
                       help="linear warmup steps (default: 10%% of --steps)")
-    loop.add_argument("--weight-decay", type=float, default=0.1, help="AdamW decay of 2-D weights")
-    loop.add_argument("--grad-clip", type=float, default=1.0,
+    loop.add_argument("--weight-decay", type=float, default=None,
+                      help="AdamW decay of 2-D weights (default: 0.1)")
+    loop.add_argument("--grad-clip", type=float, default=None,
                       help="clip the gradient norm to this (0 = off; default: 1.0)")
-    loop.add_argument("--eval-every", type=int, default=100, help="validate every N steps (0 = at the end)")
-    loop.add_argument("--eval-batches", type=int, default=4)
-    loop.add_argument("--seed", type=int, default=0)
+    loop.add_argument("--eval-every", type=int, default=None,
+                      help="validate every N steps (0 = at the end; default: 100)")
+    loop.add_argument("--eval-batches", type=int, default=None, help="(default: 4)")
+    loop.add_argument("--seed", type=int, default=None, help="(default: 0)")
     loop.add_argument("--device", default=None,
                       help="cpu, cuda, mps (default: $TFCOURSE_DEVICE, else the best available)")
     run = parser.add_argument_group("checkpoints and runs")
@@ -120,13 +133,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="refuse runs estimated above GIB (default: the memory available)")
     run.add_argument("--collective-timeout", type=float, default=300, metavar="SECONDS",
                      help="under torchrun, end the job when a collective waits longer than "
-                          "this for a frozen or dead process (default: 300)")
+                          "this for a frozen or dead process (at most 86400; default: 300)")
 
 
 def apply_preset(args) -> None:
-    """Fill every flag left unset with the value the ``--preset`` implies."""
+    """Fill every flag left unset with the value the ``--preset`` implies; ``args.given``
+    names the flags given on the command line (``--resume`` compares only those)."""
+    args.given = {name for name, value in vars(args).items() if value is not None}
     args.steps_given = args.steps              # --resume keeps the checkpoint's unless given
-    for name, value in training_defaults(args.preset).items():
+    for name, value in {**_FLAG_DEFAULTS, **training_defaults(args.preset)}.items():
         if getattr(args, name, None) is None:
             setattr(args, name, value)
 
@@ -246,6 +261,11 @@ def _report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: in
 
 
 def run(args) -> int:
+    with interrupt.Signals() as signals:
+        return _run_checked(args, signals)
+
+
+def _run_checked(args, signals: interrupt.Signals) -> int:
     quiet = int(os.environ.get("RANK", "0")) != 0       # under torchrun, rank 0 speaks
     try:
         apply_preset(args)
@@ -256,24 +276,39 @@ def run(args) -> int:
         if not quiet:
             print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
         return 2
+    except (interrupt.Interrupted, KeyboardInterrupt) as stop:
+        return interrupt.interrupted(stop, quiet)
     clean = True
     try:
-        code = _run(args, env)
+        code = _run(args, env, signals)
+    except (interrupt.Interrupted, KeyboardInterrupt) as stop:
+        code, clean = interrupt.interrupted(stop, env.rank != 0), False    # peers may be mid-collective
+    except CheckpointSaveError as error:
+        if env.rank == 0:
+            print(say(f"error: could not write the checkpoint {error.path} ({error.reason}); "
+                      f"no partial file was left, and a checkpoint saved there before is unchanged",
+                      f"错误：无法写入检查点 {error.path}（{error.reason}）；没有留下写了一半的文件，"
+                      f"之前保存在那里的检查点也没有改动"), file=sys.stderr)
+        code, clean = 1, False                      # the other ranks are still training
     except (ValueError, TypeError) as error:        # a bad flag value: say which, no traceback
         if env.rank == 0:
             print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
         code = 2
-    except RuntimeError as error:
-        if not (env.enabled and _is_collective_failure(error)):
+    except (MemoryError, RuntimeError) as error:
+        if _is_out_of_memory(error):
+            print(_out_of_memory_line(error, args.no_memory_check), file=sys.stderr)
+            code = 1
+        elif not (env.enabled and _is_collective_failure(error)):
             raise
-        detail = re.sub(r"^\[[^\]]*\]\s*", "", str(error).splitlines()[0])[:160]
-        print(say(f"error: rank {env.rank}: a collective operation failed or waited more than "
-                  f"--collective-timeout={env.timeout_seconds:g} s for another process (frozen "
-                  f"or dead); stopping ({detail})",
-                  f"错误：rank {env.rank}：一次集合通信操作失败，或等待另一个进程（已卡死或已退出）"
-                  f"超过了 --collective-timeout={env.timeout_seconds:g} 秒；停止运行（{detail}）"),
-              file=sys.stderr)
-        code, clean = 3, False
+        else:
+            detail = re.sub(r"^\[[^\]]*\]\s*", "", str(error).splitlines()[0])[:160]
+            print(say(f"error: rank {env.rank}: a collective operation failed or waited more than "
+                      f"--collective-timeout={env.timeout_seconds:g} s for another process (frozen "
+                      f"or dead); stopping ({detail})",
+                      f"错误：rank {env.rank}：一次集合通信操作失败，或等待另一个进程（已卡死或已退出）"
+                      f"超过了 --collective-timeout={env.timeout_seconds:g} 秒；停止运行（{detail}）"),
+                  file=sys.stderr)
+            code, clean = 3, False
     finally:
         env.close(clean)
     if env.enabled:
@@ -287,48 +322,85 @@ def run(args) -> int:
     return code
 
 
+def _is_out_of_memory(error: BaseException) -> bool:
+    text = str(error).lower()
+    return isinstance(error, MemoryError) or "can't allocate memory" in text or "out of memory" in text
+
+
+def _out_of_memory_line(error: BaseException, unchecked: bool) -> str:
+    detail = re.sub(r"^\[[^\]]*\]\s*(err == 0\.\s*)?", "", (str(error) or "MemoryError").splitlines()[0])[:160]
+    hint = say(" (--no-memory-check skipped the estimate that refuses such runs)",
+               "（--no-memory-check 跳过了本会拒绝这种运行的内存估算）") if unchecked else ""
+    return say(f"error: out of memory ({detail}); lower --batch-size, --seq-len or --vocab-size{hint}",
+               f"错误：内存不足（{detail}）；请调小 --batch-size、--seq-len 或 --vocab-size{hint}")
+
+
 def _is_collective_failure(error: RuntimeError) -> bool:
     text = f"{type(error).__name__}: {error}".lower()
     return any(word in text for word in ("timed out", "timeout", "connection closed",
                                          "connection reset", "distbackenderror", "gloo", "nccl"))
 
 
-def _run(args, env: _Distributed) -> int:
+def _resumed(args, path: str):
+    """The checkpoint at ``path`` and the run it continues, once the flags agree with it:
+    ``(state, dataset_spec, model_config, train_config, warnings)``."""
+    state = preflight.read_checkpoint(path)
+    config = state["config"]
+    mismatch = preflight.mismatched_flags(args, config["model"], _MODEL_FLAGS)
+    if mismatch:
+        raise PreflightError(say(f"{path}: {mismatch}", f"{path}：{mismatch}"))
+    warnings = preflight.check_resume_flags(args, args.given, config, int(state["step"]), path)
+    # Extending (or shortening) a run changes the schedule's length from here on.
+    changed = {field: getattr(args, name) for _, name, field in preflight.CHANGEABLE_FLAGS
+               if name in args.given}
+    train_config = TrainConfig.from_dict({**config["train"], **changed})
+    return state, config["data"], GPTConfig(**config["model"]), train_config, warnings
+
+
+def _spec_vocab(spec: dict) -> int | None:
+    """The Markov chain's vocabulary, known before it builds its V x V tables; the other
+    datasets are cheap to build and say theirs (None)."""
+    return spec["kwargs"]["vocab_size"] if spec["name"] == "markov" else None
+
+
+def _check_resources(args, env, model_config, train_config, spec, checkpoint_path) -> None:
+    """Memory (the dataset's tables included) and, on rank 0, disk room for a checkpoint."""
+    if not args.no_memory_check:
+        preflight.check_memory(model_config, train_config.batch_size, train_config.seq_len,
+                               env.device, args.memory_limit, preflight.dataset_bytes(spec))
+    if checkpoint_path and env.rank == 0:
+        need = preflight.checkpoint_bytes(preflight.estimate_params(model_config),
+                                          train_config.steps)
+        preflight.check_disk(os.path.dirname(checkpoint_path), need)
+
+
+def _run(args, env: _Distributed, signals: interrupt.Signals) -> int:
     main = env.rank == 0
     log = print if main else (lambda *a, **k: None)
-    checkpoint_path = None
-    if args.out:
-        checkpoint_path = os.path.join(args.out, CHECKPOINT_NAME)
-        if main:
-            preflight.prepare_out(args.out)
-    state = None
+    checkpoint_path = os.path.join(args.out, CHECKPOINT_NAME) if args.out else None
+    if args.out and main:
+        preflight.prepare_out(args.out)
+    state = path = model_config = None
     if args.resume:
         path = checkpoint_path if args.resume == "auto" else args.resume
         if path is None:
             raise PreflightError(say("--resume needs a checkpoint path or --out DIR",
                                      "--resume 需要一个检查点路径，或者 --out DIR"))
-        state = preflight.read_checkpoint(path)
-        config = state["config"]
-        mismatch = preflight.mismatched_flags(args, config["model"], _MODEL_FLAGS)
-        if mismatch:
-            raise PreflightError(say(f"{path}: {mismatch}", f"{path}：{mismatch}"))
-        dataset_spec = config["data"]
-        model_config = GPTConfig(**config["model"])
-        train_config = TrainConfig.from_dict(config["train"])
-        if args.steps_given is not None and args.steps_given != train_config.steps:
-            # Extending (or shortening) a run changes the schedule's length from here on.
-            train_config = TrainConfig.from_dict({**train_config.to_dict(),
-                                                  "steps": args.steps_given})
+        state, dataset_spec, model_config, train_config, warnings = _resumed(args, path)
+        for warning in warnings if main else ():
+            print(warning, file=sys.stderr)
         checkpoint_path = checkpoint_path or path
     else:
-        dataset_spec = _dataset_spec(args)
-        train_config = _train_config(args)
+        dataset_spec, train_config = _dataset_spec(args), _train_config(args)
+        if _spec_vocab(dataset_spec) is not None:
+            model_config = _model_config(args, _spec_vocab(dataset_spec))
+    if model_config is not None:                 # before the dataset builds its tables
+        _check_resources(args, env, model_config, train_config, dataset_spec, checkpoint_path)
     dataset = make_dataset(dataset_spec["name"], **dataset_spec["kwargs"])
-    if state is None:
+    if model_config is None:                     # copy, text: the dataset's vocabulary
         model_config = _model_config(args, dataset.vocab_size)
-    if not args.no_memory_check:
-        preflight.check_memory(model_config, train_config.batch_size, train_config.seq_len,
-                               env.device, args.memory_limit)
+        _check_resources(args, env, model_config, train_config, dataset_spec, checkpoint_path)
+    preflight.check_splits(dataset, train_config.seq_len)
     torch.manual_seed(train_config.seed)          # same initial weights on every rank
     model = GPT(model_config)
     trainer = Trainer(model, dataset, train_config, device=env.device, distributed=env.enabled,
@@ -348,6 +420,9 @@ def _run(args, env: _Distributed) -> int:
             save_checkpoint(checkpoint_path, snapshot)
 
     def every_step(t):
+        signum = interrupt.agreed_signal(signals.signum, env)
+        if signum:
+            raise interrupt.Stop(signum)
         if args.save_every and t.step % args.save_every == 0 and t.step < train_config.steps:
             save()
 
@@ -362,10 +437,22 @@ def _run(args, env: _Distributed) -> int:
     if args.stop_after is not None:
         until = min(until, trainer.step + args.stop_after)
     started, first_step = time.perf_counter(), trainer.step
-    history = trainer.fit(until=until, callback=every_step)
+    signals.phase = "training"                     # from here a signal ends with a checkpoint
+    try:
+        history = trainer.fit(until=until, callback=every_step)
+    except interrupt.Stop:
+        history = trainer.history
     seconds = time.perf_counter() - started
     if checkpoint_path:
         save()
+    stopped = interrupt.agreed_signal(signals.signum, env)    # also one during the last step or the save
+    signals.phase = "done"
+    if stopped:
+        if main:
+            print(interrupt.interrupt_line(stopped, trainer.step, train_config.steps, checkpoint_path,
+                                  args, env), file=sys.stderr)
+        return 128 + stopped
+    if checkpoint_path:
         log(f"saved {checkpoint_path} at step {trainer.step}")
     if history.diverged:
         log(say(f"diverged at step {trainer.step}: loss {history.loss[-1]}",

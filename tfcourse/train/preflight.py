@@ -1,7 +1,8 @@
 """What ``tfcourse train`` checks before it does any work, each failure in one line.
 
-A bad flag, an unwritable ``--out``, an unreadable or mismatched checkpoint, a device
-that is not there, or a run that cannot fit in memory is reported at once, as a
+A bad flag, an unwritable or full ``--out``, an unreadable or mismatched checkpoint (or
+flags that contradict it), a device that is not there, a text too short for ``--seq-len``,
+or a run that cannot fit in memory is reported at once, as a
 ``PreflightError`` whose message names the flag or file and the problem, never after
 minutes of training or as a traceback from deep inside torch.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import zipfile
 
 import torch
@@ -33,6 +35,10 @@ _COUNTS = (("--steps", "steps", 1), ("--batch-size", "batch_size", 1), ("--seq-l
            ("--n-layers", "n_layers", 1),
            ("--n-heads", "n_heads", 1), ("--n-kv-heads", "n_kv_heads", 1),
            ("--d-model", "d_model", 1))
+# Counts above these overflow torch's sizes (int32 kernels) or its generator seeds (int64).
+MAX_COUNT, MAX_SEED = 2**31 - 1, 2**63 - 1
+# A day: a collective that waits longer is a frozen job, and torch needs a finite timeout.
+MAX_COLLECTIVE_TIMEOUT = 86400
 
 
 def check_arguments(args) -> None:
@@ -40,9 +46,13 @@ def check_arguments(args) -> None:
     non-negative counts. Raises ``PreflightError`` naming the first bad flag."""
     for flag, name, smallest in _COUNTS:
         value = getattr(args, name, None)
+        largest = MAX_SEED if name == "seed" else MAX_COUNT
         if value is not None and value < smallest:
             raise PreflightError(say(f"{flag} must be >= {smallest}, got {value}",
                                      f"{flag} 必须 >= {smallest}，实际是 {value}"))
+        if value is not None and value > largest:
+            raise PreflightError(say(f"{flag} must be in [{smallest}, {largest}], got {value}",
+                                     f"{flag} 必须在 [{smallest}, {largest}] 区间内，实际是 {value}"))
     if not (math.isfinite(args.lr) and args.lr > 0):
         raise PreflightError(say(f"--lr must be a finite number > 0, got {args.lr}",
                                  f"--lr 必须是大于 0 的有限数，实际是 {args.lr}"))
@@ -69,11 +79,11 @@ def check_arguments(args) -> None:
                                  f"got {args.memory_limit}",
                                  f"--memory-limit 必须是大于 0 的有限 GiB 数，"
                                  f"实际是 {args.memory_limit}"))
-    if args.collective_timeout <= 0:
-        raise PreflightError(say(f"--collective-timeout must be > 0 seconds, "
-                                 f"got {args.collective_timeout}",
-                                 f"--collective-timeout 必须大于 0 秒，"
-                                 f"实际是 {args.collective_timeout}"))
+    if not 0 < args.collective_timeout <= MAX_COLLECTIVE_TIMEOUT:      # False for nan
+        raise PreflightError(say(f"--collective-timeout must be > 0 seconds and at most "
+                                 f"{MAX_COLLECTIVE_TIMEOUT} (a day), got {args.collective_timeout}",
+                                 f"--collective-timeout 必须大于 0 秒且不超过 "
+                                 f"{MAX_COLLECTIVE_TIMEOUT} 秒（一天），实际是 {args.collective_timeout}"))
 
 
 def prepare_out(directory: str) -> None:
@@ -187,7 +197,124 @@ def mismatched_flags(args, model: dict, flags) -> str | None:
                f"检查点是按 {written} 写的；这次运行要求的是 {wanted}")
 
 
+# Flags --resume compares with what the checkpoint was trained with:
+# (flag, attribute, the key under the checkpoint's config["train"] or its data kwargs).
+_TRAIN_FLAGS = (("--batch-size", "batch_size", "batch_size"), ("--seq-len", "seq_len", "seq_len"),
+                ("--lr", "lr", "max_lr"), ("--min-lr", "min_lr", "min_lr"),
+                ("--warmup", "warmup", "warmup_steps"),
+                ("--weight-decay", "weight_decay", "weight_decay"),
+                ("--grad-clip", "grad_clip", "grad_clip"), ("--seed", "seed", "seed"))
+# Changing these continues the same run legitimately (a longer schedule, other evaluations).
+CHANGEABLE_FLAGS = (("--steps", "steps", "steps"), ("--eval-every", "eval_every", "eval_every"),
+                    ("--eval-batches", "eval_batches", "eval_batches"))
+_DATA_FLAGS = (("--vocab-size", "vocab_size", "vocab_size"), ("--vocab-size", "vocab_size", "n_symbols"),
+               ("--max-chars", "max_chars", "max_chars"), ("--text-source", "text_source", "source"),
+               ("--val-block", "val_block", "val_block"))
+
+
+def _differences(args, given, stored: dict, flags) -> list[str]:
+    """"--lr 0.5 (checkpoint: 0.01)" for each given flag whose value differs from ``stored``."""
+    out = []
+    for flag, name, key in flags:
+        if name not in given or key not in stored:
+            continue
+        value = getattr(args, name)
+        if name == "grad_clip" and value == 0:
+            value = None                                    # 0 = off, stored as None
+        if value != stored[key]:
+            out.append(say(f"{flag} {value} (checkpoint: {stored[key]})",
+                           f"{flag} {value}（检查点：{stored[key]}）"))
+    return out
+
+
+def check_resume_flags(args, given, config: dict, step: int, path: str) -> list[str]:
+    """Refuse ``--steps`` below the saved ``step`` and training or data flags that differ
+    from the checkpoint's; return a warning for each changeable flag that differs."""
+    if "steps" in given and args.steps < step:
+        raise PreflightError(say(f"{path}: --steps {args.steps} is below the checkpoint's step "
+                                 f"{step}; a resumed run cannot go back (to train fewer steps, "
+                                 f"start a new run in another --out)",
+                                 f"{path}：--steps {args.steps} 小于检查点已训练到的第 {step} 步；"
+                                 f"续训不能倒退（想少训练几步，请换一个 --out 开始新的运行）"))
+    data = config["data"]
+    differ = _differences(args, given, config["train"], _TRAIN_FLAGS)
+    if "dataset" in given and args.dataset != data["name"]:
+        differ.insert(0, say(f"--dataset {args.dataset} (checkpoint: {data['name']})",
+                             f"--dataset {args.dataset}（检查点：{data['name']}）"))
+    differ += _differences(args, given, data["kwargs"], _DATA_FLAGS)
+    if differ:
+        raise PreflightError(say(f"{path}: these flags differ from the checkpoint's settings: "
+                                 f"{'; '.join(differ)}; drop them to resume, or start a new run "
+                                 f"in another --out",
+                                 f"{path}：这些参数与检查点的设置不一致：{'；'.join(differ)}；"
+                                 f"去掉它们即可续训，或者换一个 --out 开始新的运行"))
+    return [say(f"warning: {change}: the resumed run uses the new value",
+                f"警告：{change}：续训将使用新的值")
+            for change in _differences(args, given, config["train"], CHANGEABLE_FLAGS)]
+
+
+# ------------------------------------------------------------------------- data
+
+
+def check_splits(dataset, seq_len: int) -> None:
+    """Both splits hold a sequence of ``seq_len + 1`` tokens, so neither the first step nor
+    the final evaluation fails after the work is done."""
+    for split, name in (("train", say("training", "训练")), ("val", say("validation", "验证"))):
+        tokens = getattr(dataset, split, None)            # text: a tensor per split
+        if tokens is not None and len(tokens) < seq_len + 1:
+            raise PreflightError(say(
+                f"--seq-len {seq_len} needs a {name} split of at least {seq_len + 1} characters, "
+                f"but this text's has {len(tokens)}; lower --seq-len or give more text "
+                f"(--max-chars, --val-block)",
+                f"--seq-len {seq_len} 要求{name}集至少有 {seq_len + 1} 个字符，但这份文本的{name}集"
+                f"只有 {len(tokens)} 个；请调小 --seq-len，或者提供更多文本（--max-chars、--val-block）"))
+        try:
+            dataset.batch(1, seq_len, split=split)         # e.g. the copy task's seq_len >= 3
+        except ValueError as error:
+            raise PreflightError(say(f"--seq-len {seq_len}: {error}",
+                                     f"--seq-len {seq_len}：{error}")) from None
+
+
+def dataset_bytes(spec: dict) -> int:
+    """Bytes a dataset builds before training: the Markov chain's float64 V x V transition
+    table, its cumulative sums and the (V + 1) x V system solved (and copied) for its
+    stationary distribution, about 4 tables; the others are small."""
+    if spec["name"] != "markov":
+        return 0
+    return 4 * 8 * spec["kwargs"]["vocab_size"] ** 2
+
+
+# ------------------------------------------------------------------------- disk
+
+
+def checkpoint_bytes(n_params: int, steps: int) -> int:
+    """Rough size of one checkpoint: float32 weights and AdamW's two moments (12 bytes a
+    parameter), the history (a few floats a step) and the RNG states."""
+    return 12 * n_params + 64 * steps + 2**20
+
+
+def check_disk(directory: str, need: int) -> None:
+    """Refuse a run whose checkpoint cannot fit where it is saved: the new file is written
+    beside the old one before replacing it, so the whole size must be free."""
+    free = shutil.disk_usage(directory or ".").free
+    if need > free:
+        raise PreflightError(say(f"--out {directory}: a checkpoint of this run takes about "
+                                 f"{need / 2**20:,.1f} MiB but only {free / 2**20:,.1f} MiB is "
+                                 f"free there; free some space or choose another --out",
+                                 f"--out {directory}：这次运行的一个检查点大约需要 "
+                                 f"{need / 2**20:,.1f} MiB，但那里只剩 {free / 2**20:,.1f} MiB；"
+                                 f"请腾出空间，或者换一个 --out"))
+
+
 # ------------------------------------------------------------------------- memory
+
+
+def estimate_params(config: GPTConfig) -> int:
+    """Rough parameter count without building the model: the embeddings (the LM head too
+    when untied) and 12·D² per block (attention 4·D², the MLP 8·D²)."""
+    d = config.d_model
+    head = 0 if config.tie_weights else config.vocab_size * d
+    return config.vocab_size * d + head + config.max_seq_len * d + config.n_layers * 12 * d * d
 
 
 def estimate_training_bytes(config: GPTConfig, batch_size: int, seq_len: int) -> int:
@@ -200,7 +327,7 @@ def estimate_training_bytes(config: GPTConfig, batch_size: int, seq_len: int) ->
     gradient (3·V per token). An estimate for refusing hopeless runs, not a budget.
     """
     d, t, b = config.d_model, seq_len, batch_size
-    params = config.vocab_size * d + config.max_seq_len * d + config.n_layers * 12 * d * d
+    params = estimate_params(config)
     per_block = b * t * 34 * d + 3 * b * config.n_heads * t * t
     activations = config.n_layers * per_block + 3 * b * t * config.vocab_size
     mask = config.n_layers * config.max_seq_len ** 2         # bool causal masks, 1 byte each
@@ -224,17 +351,18 @@ def available_bytes(device: torch.device) -> int | None:
 
 
 def check_memory(config: GPTConfig, batch_size: int, seq_len: int, device: torch.device,
-                 limit_gib: float | None = None) -> None:
-    """Refuse a run whose estimate exceeds the memory available (or ``limit_gib``)."""
-    need = estimate_training_bytes(config, batch_size, seq_len)
+                 limit_gib: float | None = None, data_bytes: int = 0) -> None:
+    """Refuse a run whose estimate (plus the dataset's ``data_bytes``) exceeds the memory
+    available (or ``limit_gib``)."""
+    need = estimate_training_bytes(config, batch_size, seq_len) + data_bytes
     have = int(limit_gib * 2**30) if limit_gib is not None else available_bytes(device)
     if have is not None and need > have:
         raise PreflightError(say(
             f"this run needs about {need / 2**30:.1f} GiB (batch {batch_size} x seq-len "
-            f"{seq_len}, {config.n_layers} layers of width {config.d_model}) but "
-            f"{have / 2**30:.1f} GiB is available on {device}; lower --batch-size or "
-            f"--seq-len, or pass --no-memory-check to try anyway",
+            f"{seq_len}, vocab {config.vocab_size}, {config.n_layers} layers of width "
+            f"{config.d_model}) but {have / 2**30:.1f} GiB is available on {device}; lower "
+            f"--batch-size, --seq-len or --vocab-size, or pass --no-memory-check to try anyway",
             f"这次运行大约需要 {need / 2**30:.1f} GiB（batch {batch_size} x seq-len {seq_len}，"
-            f"{config.n_layers} 层，宽度 {config.d_model}），但 {device} 上只有 "
-            f"{have / 2**30:.1f} GiB 可用；请调小 --batch-size 或 --seq-len，"
+            f"词表 {config.vocab_size}，{config.n_layers} 层，宽度 {config.d_model}），但 {device} "
+            f"上只有 {have / 2**30:.1f} GiB 可用；请调小 --batch-size、--seq-len 或 --vocab-size，"
             f"或加上 --no-memory-check 强行一试"))

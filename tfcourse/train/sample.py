@@ -5,8 +5,9 @@
 
 Reads ``DIR/checkpoint.pt`` (or a checkpoint file), rebuilds the model from the
 config stored in it and the character vocabulary stored beside the config, and
-prints ``--chars`` new characters after the prompt. The same seed gives the same
-text on the same device.
+prints ``--chars`` new characters (at most 100,000) after the prompt, each as soon as it
+is generated. The same seed gives the same text on the same device. Ctrl-C keeps what
+was printed, ends the line and exits with status 130.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from ..nn.model import GPT
 from . import preflight
 from .checkpoint import CHECKPOINT_NAME
 from .data import CharTokenizer
-from .preflight import PreflightError
+from .preflight import MAX_SEED, PreflightError
+
+# One forward pass a character: beyond this a typo (--chars 5000000) runs for hours.
+MAX_CHARS = 100_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__
     parser.add_argument("checkpoint", metavar="DIR",
                         help=f"a run directory (holding {CHECKPOINT_NAME}) or a checkpoint file")
-    parser.add_argument("--chars", type=int, default=500, help="characters to generate (default: 500)")
+    parser.add_argument("--chars", type=int, default=500,
+                        help=f"characters to generate, at most {MAX_CHARS:,} (default: 500)")
     parser.add_argument("--temperature", type=float, default=0.8,
                         help="softmax temperature; 0 = always the most likely (default: 0.8)")
     parser.add_argument("--top-k", type=int, default=None,
@@ -61,18 +66,36 @@ def load_text_model(path: str, device: torch.device) -> tuple[GPT, CharTokenizer
 def sample_text(model: GPT, tokenizer: CharTokenizer, prompt: str, n_chars: int, *,
                 temperature: float, top_k: int | None, seed: int) -> str:
     """``n_chars`` characters sampled after ``prompt`` (the prompt is not repeated)."""
+    return "".join(sample_chars(model, tokenizer, prompt, n_chars, temperature=temperature,
+                                top_k=top_k, seed=seed))
+
+
+def sample_chars(model: GPT, tokenizer: CharTokenizer, prompt: str, n_chars: int, *,
+                 temperature: float, top_k: int | None, seed: int):
+    """The characters of ``sample_text`` one at a time, as they are generated.
+
+    One ``generate`` call a character draws from the generator exactly as one call for
+    all of them would, so the text is the same either way."""
     device = next(model.parameters()).device
     idx = torch.tensor([tokenizer.encode(prompt)], device=device)
     generator = torch.Generator().manual_seed(seed)
-    out = model.generate(idx, n_chars, temperature=temperature, top_k=top_k,
-                         generator=generator)
-    return tokenizer.decode(out[0, idx.shape[1]:].cpu())
+    for _ in range(n_chars):
+        context = idx[:, -model.config.max_seq_len:]      # all generate looks at
+        next_id = model.generate(context, 1, temperature=temperature, top_k=top_k,
+                                 generator=generator)[:, -1:]
+        idx = torch.cat([context, next_id], dim=1)
+        yield tokenizer.decode(next_id[0].cpu())
 
 
 def _check(args) -> None:
     if args.chars < 1:
         raise PreflightError(say(f"--chars must be >= 1, got {args.chars}",
                                  f"--chars 必须 >= 1，实际是 {args.chars}"))
+    if args.chars > MAX_CHARS:
+        raise PreflightError(say(f"--chars must be at most {MAX_CHARS:,}, got {args.chars:,} "
+                                 f"(run it several times with other --seed values for more)",
+                                 f"--chars 最多为 {MAX_CHARS:,}，实际是 {args.chars:,}"
+                                 f"（需要更多文本，可以换不同的 --seed 多运行几次）"))
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
         raise PreflightError(say(f"--temperature must be a finite number >= 0, "
                                  f"got {args.temperature}",
@@ -80,9 +103,9 @@ def _check(args) -> None:
     if args.top_k is not None and args.top_k < 1:
         raise PreflightError(say(f"--top-k must be >= 1, got {args.top_k}",
                                  f"--top-k 必须 >= 1，实际是 {args.top_k}"))
-    if args.seed < 0:
-        raise PreflightError(say(f"--seed must be >= 0, got {args.seed}",
-                                 f"--seed 必须 >= 0，实际是 {args.seed}"))
+    if not 0 <= args.seed <= MAX_SEED:
+        raise PreflightError(say(f"--seed must be in [0, {MAX_SEED}], got {args.seed}",
+                                 f"--seed 必须在 [0, {MAX_SEED}] 区间内，实际是 {args.seed}"))
     if not args.prompt:
         raise PreflightError(say("--prompt must not be empty", "--prompt 不能为空"))
 
@@ -98,11 +121,33 @@ def run(args) -> int:
                                      f"{''.join(unknown)!r}",
                                      f"--prompt 中有模型从未见过的字符："
                                      f"{''.join(unknown)!r}"))
-        with torch.no_grad():
-            text = sample_text(model, tokenizer, args.prompt, args.chars,
-                               temperature=args.temperature, top_k=args.top_k, seed=args.seed)
     except PreflightError as error:
         print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
         return 2
-    print(args.prompt + text if args.prompt != "\n" else text)
+    except KeyboardInterrupt:
+        return 130                                  # nothing printed yet: nothing to keep
+    return _stream(args, model, tokenizer)
+
+
+def _stream(args, model, tokenizer) -> int:
+    """Print the sample as it is generated; Ctrl-C keeps what was printed and ends the line."""
+    written = 0
+    try:
+        if args.prompt != "\n":
+            sys.stdout.write(args.prompt)
+        with torch.no_grad():
+            for char in sample_chars(model, tokenizer, args.prompt, args.chars,
+                                     temperature=args.temperature, top_k=args.top_k,
+                                     seed=args.seed):
+                sys.stdout.write(char)
+                sys.stdout.flush()                # a reader sees each character as it comes
+                written += 1
+    except KeyboardInterrupt:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        print(say(f"interrupted after {written:,} of {args.chars:,} characters",
+                  f"已中断：生成了 {args.chars:,} 个字符中的 {written:,} 个"), file=sys.stderr)
+        return 130
+    sys.stdout.write("\n")
+    sys.stdout.flush()
     return 0
