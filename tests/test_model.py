@@ -278,3 +278,32 @@ def test_generate_crops_the_context_and_restores_training_mode(tiny_config):
     model.train()
     model.generate(prompt[:, :2], 1)
     assert model.training
+
+
+@pytest.mark.parametrize("was_training", [True, False])
+def test_generate_puts_back_the_mode_it_found(tiny_config, was_training):
+    model = GPT(tiny_config).train(was_training)
+    model.generate(ids(tiny_config, T=3), 2, generator=torch.Generator().manual_seed(0))
+    assert model.training is was_training
+
+
+def test_generate_restores_training_mode_when_it_raises(tiny_config):
+    # A generator that is not a torch.Generator fails only at the first sampling
+    # step, after generate() has switched the model to eval mode.
+    model = GPT(tiny_config).train()
+    with pytest.raises((TypeError, AttributeError)):
+        model.generate(ids(tiny_config, T=3), 2, generator="not a generator")
+    assert model.training
+    assert all(m.training for m in model.modules())
+
+
+def test_generate_restores_training_mode_when_the_forward_pass_raises(tiny_config):
+    model = GPT(tiny_config).train()
+
+    def fail(module, args):
+        raise RuntimeError("boom inside the forward pass")
+
+    model.blocks[0].register_forward_pre_hook(fail)
+    with pytest.raises(RuntimeError, match="boom"):
+        model.generate(ids(tiny_config, T=3), 2)
+    assert model.training

@@ -24,6 +24,34 @@ def causal_mask(T: int, device=None) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
+def _check_qkv(q, k, v, dropout_p) -> None:
+    """q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)`` float tensors."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        validate.floating_tensor(name, t)
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., seq, dim), got {tuple(t.shape)}")
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            "expected q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    validate.probability("dropout_p", dropout_p)
+
+
+def _check_scores_mask(mask, scores_shape: torch.Size) -> None:
+    """``mask`` must be a bool tensor that broadcasts to the scores ``(..., T_q, T_k)``."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = f"dtype {mask.dtype}" if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got {got}")
+    # Checked by hand: torch.broadcast_shapes imports sympy on first use (about 1 s).
+    trailing = list(zip(reversed(mask.shape), reversed(scores_shape)))
+    if mask.dim() > len(scores_shape) or any(m not in (1, s) for m, s in trailing):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
+            f"{tuple(scores_shape)}"
+        )
+
+
 def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                  mask: torch.Tensor | None = None, dropout_p: float = 0.0):
     """``softmax(q k^T / sqrt(d_k)) v``, written out step by step.
@@ -39,28 +67,13 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         ``(..., T_q, T_k)`` after softmax and masking, before dropout (each allowed
         row sums to 1).
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        validate.floating_tensor(name, t)
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., seq, dim), got {tuple(t.shape)}")
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            "expected q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); "
-            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    validate.probability("dropout_p", dropout_p)
+    check = validate.needed()          # False when MultiHeadAttention passes the q, k, v it built
+    if check:
+        _check_qkv(q, k, v, dropout_p)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])           # (..., T_q, T_k)
     if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            got = f"dtype {mask.dtype}" if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise TypeError(f"mask must be a bool tensor (True = may attend), got {got}")
-        # Checked by hand: torch.broadcast_shapes imports sympy on first use (about 1 s).
-        trailing = list(zip(reversed(mask.shape), reversed(scores.shape)))
-        if mask.dim() > scores.dim() or any(m not in (1, s) for m, s in trailing):
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
-                f"{tuple(scores.shape)}"
-            )
+        if check:
+            _check_scores_mask(mask, scores.shape)
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
     if mask is not None:
@@ -171,11 +184,6 @@ class MultiHeadAttention(nn.Module):
 
     def _combined_mask(self, attn_mask, B: int, T: int, past: int):
         """Bool mask broadcastable to (B, H, T, past + T), or None for "attend everywhere"."""
-        if attn_mask is not None:
-            if past:
-                raise ValueError(f"attn_mask must be None once the KV cache holds past tokens "
-                                 f"(it holds {past}); got an attn_mask")
-            validate.attention_mask(attn_mask, B, T)
         if not self.causal:
             return attn_mask
         causal = self.mask[past : past + T, : past + T]
@@ -192,11 +200,23 @@ class MultiHeadAttention(nn.Module):
                 (computed with the explicit path whatever ``attn_impl`` is).
             cache: a ``KVCache`` for incremental decoding; ``x`` holds the new tokens.
         """
-        validate.activations(x, self.d_model)
-        B, T, D = x.shape
         past = len(cache) if cache is not None else 0
-        validate.seq_len(past + T, self.max_seq_len)
+        if validate.needed():                       # skipped inside a block or GPT: checked there
+            self._check_inputs(x, attn_mask, past)
+        with validate.inputs_checked():             # rotary and the attention function skip theirs
+            y, weights = self._attend(x, attn_mask, past, return_weights, cache)
+        return (y, weights) if return_weights else y
 
+    def _check_inputs(self, x, attn_mask, past: int) -> None:
+        """``x (B, T, D)`` float, ``past + T <= max_seq_len``, ``attn_mask`` as in ``forward``."""
+        validate.activations(x, self.d_model)
+        B, T, _ = x.shape
+        validate.seq_len(past + T, self.max_seq_len)
+        validate.mask_with_cache(attn_mask, B, T, past)
+
+    def _attend(self, x, attn_mask, past: int, return_weights: bool, cache):
+        """The attention itself on checked inputs: ``(y (B, T, D), weights (B, H, T, T) or None)``."""
+        B, T, D = x.shape
         q, k, v = self.qkv_proj(x).split([D, self.kv_dim, self.kv_dim], dim=-1)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
         if self.rotary is not None:
@@ -223,8 +243,7 @@ class MultiHeadAttention(nn.Module):
         else:
             y, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)
         y = y.transpose(1, 2).reshape(B, T, D)                                # merge heads
-        y = self.resid_dropout(self.out_proj(y))
-        return (y, weights) if return_weights else y
+        return self.resid_dropout(self.out_proj(y)), weights
 
     def extra_repr(self) -> str:
         kv = f", n_kv_heads={self.n_kv_heads}" if self.n_kv_heads != self.n_heads else ""

@@ -69,13 +69,15 @@ class TransformerBlock(nn.Module):
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
                 cache: KVCache | None = None) -> torch.Tensor:
         """``x (B, T, D) -> (B, T, D)``; ``attn_mask``/``cache`` as in ``MultiHeadAttention``."""
-        validate.activations(x, self.d_model)
-        if self.pre_ln:
-            x = x + self.attn(self.norm1(x), attn_mask, cache=cache)
-            x = x + self.mlp(self.norm2(x))
-        else:
-            x = self.norm1(x + self.attn(x, attn_mask, cache=cache))
-            x = self.norm2(x + self.mlp(x))
+        if validate.needed():                  # skipped inside GPT / a stack: checked there
+            self.attn._check_inputs(x, attn_mask, len(cache) if cache is not None else 0)
+        with validate.inputs_checked():        # norms, attention and MLP skip their checks
+            if self.pre_ln:
+                x = x + self.attn(self.norm1(x), attn_mask, cache=cache)
+                x = x + self.mlp(self.norm2(x))
+            else:
+                x = self.norm1(x + self.attn(x, attn_mask, cache=cache))
+                x = self.norm2(x + self.mlp(x))
         return x
 
     def extra_repr(self) -> str:
@@ -105,6 +107,10 @@ class TransformerStack(nn.Module):
                                      fused=block_kwargs.get("fused_norms", False)) if final_norm else None)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x, attn_mask)
-        return self.final_norm(x) if self.final_norm is not None else x
+        """``x (B, T, D) -> (B, T, D)``; ``attn_mask`` as in ``MultiHeadAttention``."""
+        if validate.needed():                  # the first block's checks cover every block
+            self.blocks[0].attn._check_inputs(x, attn_mask, past=0)
+        with validate.inputs_checked():
+            for block in self.blocks:
+                x = block(x, attn_mask)
+            return self.final_norm(x) if self.final_norm is not None else x

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import dataclasses
 
 from . import validate
 from .attention import ATTN_IMPLS
@@ -13,7 +13,7 @@ from .norms import NORMS
 POSITIONAL = ("learned", "rope")
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class GPTConfig:
     """Sizes and choices of a decoder-only Transformer.
 
@@ -79,10 +79,12 @@ class GPTConfig:
                     rope_base=self.rope_base if self.positional == "rope" else None)
 
     def replace(self, **changes) -> "GPTConfig":
-        return replace(self, **changes)
+        """A copy with ``changes`` applied, validated again by ``__post_init__``."""
+        # dataclasses.replace by its module name: this method is called replace too.
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return dataclasses.asdict(self)
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "GPTConfig":

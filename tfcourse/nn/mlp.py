@@ -57,7 +57,8 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(validate.probability("dropout", dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        validate.last_dim(x, self.d_model)
+        if validate.needed():              # skipped inside a block or GPT: checked there
+            validate.last_dim(x, self.d_model)
         hidden = ACTIVATIONS[self.activation](self.fc_in(x))      # (B, T, d_hidden)
         return self.dropout(self.fc_out(hidden))                  # (B, T, D)
 
@@ -92,6 +93,7 @@ class SwiGLU(nn.Module):
         self.dropout = nn.Dropout(validate.probability("dropout", dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        validate.last_dim(x, self.d_model)
+        if validate.needed():              # skipped inside a block or GPT: checked there
+            validate.last_dim(x, self.d_model)
         hidden = F.silu(self.gate_proj(x)) * self.up_proj(x)      # (B, T, d_hidden)
         return self.dropout(self.down_proj(hidden))               # (B, T, D)

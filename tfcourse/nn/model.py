@@ -76,9 +76,24 @@ class GPT(nn.Module):
                 caches: list[KVCache] | None = None) -> torch.Tensor:
         """Logits ``(B, T, V)`` for token ids ``idx (B, T)``.
 
+        ``attn_mask``: optional bool mask ``(T, T)`` or ``(B, 1, T, T)``, True = may attend.
         ``caches``: one ``KVCache`` per block for incremental decoding; ``idx`` then
         holds only the new tokens.
         """
+        if validate.needed():                    # skipped inside generate(): checked there
+            self._check_inputs(idx, attn_mask, caches)
+        past = len(caches[0]) if caches else 0
+        with validate.inputs_checked():          # the layers below skip their own checks
+            x = self.tok_emb(idx)                                    # (B, T, D)
+            if self.pos_emb is not None:
+                x = x + self.pos_emb(idx.shape[1], offset=past)      # (T, D) broadcasts
+            x = self.drop(x)
+            for i, block in enumerate(self.blocks):
+                x = block(x, attn_mask, cache=caches[i] if caches else None)
+            return self.lm_head(self.final_norm(x))                  # (B, T, V)
+
+    def _check_inputs(self, idx, attn_mask, caches) -> None:
+        """Everything the layers would check, once: ``idx (B, T)``, the mask, the caches."""
         if caches is not None and len(caches) != len(self.blocks):
             raise ValueError(f"caches must hold one KVCache per block ({len(self.blocks)}), "
                              f"got {len(caches)}")
@@ -86,13 +101,7 @@ class GPT(nn.Module):
         validate.token_ids(idx, self.config.vocab_size)
         B, T = idx.shape
         validate.seq_len(past + T, self.config.max_seq_len)
-        x = self.tok_emb(idx)                                        # (B, T, D)
-        if self.pos_emb is not None:
-            x = x + self.pos_emb(T, offset=past)                     # (T, D) broadcasts
-        x = self.drop(x)
-        for i, block in enumerate(self.blocks):
-            x = block(x, attn_mask, cache=caches[i] if caches else None)
-        return self.lm_head(self.final_norm(x))                      # (B, T, V)
+        validate.mask_with_cache(attn_mask, B, T, past)
 
     def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy; ``targets (B, T)`` are ``idx`` shifted by one."""
@@ -113,8 +122,21 @@ class GPT(nn.Module):
         the k most likely tokens before sampling. The context is cropped to the
         last ``max_seq_len`` tokens. ``use_cache`` reuses past keys/values (a KV
         cache) instead of recomputing the whole prefix each step; it needs the
-        whole output to fit in ``max_seq_len``.
+        whole output to fit in ``max_seq_len``. The model runs in eval mode and
+        is put back in the mode it was in, also when sampling raises.
         """
+        self._check_generate_args(idx, max_new_tokens, temperature, top_k, use_cache)
+        was_training = self.training
+        self.eval()
+        try:
+            # The prompt is checked and sampled ids lie in [0, V): forward need not recheck.
+            with validate.inputs_checked():
+                return self._sample(idx, max_new_tokens, temperature, top_k, generator, use_cache)
+        finally:
+            self.train(was_training)             # a failed call must not leave dropout off
+
+    def _check_generate_args(self, idx, max_new_tokens, temperature, top_k, use_cache) -> None:
+        """The prompt ``idx (B, T)`` and the sampling options, before the model changes mode."""
         validate.token_ids(idx, self.config.vocab_size)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
@@ -125,29 +147,33 @@ class GPT(nn.Module):
         if use_cache and idx.shape[1] + max_new_tokens > self.config.max_seq_len:
             raise ValueError(f"use_cache needs prompt + new tokens <= max_seq_len="
                              f"{self.config.max_seq_len}, got {idx.shape[1] + max_new_tokens}")
-        was_training = self.training
-        self.eval()
+
+    def _sample(self, idx, max_new_tokens, temperature, top_k, generator, use_cache):
+        """The decoding loop of ``generate``: ``idx (B, T) -> (B, T + max_new_tokens)``."""
         caches = [KVCache() for _ in self.blocks] if use_cache else None
         step_input = idx
         for _ in range(max_new_tokens):
             context = step_input if use_cache else idx[:, -self.config.max_seq_len:]
             logits = self(context, caches=caches)[:, -1, :]                     # (B, V)
-            if temperature == 0:
-                next_id = logits.argmax(dim=-1, keepdim=True)
-            else:
-                logits = logits / temperature
-                if top_k is not None:
-                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                probs = logits.softmax(dim=-1)
-                if generator is not None and generator.device != probs.device:
-                    next_id = torch.multinomial(probs.cpu(), 1, generator=generator).to(probs.device)
-                else:
-                    next_id = torch.multinomial(probs, 1, generator=generator)
+            next_id = self._next_token(logits, temperature, top_k, generator)   # (B, 1)
             idx = torch.cat([idx, next_id], dim=1)
             step_input = next_id
-        self.train(was_training)
         return idx
+
+    @staticmethod
+    def _next_token(logits, temperature, top_k, generator) -> torch.Tensor:
+        """One token id per row of ``logits (B, V)``, shape ``(B, 1)``."""
+        if temperature == 0:
+            return logits.argmax(dim=-1, keepdim=True)
+        logits = logits / temperature
+        if top_k is not None:
+            kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = logits.softmax(dim=-1)
+        if generator is not None and generator.device != probs.device:
+            # torch.multinomial needs the generator on the tensor's device.
+            return torch.multinomial(probs.cpu(), 1, generator=generator).to(probs.device)
+        return torch.multinomial(probs, 1, generator=generator)
 
     @classmethod
     def from_hf_gpt2(cls, hf_model, **overrides) -> "GPT":

@@ -31,7 +31,8 @@ class LearnedPositionalEmbedding(nn.Module):
         nn.init.normal_(self.weight, std=0.02)
 
     def forward(self, T: int, offset: int = 0) -> torch.Tensor:
-        validate.seq_len(offset + T, self.max_seq_len)
+        if validate.needed():              # skipped inside GPT.forward: checked there
+            validate.seq_len(offset + T, self.max_seq_len)
         return self.weight[offset : offset + T]
 
 
@@ -212,7 +213,8 @@ class RotaryEmbedding(nn.Module):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0):
         T = q.shape[-2]
-        validate.seq_len(offset + T, self.max_seq_len)
+        if validate.needed():              # skipped inside attention: checked there
+            validate.seq_len(offset + T, self.max_seq_len)
         cos = self.cos[offset : offset + T].to(q.dtype)
         sin = self.sin[offset : offset + T].to(q.dtype)
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)

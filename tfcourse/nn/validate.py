@@ -3,14 +3,61 @@
 Each helper raises ``ValueError`` or ``TypeError`` with a message that names
 what was expected and what was received, so a wrong call fails at the
 boundary of the module instead of deep inside a matmul.
+
+Validation happens once, at the entry point. A module that has checked its
+arguments runs its layers inside ``with inputs_checked():``; while that is
+active, ``needed()`` is False and the inner layers skip their own checks (the
+tensors they get were built from inputs already checked). A layer called
+directly, outside any such block, checks its input as usual.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable
 
 import torch
+
+
+class _Depth(threading.local):
+    """How many ``inputs_checked()`` blocks are active, per thread.
+
+    Per thread so that one thread running a GPT does not switch off the checks
+    of a learner's layer called in another thread.
+    """
+
+    value = 0
+
+
+_depth = _Depth()
+
+
+def needed() -> bool:
+    """True unless an entry point that validated its inputs is running its layers."""
+    return _depth.value == 0
+
+
+class inputs_checked:
+    """``with validate.inputs_checked(): ...``: the caller has validated its inputs, so the
+    layers it calls inside the block skip theirs (``needed()`` is False there).
+
+    A class rather than ``@contextmanager``: it is entered on every forward pass and
+    ``__enter__``/``__exit__`` cost less than a generator. A fresh instance per ``with``
+    (not a shared one) because ``torch.compile`` can trace that but not a global
+    instance. Reentrant: nested blocks count up and down, and ``__exit__`` runs
+    even when the body raises.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self):
+        _depth.value += 1
+        return self
+
+    def __exit__(self, *exc_info):
+        _depth.value -= 1
+        return False
 
 
 def positive_int(name: str, value) -> int:
@@ -105,6 +152,17 @@ def attention_mask(mask, batch: int, T: int, name: str = "attn_mask") -> torch.T
             f"{name} must have shape ({T}, {T}) or ({batch}, 1, {T}, {T}), got {tuple(mask.shape)}"
         )
     return mask
+
+
+def mask_with_cache(mask, batch: int, T: int, past: int, name: str = "attn_mask"):
+    """Check an optional ``attn_mask`` for ``T`` new tokens after ``past`` cached ones."""
+    if mask is None:
+        return None
+    if past:
+        # A (T, T) mask cannot describe the past keys; padding must be handled before caching.
+        raise ValueError(f"{name} must be None once the KV cache holds past tokens "
+                         f"(it holds {past}); got an {name}")
+    return attention_mask(mask, batch, T, name)
 
 
 def token_ids(idx, vocab_size: int, max_seq_len: int | None = None, name: str = "idx"):
