@@ -208,3 +208,11 @@ def test_grade_help_speaks_chinese(monkeypatch, capsys):
         cli.main(["grade", "--help"])
     out = capsys.readouterr().out
     assert "对照参考答案给学员的 notebook 评分" in out and "学员代码的隔离方式" in out, out
+    # argparse's own words too: the usage line, the headings, the -h line.
+    assert out.startswith("用法：tfcourse grade") and "位置参数" in out and "选项" in out, out
+    assert "显示本帮助信息并退出" in out and "usage:" not in out and "show this help" not in out
+    monkeypatch.setenv("TFCOURSE_LANG", "en")
+    with pytest.raises(SystemExit):
+        cli.main(["grade", "--help"])
+    english = capsys.readouterr().out
+    assert english.startswith("usage: tfcourse grade") and "show this help message" in english

@@ -45,18 +45,43 @@ COMMANDS_ZH = {
 }
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help with its own words in the reader's language ("usage:" / "用法：")."""
+
+    def add_usage(self, usage, actions, groups, prefix=None):
+        super().add_usage(usage, actions, groups,
+                          say("usage: ", "用法：") if prefix is None else prefix)
+
+
+def _in_the_readers_language(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The headings and the ``-h`` line argparse writes itself, in the reader's language
+    (the subcommands' own help is written with ``say`` already)."""
+    parser._positionals.title = say("positional arguments", "位置参数")
+    parser._optionals.title = say("options", "选项")
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            action.help = say("show this help message and exit", "显示本帮助信息并退出")
+    return parser
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tfcourse", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="tfcourse", formatter_class=_Formatter,
+        description=say("the course's commands, one per task (tfcourse COMMAND --help)",
+                        "课程的命令，每项任务一个（tfcourse 命令 --help 查看用法）"))
     from . import __version__
 
-    parser.add_argument("--version", action="version", version=f"tfcourse {__version__}")
+    parser.add_argument("--version", action="version", version=f"tfcourse {__version__}",
+                        help=say("show the version and exit", "显示版本号并退出"))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         help_text = say(help_text, COMMANDS_ZH[name])
-        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        command_parser = sub.add_parser(name, help=help_text, description=help_text,
+                                        formatter_class=_Formatter)
+        _in_the_readers_language(command_parser)
         if name == only:
             importlib.import_module(module_name).add_arguments(command_parser)
-    return parser
+    return _in_the_readers_language(parser)
 
 
 def main(argv: list[str] | None = None) -> int:
