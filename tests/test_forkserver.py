@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 import torch
@@ -79,6 +81,21 @@ def test_a_fresh_worker_per_session_from_one_server():
     second, ran_again = run_cells(look_around(), "assert 'x' not in globals()")
     assert served_by(second) == server
     assert [r["ok"] for r in ran + ran_again] == [True, True, True], ran + ran_again
+    second.kill()
+
+
+def test_a_server_outlives_the_thread_that_started_it():
+    """bubblewrap's --die-with-parent fires when the starting *thread* ends: a server
+    started by a grading thread must still serve after that thread is gone."""
+    started = []
+    thread = threading.Thread(target=lambda: started.append(run_cells("x = 1")[0]))
+    thread.start()
+    thread.join()
+    started[0].kill()
+    time.sleep(1)           # the parent-death signal, if any, has arrived by now
+    assert started[0].server.process.poll() is None
+    second, ran = run_cells("y = 2")
+    assert ran[0]["ok"] and served_by(second) == served_by(started[0])
     second.kill()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from tfcourse.course.build import make_learner, solve
 from tfcourse.course.grade import grade
 from tfcourse.course.restamp import restamp
 from tfcourse.course.run import grading_env
-from tfcourse.course.sealed import protocol
+from tfcourse.course.sealed import pool, protocol
 from tfcourse.course.sealed import proxy, session
 from tfcourse.course.sealed.session import Setup, cells_for, check_calls, grade_exercise
 
@@ -156,6 +157,45 @@ def test_solved_and_unsolved_exercises(solution):
         assert (verdict.status, verdict.output) == ("passed", line)
     verdict = _sealed(solution, make_learner(solution, "99_fixture"), "RMSNorm")
     assert verdict.status == "failed" and "NotImplementedError" in verdict.output
+
+
+def _dead_forks(monkeypatch, how_many: int) -> list[int]:
+    """Make the next ``how_many`` forks hand back a worker that is already gone (its end of
+    the channel closed before it read a byte); the servers' pids, one per fork."""
+    real_fork, servers = pool.ForkServer.fork, []
+
+    def fork(server, env):
+        stdin, stdout = real_fork(server, env)
+        servers.append(server.process.pid)
+        if len(servers) > how_many:
+            return stdin, stdout
+        stdin.close()
+        stdout.close()
+        read, write = os.pipe()
+        os.close(read)
+        return os.fdopen(write, "wb"), open(os.devnull, "rb")
+
+    monkeypatch.setattr(pool.ForkServer, "fork", fork)
+    return servers
+
+
+@pytest.mark.slow
+def test_a_worker_gone_before_its_first_message_is_replaced_on_a_fresh_server(
+        solution, monkeypatch):
+    solved = solve(make_learner(solution, "99_fixture"), solution)
+    assert _sealed(solution, solved, "RMSNorm").status == "passed"   # leaves an idle server
+    servers = _dead_forks(monkeypatch, 1)
+    verdict = _sealed(solution, solved, "RMSNorm")
+    assert (verdict.status, verdict.output) == ("passed", "RMSNorm: 6/6 checks passed")
+    assert len(servers) == 2 and servers[0] != servers[1], servers
+    assert servers[0] not in [server.process.pid for _, server in pool._idle]
+
+
+@pytest.mark.slow
+def test_a_worker_that_never_starts_fails_the_exercise_and_says_so(solution, monkeypatch):
+    _dead_forks(monkeypatch, 2)
+    verdict = _sealed(solution, solve(make_learner(solution, "99_fixture"), solution), "RMSNorm")
+    assert verdict.status == "failed" and "ended before it started" in verdict.output, verdict
 
 
 @pytest.mark.slow

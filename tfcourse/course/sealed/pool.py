@@ -24,6 +24,7 @@ import socket
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ...language import say
@@ -41,6 +42,11 @@ SERVER_ENV = {"HOME": "/tmp/.server", "MPLCONFIGDIR": "/tmp/.server/matplotlib",
               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # Servers kept between sessions: about one per job (each holds torch in memory).
 MAX_IDLE = max(4, os.cpu_count() or 1)
+# bubblewrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that
+# started it ends, not the process: a server started by a grading thread would be killed
+# when that thread ends, while idle or, worse, just after forking a worker. Every server
+# is started by this one thread, which lives as long as the grader.
+_launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfcourse-forkservers")
 
 
 class ForkServer:
@@ -51,22 +57,22 @@ class ForkServer:
         for name in FILES:
             shutil.copyfile(HERE / name, self.folder / name)
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        log = self.folder.parent / f"{self.folder.name}.log"    # outside what the server sees
+        # Outside what the server sees; kept while it runs, for the reason a fork died.
+        self.log = log = self.folder.parent / f"{self.folder.name}.log"
         try:
             with theirs, open(log, "wb") as stderr:
-                self.process = launch(
-                    [sys.executable, "-I", f"{WORK}/forkserver.py", str(theirs.fileno())],
+                self.process = _launcher.submit(
+                    launch, [sys.executable, "-I", f"{WORK}/forkserver.py",
+                             str(theirs.fileno())],
                     work=self.folder, env=dict(env, **SERVER_ENV), hide=hide, writable=False,
-                    stderr=stderr, pass_fds=(theirs.fileno(),))
+                    stderr=stderr, pass_fds=(theirs.fileno(),)).result()
             self._answer(START_SECONDS, "ready")
         except (OSError, RuntimeError, WorkerFailed) as error:
+            said = self.last_words()
             self.close()
-            said = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
             raise WorkerFailed(say(f"the sandbox did not start: {error}",
                                    f"沙箱没有启动：{error}")
-                               + (f" ({said[-1][:200]})" if said else "")) from None
-        finally:
-            log.unlink(missing_ok=True)
+                               + (f" ({said})" if said else "")) from None
 
     def _answer(self, seconds: float, key: str) -> dict:
         self.control.settimeout(seconds)
@@ -101,12 +107,21 @@ class ForkServer:
         except (OSError, WorkerFailed):
             return False
 
+    def last_words(self) -> str:
+        """The last line the server (or a worker before its channel) wrote to stderr."""
+        try:
+            lines = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1][:200] if lines else ""
+
     def close(self) -> None:
         if getattr(self, "process", None) is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
         self.control.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+        self.log.unlink(missing_ok=True)
 
 
 class Session:
@@ -127,17 +142,27 @@ class Session:
         self.stdin.close()
         _give_back(self.key, self.server)
 
+    def discard(self) -> str:
+        """End the session and its server (never reused); the server's last words."""
+        said = self.server.last_words()
+        self.ended = True
+        self.stdin.close()
+        self.server.close()
+        return said
+
 
 _lock = threading.Lock()
 _idle: list[tuple[tuple, ForkServer]] = []
 
 
-def start(server_env: dict[str, str], hide: list[Path], env: dict[str, str]) -> Session:
+def start(server_env: dict[str, str], hide: list[Path], env: dict[str, str],
+          fresh: bool = False) -> Session:
     """A sealed worker with environment ``env``, forked by a server started with
-    ``server_env`` and ``hide`` (``sandbox.launch``). Raises ``WorkerFailed``."""
+    ``server_env`` and ``hide`` (``sandbox.launch``): an idle one, unless ``fresh``.
+    Raises ``WorkerFailed``."""
     key = (tuple(sorted(server_env.items())), tuple(sorted(map(str, hide))))
     with _lock:
-        server = next((s for k, s in _idle if k == key), None)
+        server = None if fresh else next((s for k, s in _idle if k == key), None)
         if server is not None:
             _idle.remove((key, server))
     if server is not None:

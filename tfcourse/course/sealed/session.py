@@ -203,46 +203,67 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
 
 # ------------------------------------------------------------------ one worker, one verdict
 
+def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup,
+            fresh: bool = False):
+    """A worker process for one session, not yet told anything. Under bubblewrap, it is
+    forked by a server in the sandbox (``pool.py``; an idle one unless ``fresh``); else it
+    is a process of its own in ``folder``: as a fresh user (``users.py``), or unsealed.
+    Raises ``proxy.WorkerFailed``."""
+    if setup.sandbox == "bubblewrap":
+        return pool.start(env, [*setup.hide, *graders_own()],
+                          dict(env, HOME=pool.SESSION, TMPDIR="/tmp",
+                               MPLCONFIGDIR=f"{pool.SESSION}/.matplotlib"), fresh=fresh)
+    work = folder / "work"          # the worker's; ``folder`` stays the grader's
+    work.mkdir()
+    for name in ("worker.py", "protocol.py"):
+        shutil.copyfile(HERE / name, work / name)
+    env = dict(env, HOME=str(work), MPLCONFIGDIR=f"{work}/.matplotlib", TMPDIR=str(work))
+    argv = [sys.executable, "-I", str(work / "worker.py")]
+    with open(folder / "stderr.log", "wb") as log:
+        try:
+            if setup.sandbox == "users":
+                if why := users.probe(secrets(setup.hide), work):
+                    raise proxy.WorkerFailed(why)
+                limits["processes"] = users.PROCESSES
+                return users.Worker(argv, folder=work, env=env, stderr=log)
+            return subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=log,
+                                    start_new_session=True, close_fds=True)
+        except (OSError, RuntimeError) as error:
+            raise proxy.WorkerFailed(say(f"the worker did not start: {error}",
+                                         f"隔离进程没有启动：{error}")) from None
+
+
 def _start(cells: list[str], hide: frozenset[str], builtins: list[str], watch: list[str],
            folder: Path, setup: Setup) -> tuple[proxy.Worker, list[dict]]:
-    """Start a worker and run ``cells`` there; return it and the cells' results. Under
-    bubblewrap, the worker is forked by a server in the sandbox (``pool.py``); else it is a
-    process of its own in ``folder``: as a fresh user (``users.py``), or unsealed. Raises
-    ``proxy.WorkerFailed``."""
+    """Start a worker (``_launch``) and run ``cells`` there; return it and the cells'
+    results. Raises ``proxy.WorkerFailed``."""
     # The worker's home and temporary files are its own (matplotlib draws nothing there).
     env = dict(setup.env, MPLBACKEND="Agg")
     limits = {"cpu_seconds": int(setup.timeout * (len(cells) + 10)),
               "memory_bytes": MEMORY_BYTES, "file_bytes": FILE_BYTES}
-    if setup.sandbox == "bubblewrap":
-        process = pool.start(env, [*setup.hide, *graders_own()],
-                             dict(env, HOME=pool.SESSION, TMPDIR="/tmp",
-                                  MPLCONFIGDIR=f"{pool.SESSION}/.matplotlib"))
-    else:
-        work = folder / "work"          # the worker's; ``folder`` stays the grader's
-        work.mkdir()
-        for name in ("worker.py", "protocol.py"):
-            shutil.copyfile(HERE / name, work / name)
-        env.update(HOME=str(work), MPLCONFIGDIR=f"{work}/.matplotlib", TMPDIR=str(work))
-        argv = [sys.executable, "-I", str(work / "worker.py")]
-        with open(folder / "stderr.log", "wb") as log:
-            try:
-                if setup.sandbox == "users":
-                    if why := users.probe(secrets(setup.hide), work):
-                        raise proxy.WorkerFailed(why)
-                    process = users.Worker(argv, folder=work, env=env, stderr=log)
-                    limits["processes"] = users.PROCESSES
-                else:
-                    process = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.PIPE,
-                                               stdout=subprocess.PIPE, stderr=log,
-                                               start_new_session=True, close_fds=True)
-            except (OSError, RuntimeError) as error:
-                raise proxy.WorkerFailed(say(f"the worker did not start: {error}",
-                                             f"隔离进程没有启动：{error}")) from None
-    worker = proxy.Worker(process, setup.timeout)
     package = torch.frombuffer(bytearray(sealed_archive(hide)), dtype=torch.uint8)
-    protocol.write_message(process.stdin, {
-        "cells": cells, "builtins": builtins, "watch": watch, "threads": 1,
-        "cell_seconds": setup.timeout, "limits": limits}, {"package": package})
+    # A worker that ends before reading its first message has run nothing of the
+    # learner's: under bubblewrap, its server is dropped and a fresh one forks another.
+    for fresh in (False, True):
+        process = _launch(env, limits, folder, setup, fresh=fresh)
+        try:
+            protocol.write_message(process.stdin, {
+                "cells": cells, "builtins": builtins, "watch": watch, "threads": 1,
+                "cell_seconds": setup.timeout, "limits": limits}, {"package": package})
+            break
+        except OSError as error:
+            if isinstance(process, pool.Session):
+                said = process.discard()
+                if not fresh:
+                    continue
+            else:
+                said = ""
+                process.kill()
+            raise proxy.WorkerFailed(say(f"the worker ended before it started ({error})",
+                                         f"隔离进程在开始前就结束了（{error}）")
+                                     + (f" ({said})" if said else "")) from None
+    worker = proxy.Worker(process, setup.timeout)
     # Each cell has its own limit inside the worker; this one only catches a worker that
     # stopped answering altogether (startup included).
     reply, _ = worker.receive(timeout=setup.timeout * (len(cells) + 1) + 60)
