@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import shlex
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
+from ..files import replaced_atomically
 from . import notebook_format
 from .secret import load_secret
 
@@ -223,21 +222,14 @@ def build_bundle(root: str | Path, name: str, out: str | Path, *, timeout: float
     translated = solution.parent / "zh" / solution.name      # a Chinese submission's answer key
     if translated.is_file():
         files.append((f"solutions/zh/{solution.name}", translated))
-    # Written beside `out`, then renamed: a failed build leaves no half-written zip.
-    handle, temporary = tempfile.mkstemp(prefix=".autograder-", suffix=".zip", dir=out.parent)
-    os.close(handle)
-    try:
-        with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as bundle:
-            for entry, text in scripts.items():
-                _add(bundle, entry, text.encode("utf-8"), EXECUTABLE)
-            for entry, path in files:
-                _add(bundle, entry, path.read_bytes(), REGULAR)
-            _add(bundle, "grading-secret", secret, SECRET)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, out)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    # A failed build leaves no half-written zip.
+    with replaced_atomically(out, prefix=".autograder-", mode=0o644) as temporary, \
+            zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for entry, text in scripts.items():
+            _add(bundle, entry, text.encode("utf-8"), EXECUTABLE)
+        for entry, path in files:
+            _add(bundle, entry, path.read_bytes(), REGULAR)
+        _add(bundle, "grading-secret", secret, SECRET)
     return out
 
 

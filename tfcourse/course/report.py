@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..files import replaced_atomically
 from ..language import say, speaking, text_width
 from .judge import NotebookGrade
 from .untrusted import clean_dict, csv_text, plain
@@ -174,22 +175,8 @@ def write_atomically(path: str | Path, text: str, *, prefix: str = ".tfcourse-")
     full disk or a crash while writing leaves the old file (or none), never half of one,
     and never a temporary file. A symbolic link is written through, to its target.
     """
-    path = Path(os.path.realpath(path))
-    handle, temporary = tempfile.mkstemp(prefix=prefix, suffix=path.suffix, dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        # What open() would give (mkstemp's 0600 would hide it from other users), so a
-        # grader that keeps its files private (umask 077: --sandbox users) keeps them so.
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(temporary, 0o666 & ~mask)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with replaced_atomically(path, prefix=prefix) as temporary:
+        temporary.write_text(text, encoding="utf-8", newline="")
 
 
 def _why(error: OSError) -> str:

@@ -101,7 +101,7 @@ class KVCache:
         return 0 if self.k is None else self.k.shape[-2]
 
     def append(self, k: torch.Tensor, v: torch.Tensor):
-        if self.k is not None:
+        if self.k is not None and self.v is not None:
             if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]:
                 B, H, _, hd = self.k.shape
                 raise ValueError(f"new keys must have shape (batch={B}, heads={H}, T, head_dim={hd}) "
@@ -175,6 +175,7 @@ class MultiHeadAttention(nn.Module):
         # Built once for the longest sequence and sliced per call. A buffer moves
         # with .to(device) but is not a parameter; persistent=False keeps it out
         # of state_dict because it is a function of max_seq_len, not learned.
+        self.mask: torch.Tensor     # (max_seq_len, max_seq_len) bool, True where allowed
         self.register_buffer("mask", causal_mask(max_seq_len), persistent=False)
         self.rotary = RotaryEmbedding(self.head_dim, max_seq_len, rope_base) if rope_base else None
 

@@ -61,6 +61,7 @@ class TransformerBlock(nn.Module):
                                        rope_base=rope_base, n_kv_heads=n_kv_heads)
         self.norm1 = make_norm(norm, d_model, norm_eps, fused=fused_norms)
         self.norm2 = make_norm(norm, d_model, norm_eps, fused=fused_norms)
+        self.mlp: SwiGLU | FeedForward
         if mlp == "swiglu":
             self.mlp = SwiGLU(d_model, d_hidden, bias=bias, dropout=dropout)
         else:
@@ -109,7 +110,8 @@ class TransformerStack(nn.Module):
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
         """``x (B, T, D) -> (B, T, D)``; ``attn_mask`` as in ``MultiHeadAttention``."""
         if validate.needed():                  # the first block's checks cover every block
-            self.blocks[0].attn._check_inputs(x, attn_mask, past=0)
+            first: TransformerBlock = self.blocks[0]  # type: ignore[assignment]  # ModuleList
+            first.attn._check_inputs(x, attn_mask, past=0)
         with validate.inputs_checked():
             for block in self.blocks:
                 x = block(x, attn_mask)

@@ -85,10 +85,11 @@ def llama_block_state_dict_to_ours(hf_layer_state: dict, prefix: str = "") -> di
     """
     out = {}
     for suffix in ("weight", "bias"):
-        qkv = [hf_layer_state.get(f"self_attn.{p}_proj.{suffix}") for p in "qkv"]
-        if all(t is not None for t in qkv):
+        found = [hf_layer_state.get(f"self_attn.{p}_proj.{suffix}") for p in "qkv"]
+        qkv = [t for t in found if t is not None]
+        if len(qkv) == 3:
             out[f"{prefix}attn.qkv_proj.{suffix}"] = torch.cat(qkv, dim=0)     # rows [q; k; v]
-        elif any(t is not None for t in qkv):
+        elif qkv:
             raise KeyError(f"LLaMA layer has only some of q/k/v_proj.{suffix}")
         for hf_name, ours in _LINEARS.items():
             if f"{hf_name}.{suffix}" in hf_layer_state:

@@ -72,7 +72,7 @@ def _yarn_ramp(head_dim: int, base: float, original_max_len: int, beta_fast: flo
         return head_dim * math.log(original_max_len / (turns * 2 * math.pi)) / (2 * math.log(base))
 
     low = max(math.floor(pair_turning(beta_fast)), 0)
-    high = min(math.ceil(pair_turning(beta_slow)), head_dim - 1)
+    high: float = min(math.ceil(pair_turning(beta_slow)), head_dim - 1)
     if high == low:
         high += 0.001                              # a step instead of a division by zero
     pair = torch.arange(head_dim // 2, dtype=dtype, device=device)
@@ -140,6 +140,7 @@ def rotary_inv_freq(head_dim: int, base: float = 10000.0, *, scaling: str | None
     if scaling == "linear":
         inv_freq = inv_freq / factor
     elif scaling == "yarn":
+        assert original_max_len is not None          # _check_scaling requires it for YaRN
         blend = _yarn_ramp(head_dim, base, original_max_len, beta_fast, beta_slow, dtype, device)
         inv_freq = inv_freq / factor * blend + inv_freq * (1 - blend)
     return inv_freq
@@ -208,6 +209,8 @@ class RotaryEmbedding(nn.Module):
         self.max_seq_len = validate.positive_int("max_seq_len", max_seq_len)
         self.base = validate.positive_float("rope_base", base)
         cos, sin = rotary_cos_sin(max_seq_len, head_dim, base)
+        self.cos: torch.Tensor      # (max_seq_len, head_dim), as are the sines
+        self.sin: torch.Tensor
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 

@@ -6,6 +6,8 @@ import os
 
 import torch
 
+from ..files import replaced_atomically
+
 CHECKPOINT_NAME = "checkpoint.pt"      # the file a run directory holds
 
 # Bumped when the layout of ``Trainer.state_dict()`` changes; ``Trainer.load_state_dict`` refuses others.
@@ -26,27 +28,16 @@ def save_checkpoint(path, state: dict) -> None:
     A failed write (disk full, Ctrl-C) removes the temporary file; write errors become a
     ``CheckpointSaveError``."""
     path = os.fspath(path)
-    directory = os.path.dirname(path)
-    tmp = f"{path}.tmp"
     try:
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        torch.save(state, tmp)
-        os.replace(tmp, path)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with replaced_atomically(path, prefix=".checkpoint-") as temporary:
+            torch.save(state, temporary)
     except BaseException as error:
-        _remove(tmp)
         # torch.save reports a full disk as RuntimeError("... file write failed").
         if isinstance(error, (OSError, RuntimeError)):
             reason = getattr(error, "strerror", None) or str(error).splitlines()[0][:200]
             raise CheckpointSaveError(path, reason) from error
         raise
-
-
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:          # already gone, or unremovable: the save's own error matters more
-        pass
 
 
 def load_checkpoint(path, map_location="cpu") -> dict:
