@@ -37,7 +37,7 @@ MAY_IMPORT = {
 ALLOWED = {("tfcourse.course.sealed.session", "tfcourse.checks")}
 # Top-level modules every wing may import: they import nothing of the package themselves
 # (test_shared_modules_import_nothing_of_the_package), so they pull in no wing.
-SHARED = {"tfcourse.language"}
+SHARED = {"tfcourse.language", "tfcourse.files"}
 
 
 def module_name(path: Path, package: Path) -> str:
@@ -140,7 +140,8 @@ def module_level_cycle(package: Path) -> list[str] | None:
 
 def test_the_top_level_holds_only_the_public_face_and_the_commands():
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "cli.py", "demo.py", "doctor.py", "fonts.py",
+    assert top == ["__init__.py", "__main__.py", "cli.py", "demo.py", "doctor.py", "files.py",
+                   "fonts.py",
                    "language.py", "runtime.py", "screen.py"]
     wings = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
     assert wings == sorted(WINGS)
