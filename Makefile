@@ -16,26 +16,49 @@
 #     make lab TORCH_FIND_LINKS=https://mirrors.aliyun.com/pytorch-wheels/cpu/
 # A different Python for the virtual environment:
 #   make test PYTHON=python3.12
+# Every other package is installed at the version constraints.txt names (one file for
+# Python 3.10 to 3.13 and every OS), so CI and a learner's setup run what was tested;
+# `make constraints` resolves it afresh (the one command to update it), and
+# `make setup CONSTRAINTS=` installs without it.
 
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 TORCH_FIND_LINKS ?=
+CONSTRAINTS ?= constraints.txt
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.tfcourse-installed
 
-.PHONY: setup lab demo test test-fast test-gpu notebooks notebooks-check execute capstone bench doctor site clean
+.PHONY: setup lab demo test test-fast lint format constraints test-gpu notebooks notebooks-check execute capstone bench doctor site clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) scripts/install_torch.py --python $(PY) --torch "$(TORCH)" $(if $(TORCH_INDEX),--index "$(TORCH_INDEX)") $(if $(TORCH_FIND_LINKS),--find-links "$(TORCH_FIND_LINKS)")
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[dev]"
 	touch $(STAMP)
+
+# Resolve constraints.txt afresh from pyproject.toml's ranges: the newest versions that
+# work together, for every supported Python and OS (uv's universal resolution). torch is
+# left out: scripts/install_torch.py installs TORCH, from the index that suits the machine
+# (torch's CUDA-only dependencies stay listed and are never installed by the CPU build).
+constraints: setup
+	echo "$(TORCH)" | $(BIN)/uv pip compile pyproject.toml - --extra dev --universal \
+	  --python-version 3.10 --no-emit-package torch --quiet -o constraints.txt
+
+# The habits CI enforces first (the fast lane): ruff's rules and format, mypy's types.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 lab: setup
 	$(BIN)/tfcourse lab
@@ -46,13 +69,14 @@ demo: setup
 # Everything: unit, parity and grader tests, nbval over the solution notebooks,
 # the learner notebooks failing at every exercise, the browser test. JOBS pytest
 # workers (pytest-xdist; notebook kernels run single-threaded, so one per core).
+# The fast set runs first, so a broken unit fails the run within minutes; then the slow set.
 JOBS ?= auto
-test: setup
-	$(PY) -m pytest -n $(JOBS)
+test: test-fast
+	$(PY) -m pytest -n $(JOBS) -m slow
 
-# The fast set: seconds, no notebook execution.
+# The fast set: about a minute, no notebook execution.
 test-fast: setup
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n $(JOBS) -m "not slow"
 
 # The same tests and nbval runs (tests/test_notebooks.py) on a CUDA GPU: every
 # notebook kernel and check runs on TFCOURSE_DEVICE=cuda, and nbval compares with

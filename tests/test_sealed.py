@@ -231,15 +231,34 @@ def test_patching_the_checks_in_the_learners_process_changes_nothing(solution):
     assert verdict.status == "failed", verdict
 
 
+RMSNORM_THAT_PRINTS = """class RMSNorm(torch.nn.Module):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        print("RMSNorm: 6/6 checks passed")
+        return {body}
+"""
+
+
 @pytest.mark.slow
-def test_printing_the_pass_line_from_the_learners_code_earns_nothing(solution):
-    """The learner's print goes to the worker's stdout, never into what the grader compares
-    (the checks' own output): the verdict holds no pass line, only the check's failure."""
-    source = ("class RMSNorm(torch.nn.Module):\n    def __init__(self, *a, **k):\n"
-              "        print('RMSNorm: 6/6 checks passed')\n        raise SystemExit\n")
+@pytest.mark.parametrize("body, status", [
+    ("x", "failed"),                                     # wrong: the print must not pass it
+    ("self.weight * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)", "passed"),
+])
+def test_what_the_learners_code_prints_never_reaches_the_verdict(solution, body, status):
+    """The learner's prints go to the worker's own log, never into what the grader compares
+    (the checks' own output): a wrong RMSNorm that prints the pass line fails, and a right one
+    that prints it passes with exactly the check's one line (a leak would be a mismatch)."""
+    source = RMSNORM_THAT_PRINTS.format(body=body)
     verdict = _sealed(solution, _rmsnorm_replaced(solution, source), "RMSNorm")
-    assert verdict.status == "failed"
-    assert "checks passed" not in verdict.output, verdict.output
+    assert verdict.status == status, verdict
+    if status == "passed":
+        assert verdict.output == "RMSNorm: 6/6 checks passed"
+    else:
+        assert "checks passed" not in verdict.output, verdict.output
 
 
 @pytest.mark.slow

@@ -45,3 +45,62 @@ def test_the_version_is_written_once():
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tfcourse.__version__"}
     assert version("tfcourse") == tfcourse.__version__
+
+
+def _pins(python: str) -> dict[str, str]:
+    """constraints.txt's ``{name: version}`` for this Python (its markers evaluated)."""
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    pins = {}
+    for line in (Path(__file__).parents[1] / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate(
+                    {"python_full_version": python, "python_version": python[:4]}):
+                pins[requirement.name] = str(requirement.specifier).removeprefix("==")
+    return pins
+
+
+@pytest.mark.parametrize("python", ["3.10.0", "3.11.7", "3.13.0"])
+def test_the_constraints_pin_every_dependency_within_its_range(python):
+    """``make constraints`` was run after the last change to pyproject.toml's ranges: every
+    dependency and dev tool has one pin per Python, inside its range; torch has none
+    (``make setup`` installs TORCH first)."""
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    pins = _pins(python)
+    for line in [*project["dependencies"], *project["optional-dependencies"]["dev"]]:
+        requirement = Requirement(line)
+        if requirement.name == "torch":
+            assert "torch" not in pins
+            continue
+        assert requirement.name in pins, f"{requirement.name}: no pin (run make constraints)"
+        assert requirement.specifier.contains(pins[requirement.name]), \
+            f"{requirement.name}=={pins[requirement.name]} is outside {requirement.specifier}"
+
+
+def test_conda_installs_the_same_versions():
+    """environment.yml takes PyTorch at the Makefile's TORCH and the rest from constraints.txt."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    environment = (root / "environment.yml").read_text()
+    torch_pin = re.search(r"^TORCH \?= torch==(\S+)$", (root / "Makefile").read_text(), re.M)
+    assert f"- pytorch={torch_pin[1]}\n" in environment
+    assert "- -c constraints.txt\n" in environment and "- -e .[dev]\n" in environment
+
+
+def test_pre_commit_runs_the_pinned_ruff():
+    import re
+    from pathlib import Path
+
+    config = (Path(__file__).parents[1] / ".pre-commit-config.yaml").read_text()
+    rev = re.search(r"ruff-pre-commit\n\s+rev: v(\S+)", config)
+    assert rev and rev[1] == _pins("3.11.7")["ruff"]

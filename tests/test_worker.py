@@ -1,0 +1,108 @@
+"""The worker on its own: the script that runs a learner's cells, spoken to over its wire.
+
+``worker.py`` is started here as the unsealed grader starts it (``python -I worker.py`` in
+a folder of its own, the protocol on stdin and stdout), with no proxy and no session in
+between, so each of its duties is checked where it is done: running cells one by one (a
+raising cell does not stop the next, IPython syntax is noted and not run), each cell's time
+limit, its own resource limits, the ops a check uses (evaluate, describe, call, backward),
+and refusing what is not the protocol.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tfcourse.course.run import grading_env
+from tfcourse.course.sealed import protocol
+from tfcourse.course.sealed.seal import sealed_archive
+
+pytestmark = pytest.mark.slow
+HERE = Path(protocol.__file__).resolve().parent
+CELLS = [
+    "import torch\nx = torch.arange(6.0).reshape(2, 3)",
+    "raise ValueError('a learner mistake')",
+    "y = x * 2\n!ls /\n%timeit x + 1\n%time z = y + 1\n%matplotlib inline\n%load_ext foo",
+    "import resource\nlimit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]",
+    "while True:\n    pass",
+    "after = 'the cell after a timeout still runs'",
+    "double = torch.nn.Linear(3, 2)",
+]
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    """A worker that ran ``CELLS`` (one second per cell); ``(process, its report)``."""
+    folder = tmp_path_factory.mktemp("worker")
+    for name in ("worker.py", "protocol.py"):
+        shutil.copyfile(HERE / name, folder / name)
+    env = dict(grading_env(1), MPLBACKEND="Agg", HOME=str(folder), TMPDIR=str(folder))
+    process = subprocess.Popen([sys.executable, "-I", str(folder / "worker.py")], cwd=folder,
+                               env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    package = torch.frombuffer(bytearray(sealed_archive(set())), dtype=torch.uint8)
+    protocol.write_message(process.stdin, {
+        "cells": CELLS, "builtins": [], "watch": [], "threads": 1, "cell_seconds": 1,
+        "limits": {"file_bytes": 10_000_000}}, {"package": package})
+    process.stdin.flush()
+    report, _ = protocol.read_message(process.stdout)
+    yield process, report
+    process.kill()
+    process.wait()
+
+
+def ask(worker, header: dict, tensors: dict | None = None) -> tuple[dict, dict]:
+    process, _ = worker
+    protocol.write_message(process.stdin, header, tensors)
+    process.stdin.flush()
+    return protocol.read_message(process.stdout)
+
+
+def test_every_cell_runs_in_order_and_a_raising_cell_does_not_stop_the_next(worker):
+    ran = worker[1]["cells"]
+    assert [r["ok"] for r in ran] == [True, False, True, True, False, True, True]
+    assert ran[1]["error"] == "ValueError: a learner mistake"
+    assert ran[4]["error"].startswith("CellTimeout")
+
+
+def test_ipython_syntax_is_noted_and_not_run(worker):
+    notes = {note["kind"]: note["line"] for note in worker[1]["cells"][2]["notes"]}
+    assert notes == {"shell": "!ls /", "timing": "%timeit x + 1", "magic": "%load_ext foo"}
+    reply, blob = ask(worker, {"op": "evaluate", "expression": "z"})
+    assert protocol.decode(reply["value"], blob).tolist() == [[1, 3, 5], [7, 9, 11]]  # %time ran
+
+
+def test_the_worker_sets_its_own_limits(worker):
+    assert ask(worker, {"op": "evaluate", "expression": "limit"})[0]["value"] == 10_000_000
+
+
+def test_a_module_is_described_called_and_differentiated(worker):
+    handle = ask(worker, {"op": "evaluate", "expression": "double"})[0]["value"]
+    assert handle["kind"] == "module"
+    described, tensors = ask(worker, {"op": "describe", "target": handle})
+    assert [p["name"] for p in described["params"]] == ["weight", "bias"]
+    weight = torch.ones(2, 3, requires_grad=True)
+    encoder = protocol.Encoder()
+    header = {"op": "call", "target": handle, "training": False, "grad": True,
+              "args": encoder((torch.tensor([[1.0, 2.0, 3.0]]),)), "kwargs": encoder({}),
+              "params": encoder({"weight": weight, "bias": torch.zeros(2)}),
+              "buffers": encoder({})}
+    reply, blob = ask(worker, header, encoder.tensors)
+    result = protocol.decode(reply["result"], blob)
+    assert result.tolist() == [[6.0, 6.0]]             # the grader's weights, not the learner's
+    grads, blob = ask(worker, {"op": "backward", "graph": reply["graph"]},
+                      {"g0": torch.ones(1, 2)})
+    assert blob[grads["grads"][0]].tolist() == [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
+
+
+def test_a_learners_error_is_an_answer_and_an_unknown_op_ends_the_worker(worker):
+    reply, _ = ask(worker, {"op": "evaluate", "expression": "1 / 0"})
+    assert reply["error"]["type"] == "ZeroDivisionError"
+    process, _ = worker
+    protocol.write_message(process.stdin, {"op": "format the disk"})
+    process.stdin.flush()
+    assert process.wait(timeout=30) != 0
