@@ -5,7 +5,7 @@ from test_train_cli import BASE, with_flags
 
 from tfcourse.cli import build_parser, main
 from tfcourse.nn.model import GPT
-from tfcourse.train.command import apply_preset
+from tfcourse.train.flags import apply_preset
 
 TEXT = with_flags(BASE, dataset="text") + ["--max-chars", "20000"]
 

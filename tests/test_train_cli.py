@@ -138,17 +138,18 @@ def test_the_capstone_preset_holds_out_notebook_12s_split():
     import argparse
 
     from tfcourse.train import capstone
-    from tfcourse.train.command import _dataset_spec, add_arguments, apply_preset
+    from tfcourse.train.command import add_arguments
     from tfcourse.train.data import make_dataset
+    from tfcourse.train.flags import apply_preset, dataset_spec
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     args = parser.parse_args(["--dataset", "text", "--preset", "capstone"])
     apply_preset(args)
-    spec = _dataset_spec(args)
+    spec = dataset_spec(args)
     assert spec["kwargs"]["val_block"] == capstone.VAL_BLOCK
     ours, notebook = make_dataset(spec["name"], **spec["kwargs"]), capstone.capstone_data()
     assert torch.equal(ours.val, notebook.val) and torch.equal(ours.train, notebook.train)
     args = parser.parse_args(["--dataset", "text", "--preset", "capstone", "--val-block", "700"])
     apply_preset(args)
-    assert _dataset_spec(args)["kwargs"]["val_block"] == 700        # the flag wins
+    assert dataset_spec(args)["kwargs"]["val_block"] == 700        # the flag wins

@@ -3,5 +3,7 @@
 ``data`` (Markov chain, copy task, stdlib text), ``bpe`` (a byte-level BPE tokenizer,
 from scratch), ``optim`` (AdamW and the
 warmup + cosine schedule), ``loop`` (``Trainer`` and ``train``), ``checkpoint``
-(atomic save, safe load), ``command`` (``tfcourse train``, also under torchrun).
+(atomic save, safe load), ``command`` (``tfcourse train``, also under torchrun) with
+``flags`` (its flags), ``run`` (one run), ``distributed`` (torchrun's processes) and
+``report`` (what a run prints).
 """
