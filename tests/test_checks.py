@@ -8,7 +8,7 @@ from conftest import fails
 
 import tfcourse as tc
 from tfcourse import checks
-from tfcourse.checks import _harness
+from tfcourse.checks import _harness, _parameters
 from tfcourse.checks.mlp import check_swiglu as check_swiglu_mlp
 from tfcourse.checks.model import _block_params, _count
 from tfcourse.lab.probes import gradient_probe
@@ -137,8 +137,9 @@ def test_tolerances_are_tight_on_cpu_and_looser_elsewhere():
 
 def test_fused_qkv_is_split_for_separate_projections():
     weight = torch.arange(12.0).reshape(6, 2)
-    out = _harness.adapt_layout({"attn.qkv_proj.weight": weight},
-                                {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"})
+    out = _parameters.adapt_layout(
+        {"attn.qkv_proj.weight": weight},
+        {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"})
     assert set(out) == {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"}
     assert torch.equal(out["attn.k_proj.weight"], weight[2:4])
 

@@ -271,7 +271,7 @@ def f(chk, case, x, n):
 PROSE = re.compile(r"[A-Za-z]{2,}[ ,;:]+(?:[A-Za-z]{2,})")
 ALLOWED_PROSE = {
     # An unused description of the MHA layout; no check shows it to a learner.
-    ("attention.py", "MHA_LAYOUT"),
+    ("multi_head.py", "MHA_LAYOUT"),
 }
 ALLOWED_PROSE_TEXTS = {
     # The pass line, "<Name>: n/n checks passed", is the same in both languages (nbval).

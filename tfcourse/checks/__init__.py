@@ -15,12 +15,7 @@ one line (``tfcourse.screen``): the checks exported here are wrapped by ``learne
 
 # The imports below are re-exports, listed in the computed ``__all__`` at the end.
 # ruff: noqa: F401
-from .attention import (
-                        check_attention,
-                        check_causal_mask,
-                        check_first_head_weights,
-                        check_multi_head_attention,
-)
+from .attention import check_attention, check_causal_mask
 from .block import check_transformer_block
 from .cases import grading_cases
 from .claims import check_permute_qk_rows
@@ -29,6 +24,7 @@ from .gradients import check_grad_norm_probe
 from .mlp import check_feedforward, check_swiglu, check_swiglu_hidden_dim
 from .model import check_bias_savings, check_gpt, check_gpt2_small_params
 from .modern import check_rotary, check_rotary_tables
+from .multi_head import check_first_head_weights, check_multi_head_attention
 from .norms import check_layernorm, check_rmsnorm
 from .production import check_fuse_qkv, check_kv_cache_attention
 from .tokenizer import check_merge_pair, check_most_frequent_pair

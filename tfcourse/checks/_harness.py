@@ -1,9 +1,10 @@
-"""What every check shares: one runner, reference weights, seeded inputs, comparisons.
+"""The Checker: one check's runner, its comparisons and the message of a failed sub-check.
 
 A check builds the reference, gives it random (non-trivial) weights, copies them
 into the learner's module through the documented parameter names with
-``load_state_dict(strict=True)``, runs both on the same seeded inputs and
-compares outputs and gradients with ``torch.testing.assert_close``'s rule.
+``load_state_dict(strict=True)`` (``_parameters``), runs both on the same seeded inputs and
+compares outputs and gradients with ``torch.testing.assert_close``'s rule (the sub-checks
+modules share are in ``_module_cases``).
 
 On success a check prints exactly one line, ``"<Name>: n/n checks passed"`` (in Chinese
 ``"<Name>：n/n 项检查通过"``).
@@ -19,7 +20,6 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
-from torch import nn
 
 from ..language import say
 from ..runtime import default_device, fmt
@@ -284,219 +284,8 @@ class Checker:
         return (sample * scale + offset).to(self.dtype).to(self.device)
 
 
-# -- modules ---------------------------------------------------------------------------------
-
-def build(chk: Checker, case: str, cls, *args, **kwargs) -> nn.Module:
-    """``cls(*args, **kwargs)`` moved to the check's device and dtype, or a clear failure."""
-    call = describe_call(cls, args, kwargs)
-    module = chk.call(case, say(f"building your module as {call}", f"以 {call} 构建你的模块"),
-                      cls, *args, **kwargs)
-    if not isinstance(module, nn.Module):
-        chk.fail(case, say(f"{call} returned a {type(module).__name__}, expected an nn.Module",
-                           f"{call} 返回了 {type(module).__name__}，应返回 nn.Module"),
-                 hint=say("subclass torch.nn.Module and call super().__init__() first",
-                          "继承 torch.nn.Module，并在 __init__ 里先调用 super().__init__()"))
-    return module.to(device=chk.device, dtype=chk.dtype)
-
-
-def randomize_(module: nn.Module, gen: torch.Generator) -> nn.Module:
-    """Give every parameter non-trivial values (in place) so no mistake hides behind init.
-
-    Vectors named ``*bias`` get N(0, 0.5^2); other vectors (norm scales) 1 + N(0, 0.5^2);
-    matrices N(0, 1/fan_in), which keeps activations of order one.
-    """
-    with torch.no_grad():
-        for name, param in module.named_parameters():
-            sample = torch.randn(param.shape, generator=gen, dtype=torch.float64)
-            if param.dim() == 1:
-                sample = 0.5 * sample if name.endswith("bias") else 1.0 + 0.5 * sample
-            else:
-                sample = sample / math.sqrt(param.shape[-1])
-            param.copy_(sample.to(param.dtype).to(param.device))
-    return module
-
-
-def parameter_names(module: nn.Module) -> dict[str, torch.Tensor]:
-    """``{state_dict name: parameter}``, tied parameters listed under every name."""
-    return dict(module.named_parameters(remove_duplicate=False))
-
-
-def adapt_layout(tensors: Mapping[str, torch.Tensor], learner_names) -> dict[str, torch.Tensor]:
-    """Rename reference tensors to the learner's layout where the checks allow a choice.
-
-    The one choice allowed: a fused ``P.qkv_proj`` (rows q, k, v) may be written as
-    three projections ``P.q_proj``, ``P.k_proj``, ``P.v_proj``.
-    """
-    learner_names = set(learner_names)
-    out = {}
-    for name, tensor in tensors.items():
-        prefix, _, leaf = name.rpartition("qkv_proj.")
-        split = (name not in learner_names and "qkv_proj." in name
-                 and f"{prefix}q_proj.{leaf}" in learner_names)
-        if split and tensor is not None:
-            for part, chunk in zip("qkv", tensor.chunk(3, dim=0)):
-                out[f"{prefix}{part}_proj.{leaf}"] = chunk
-        elif split:
-            for part in "qkv":
-                out[f"{prefix}{part}_proj.{leaf}"] = None
-        else:
-            out[name] = tensor
-    return out
-
-
-def load_reference(chk: Checker, case: str, learner: nn.Module, reference: nn.Module, *,
-                   bias: bool | None = None,
-                   shape_diagnosis: Callable[[str, tuple, tuple], str | None] | None = None,
-                   ) -> None:
-    """Copy the reference's parameters into ``learner`` with ``load_state_dict(strict=True)``.
-
-    Parameters are matched by name (see ``adapt_layout``). Buffers the learner keeps
-    and the reference does not (e.g. a persistent causal-mask buffer) keep the
-    learner's values. Fails naming missing, unexpected or wrongly shaped parameters.
-    """
-    ref_params = {name: p.detach() for name, p in parameter_names(reference).items()}
-    mine = parameter_names(learner)
-    wanted = adapt_layout(ref_params, mine)
-    missing = sorted(set(wanted) - set(mine))
-    extra = sorted(set(mine) - set(wanted))
-    if missing or extra:
-        looks = _diagnose_names(missing, extra, wanted, mine, bias)
-        found = say("; ", "；").join(part for part in (
-            say(f"missing from your module: {missing}", f"你的模块中缺少 {missing}")
-            if missing else "",
-            say(f"not expected: {extra}", f"多出了 {extra}") if extra else "") if part)
-        chk.fail(case, say(f"parameter names do not match the expected layout ({found})",
-                           f"参数名与要求的布局不一致（{found}）"),
-                 looks_like=looks,
-                 hint=say("name the submodules and parameters as the check's docstring lists them",
-                          "按检查的 docstring 中列出的名字给子模块和参数命名"))
-    for name, tensor in wanted.items():
-        if mine[name].shape != tensor.shape:
-            got, want = tuple(mine[name].shape), tuple(tensor.shape)
-            looks = shape_diagnosis(name, got, want) if shape_diagnosis else None
-            chk.fail(case, say(f"parameter {name} has shape {got}, expected {want}",
-                               f"参数 {name} 的形状是 {got}，应为 {want}"), looks_like=looks)
-    state = learner.state_dict()
-    state.update(wanted)
-    try:
-        learner.load_state_dict(state, strict=True)
-    except RuntimeError as error:
-        chk.fail(case, say(f"load_state_dict(strict=True) failed: {first_line(error)}",
-                           f"load_state_dict(strict=True) 失败：{first_line(error)}"), cause=error)
-
-
-def _diagnose_names(missing, extra, wanted, mine, bias) -> str | None:
-    if bias is False and extra and all(n.endswith("bias") for n in extra):
-        return say(f"bias=False was ignored: your module has bias parameters {extra}; pass "
-                   "bias=bias to nn.Linear",
-                   f"忽略了 bias=False：你的模块有偏置参数 {extra}；请把 bias=bias 传给 nn.Linear")
-    if not mine:
-        return say("your module registers no parameters (no learnable weights, e.g. no learnable "
-                   "affine): create them as nn.Parameter or nn.Linear attributes in __init__",
-                   "你的模块没有注册任何参数（没有可学习的权重，例如缺少可学习的仿射变换）："
-                   "请在 __init__ 中把它们创建为 nn.Parameter 或 nn.Linear 属性")
-    if missing and not extra and all(n.endswith("bias") for n in missing):
-        return say(f"the bias parameter(s) {missing} are missing", f"缺少偏置参数 {missing}") + (
-            say(" although bias=True was asked", "，而要求的是 bias=True") if bias else "")
-    if missing and len(missing) == len(extra):
-        pairs = []
-        for want in missing:
-            same_shape = [n for n in extra if tuple(mine[n].shape) == tuple(wanted[want].shape)]
-            leaf = want.rpartition(".")[2]
-            for same_leaf in (lambda n: n.rpartition(".")[2] == leaf,
-                              lambda n: _SYNONYMS.get(n.rpartition(".")[2]) == leaf):
-                if len(same_shape) > 1:  # several fit: prefer the same leaf name, then a synonym
-                    same_shape = [n for n in same_shape if same_leaf(n)] or same_shape
-            if len(same_shape) != 1:
-                if sorted(tuple(mine[n].shape) for n in extra) == \
-                        sorted(tuple(wanted[n].shape) for n in missing):
-                    return say(f"misnamed parameter(s): expected {missing}, found {extra}",
-                               f"参数名写错了：应为 {missing}，实际是 {extra}")
-                return None
-            pairs.append(say(f"your {same_shape[0]!r} should be called {want!r}",
-                             f"你的 {same_shape[0]!r} 应命名为 {want!r}"))
-        return say("misnamed parameter(s): ", "参数名写错了：") + say("; ", "；").join(pairs)
-    return None
-
-
-# Names a learner might use for a norm's affine parameters (for the misnamed diagnosis).
-_SYNONYMS = {"gamma": "weight", "g": "weight", "scale": "weight", "beta": "bias", "b": "bias",
-             "shift": "bias"}
-
-
 def _grad_label(name: str) -> str:
     """How a gradient's key (``"input x"``, ``"parameter fc_in.weight"``) reads in Chinese."""
     kind, _, rest = name.partition(" ")
     kinds = {"input": "输入", "parameter": "参数"}
     return say(name, f"{kinds.get(kind, kind)} {rest}")
-
-
-def input_grads_and_params(module: nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict:
-    """``{name: grad}`` for the inputs and every parameter of ``module``."""
-    grads = {f"input {name}": t.grad for name, t in inputs.items()}
-    grads.update({f"parameter {name}": p.grad for name, p in parameter_names(module).items()})
-    return grads
-
-
-def reference_grads(reference: nn.Module, learner: nn.Module,
-                    inputs: Mapping[str, torch.Tensor]) -> dict:
-    """Like ``input_grads_and_params`` for the reference, renamed to the learner's layout."""
-    grads = {f"input {name}": t.grad for name, t in inputs.items()}
-    params = adapt_layout({n: p.grad for n, p in parameter_names(reference).items()},
-                          parameter_names(learner))
-    grads.update({f"parameter {name}": g for name, g in params.items()})
-    return grads
-
-
-def module_case(chk: Checker, case: str, learner: nn.Module, reference: nn.Module,
-                x: torch.Tensor, *, variants: Callable[[], Iterable[Variant]] = lambda: (),
-                call: Callable = lambda module, t: module(t), hint: str | None = None,
-                seed: int = 0, near_misses: Callable[[], Iterable[Variant]] = lambda: ()
-                ) -> None:
-    """Compare output, input gradient and parameter gradients of ``call(module, x)``.
-
-    The backward pass uses a seeded random upstream gradient (not ``sum()``, whose
-    gradient through a normalization is zero and would hide mistakes).
-    """
-    x_ref = x.detach().clone().requires_grad_(True)
-    x_mine = x.detach().clone().requires_grad_(True)
-    expected = call(reference, x_ref)
-    got = chk.call(case, say("calling your module", "调用你的模块"), call, learner, x_mine)
-    chk.compare(case, say("output", "输出"), got, expected, variants=variants(), hint=hint,
-                near_misses=near_misses())
-    backward_case(chk, case, reference, learner, expected, got, seed=seed + 1000,
-                  inputs={"x": (x_ref, x_mine)}, variants=variants)
-
-
-def backward_case(chk: Checker, case: str, reference: nn.Module, learner: nn.Module,
-                  expected: torch.Tensor, got: torch.Tensor, *, seed: int,
-                  inputs: Mapping[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
-                  what: str = "output",
-                  variants: Callable[[], Iterable[Variant]] = lambda: ()) -> None:
-    """Backpropagate one seeded upstream gradient through both outputs and compare gradients.
-
-    ``inputs`` maps a name to the (reference, learner) leaf tensors whose gradients are
-    compared, besides every parameter's. ``variants`` (the output's known mistakes) name
-    the mistake when a gradient differs although the output matched.
-    """
-    inputs = inputs or {}
-    upstream = chk.randn(chk.generator(seed), *expected.shape)
-    reference.zero_grad(set_to_none=True)
-    learner.zero_grad(set_to_none=True)
-    (expected * upstream).sum().backward()
-    shown = {"output": "输出"}.get(what, f" {what} ")     # the Chinese of what is named
-    chk.call(case, say(f"backward through your {what}", f"对你的{shown}做反向传播"),
-             lambda: (got * upstream).sum().backward())
-    chk.compare_grads(case,
-                      input_grads_and_params(learner, {n: m for n, (_, m) in inputs.items()}),
-                      reference_grads(reference, learner, {n: r for n, (r, _) in inputs.items()}),
-                      explain=lambda: chk.output_mistake(got, expected, variants()))
-
-
-def inplace_case(chk: Checker, case: str, modules: Iterable[nn.Module], x: torch.Tensor) -> None:
-    """Fail if any of ``modules`` modifies its input during a forward pass."""
-    for module in modules:
-        x_seen = x.clone()
-        with torch.no_grad():
-            chk.call(case, say("calling your module", "调用你的模块"), module, x_seen)
-        chk.unchanged(case, "x", x, x_seen)

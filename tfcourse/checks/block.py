@@ -8,15 +8,9 @@ import torch
 
 from ..language import say
 from ..nn import block as reference_block
-from ._harness import (
-    Checker,
-    build,
-    describe_call,
-    inplace_case,
-    load_reference,
-    module_case,
-    randomize_,
-)
+from ._harness import Checker, describe_call
+from ._module_cases import inplace_case, module_case
+from ._parameters import build, load_reference, randomize_
 from .mlp import _feedforward_width
 
 D, H, M = 16, 4, 8
@@ -150,30 +144,14 @@ def check_transformer_block(cls) -> None:
     """
     with Checker("TransformerBlock") as chk:
         gen = chk.generator(6)
-
-        def pair(case, zero_sublayers=False, **kwargs):
-            learner = build(chk, case, cls, D, H, max_seq_len=M, **kwargs).eval()
-            _no_shared_norm(chk, case, learner)
-            reference = randomize_(reference_block.TransformerBlock(
-                D, H, max_seq_len=M, activation="gelu", **kwargs), gen)
-            if zero_sublayers:
-                with torch.no_grad():
-                    for layer in (reference.attn.out_proj, reference.mlp.fc_out):
-                        layer.weight.zero_()
-                        layer.bias.zero_()
-            reference = reference.to(chk.device, chk.dtype).eval()
-            load_reference(chk, case, learner, reference, bias=True,
-                           shape_diagnosis=_block_width)
-            return learner, reference
-
         call = describe_call(cls, (D, H), {'max_seq_len': M})
         case = say(f"parameter layout of {call}", f"{call} 的参数布局")
-        pre, pre_ref = pair(case)
+        pre, pre_ref = _pair(chk, cls, gen, case)
         chk.ok()
 
         case = say(f"x (2, 6, {D}): input not modified in place",
                    f"x (2, 6, {D})：输入不得被原地修改")
-        post, post_ref = pair(case, pre_ln=False)
+        post, post_ref = _pair(chk, cls, gen, case, pre_ln=False)
         inplace_case(chk, case, [pre, post], chk.randn(gen, 2, 6, D))
         chk.ok()
 
@@ -187,73 +165,119 @@ def check_transformer_block(cls) -> None:
                  (say(f"post-LN, x (1, 1, {D})", f"post-LN，x (1, 1, {D})") + batch_1, post,
                   post_ref, (1, 1, D))]
         for seed, (case, learner, reference, shape) in enumerate(cases):
-            x = chk.randn(gen, *shape)
-            module_case(chk, case, learner, reference, x, seed=seed,
-                        variants=lambda: _block_variants(reference, x),
-                        near_misses=lambda: _gelu_near_misses(reference, x))
+            _forward_case(chk, case, learner, reference, chk.randn(gen, *shape), seed)
             chk.ok()
 
         x = chk.randn(gen, 2, 6, D)
         for pre_ln in (True, False):
-            kind = "pre" if pre_ln else "post"
-            case = say(f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, eval mode: dropout must "
-                       f"do nothing",
-                       f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，评估模式：dropout 必须不起作用")
-            learner, reference = pair(case, pre_ln=pre_ln, dropout=P_DROP)
-            with torch.no_grad():
-                first = chk.call(case, say("calling your block", "调用你的块"), learner, x)
-                second = chk.call(case, say("calling your block", "调用你的块"), learner, x)
-                if isinstance(first, torch.Tensor) and not torch.equal(first, second):
-                    chk.fail(case, say("two eval-mode calls gave different outputs",
-                                       "评估模式下两次调用给出了不同的输出"),
-                             looks_like=say("dropout is active in eval mode: F.dropout(x, p) "
-                                            "defaults to training=True; use nn.Dropout, or "
-                                            "F.dropout(x, p, training=self.training)",
-                                            "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, "
-                                            "p) 默认 training=True；请改用 nn.Dropout，或 "
-                                            "F.dropout(x, p, training=self.training)"))
-                chk.compare(case, say("output", "输出"), first, reference(x),
-                            variants=_block_variants(reference, x))
+            _dropout_eval_case(chk, cls, gen, x, pre_ln)
         chk.ok()
 
         for pre_ln in (True, False):
-            kind = "pre" if pre_ln else "post"
-            case = say(f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, train mode, sublayer "
-                       f"outputs zeroed: x must pass through "
-                       f"{'unchanged' if pre_ln else 'as norm2(norm1(x))'}",
-                       f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，训练模式，子层输出置零：x 必须"
-                       f"{'原样通过' if pre_ln else '以 norm2(norm1(x)) 的形式通过'}")
-            learner, reference = pair(case, zero_sublayers=True, pre_ln=pre_ln, dropout=P_DROP)
-            in_train_mode = say("calling your block in train mode", "在训练模式下调用你的块")
-            with torch.no_grad():
-                expected = reference.train()(x)          # deterministic: the sublayers give 0
-                got = chk.call(case, in_train_mode, learner.train(), x)
-            chk.compare(case, say("train-mode output", "训练模式下的输出"), got, expected, variants=[
-                (say("dropout is applied to the residual stream (x itself is dropped, e.g. "
-                     "dropout(x + attn(...))); only the sublayer outputs may be dropped",
-                     "dropout 作用在了残差流上（x 本身被随机置零，例如 dropout(x + attn(...))）；"
-                     "只能对子层的输出做 dropout"),
-                 lambda: torch.where(got == 0, torch.zeros_like(expected),
-                                     expected / (1 - P_DROP)))],
-                hint=say("dropout belongs inside the sublayers; x + sublayer(x) must keep x intact",
-                         "dropout 应放在子层内部；x + sublayer(x) 必须让 x 保持原样"))
-            if not pre_ln:
-                continue
-            case = say(f"pre-LN, x (2, 6, {D}), dropout={P_DROP}, train mode: dropout must act",
-                       f"pre-LN，x (2, 6, {D})，dropout={P_DROP}，训练模式：dropout 必须起作用")
-            learner, reference = pair(case, pre_ln=True, dropout=P_DROP)
-            with torch.no_grad():
-                out_eval = learner.eval()(x)
-                out_train = chk.call(case, in_train_mode, learner.train(), x)
-            if torch.allclose(out_train, out_eval):
-                chk.fail(case, say(f"with dropout={P_DROP} the train-mode output equals the "
-                                   "eval-mode output",
-                                   f"dropout={P_DROP} 时，训练模式的输出与评估模式的输出相同"),
-                         looks_like=say("dropout is never applied (the dropout argument is "
-                                        "not passed on to the attention and the MLP)",
-                                        "随机失活（dropout）从未生效（dropout 参数没有传给注意力"
-                                        "和 MLP）"))
+            _residual_stream_case(chk, cls, gen, x, pre_ln)
+            if pre_ln:
+                _dropout_acts_case(chk, cls, gen, x)
         chk.ok()
+
+
+def _pair(chk: Checker, cls, gen: torch.Generator, case: str, zero_sublayers: bool = False,
+          **kwargs):
+    """``(learner, reference)`` in eval mode: ``cls(D, H, max_seq_len=M, **kwargs)`` holding
+    the weights of a randomized ``tfcourse.TransformerBlock`` (exact GELU). With
+    ``zero_sublayers`` the attention's and the MLP's output projections are zero."""
+    learner = build(chk, case, cls, D, H, max_seq_len=M, **kwargs).eval()
+    _no_shared_norm(chk, case, learner)
+    reference = randomize_(reference_block.TransformerBlock(
+        D, H, max_seq_len=M, activation="gelu", **kwargs), gen)
+    if zero_sublayers:
+        with torch.no_grad():
+            for layer in (reference.attn.out_proj, reference.mlp.fc_out):
+                layer.weight.zero_()
+                layer.bias.zero_()
+    reference = reference.to(chk.device, chk.dtype).eval()
+    load_reference(chk, case, learner, reference, bias=True,
+                   shape_diagnosis=_block_width)
+    return learner, reference
+
+
+def _forward_case(chk: Checker, case: str, learner, reference, x: torch.Tensor,
+                  seed: int) -> None:
+    """Output and gradients on x (B, T, D), wrong orders and tanh GELU named."""
+    module_case(chk, case, learner, reference, x, seed=seed,
+                variants=lambda: _block_variants(reference, x),
+                near_misses=lambda: _gelu_near_misses(reference, x))
+
+
+def _dropout_eval_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor,
+                       pre_ln: bool) -> None:
+    """dropout=P_DROP in eval mode: two calls agree and match the reference."""
+    kind = "pre" if pre_ln else "post"
+    case = say(f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, eval mode: dropout must "
+               f"do nothing",
+               f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，评估模式：dropout 必须不起作用")
+    learner, reference = _pair(chk, cls, gen, case, pre_ln=pre_ln, dropout=P_DROP)
+    with torch.no_grad():
+        first = chk.call(case, say("calling your block", "调用你的块"), learner, x)
+        second = chk.call(case, say("calling your block", "调用你的块"), learner, x)
+        if isinstance(first, torch.Tensor) and not torch.equal(first, second):
+            chk.fail(case, say("two eval-mode calls gave different outputs",
+                               "评估模式下两次调用给出了不同的输出"),
+                     looks_like=say("dropout is active in eval mode: F.dropout(x, p) "
+                                    "defaults to training=True; use nn.Dropout, or "
+                                    "F.dropout(x, p, training=self.training)",
+                                    "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, "
+                                    "p) 默认 training=True；请改用 nn.Dropout，或 "
+                                    "F.dropout(x, p, training=self.training)"))
+        chk.compare(case, say("output", "输出"), first, reference(x),
+                    variants=_block_variants(reference, x))
+
+
+def _in_train_mode() -> str:
+    return say("calling your block in train mode", "在训练模式下调用你的块")
+
+
+def _residual_stream_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor,
+                          pre_ln: bool) -> None:
+    """dropout=P_DROP in train mode with the sublayers' outputs zeroed: the residual stream
+    passes untouched (pre-LN: x itself; post-LN: norm2(norm1(x)))."""
+    kind = "pre" if pre_ln else "post"
+    case = say(f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, train mode, sublayer "
+               f"outputs zeroed: x must pass through "
+               f"{'unchanged' if pre_ln else 'as norm2(norm1(x))'}",
+               f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，训练模式，子层输出置零：x 必须"
+               f"{'原样通过' if pre_ln else '以 norm2(norm1(x)) 的形式通过'}")
+    learner, reference = _pair(chk, cls, gen, case, zero_sublayers=True, pre_ln=pre_ln,
+                               dropout=P_DROP)
+    with torch.no_grad():
+        expected = reference.train()(x)          # deterministic: the sublayers give 0
+        got = chk.call(case, _in_train_mode(), learner.train(), x)
+    chk.compare(case, say("train-mode output", "训练模式下的输出"), got, expected, variants=[
+        (say("dropout is applied to the residual stream (x itself is dropped, e.g. "
+             "dropout(x + attn(...))); only the sublayer outputs may be dropped",
+             "dropout 作用在了残差流上（x 本身被随机置零，例如 dropout(x + attn(...))）；"
+             "只能对子层的输出做 dropout"),
+         lambda: torch.where(got == 0, torch.zeros_like(expected),
+                             expected / (1 - P_DROP)))],
+        hint=say("dropout belongs inside the sublayers; x + sublayer(x) must keep x intact",
+                 "dropout 应放在子层内部；x + sublayer(x) 必须让 x 保持原样"))
+
+
+def _dropout_acts_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor) -> None:
+    """Pre-LN, dropout=P_DROP: the train-mode output differs from the eval-mode one."""
+    case = say(f"pre-LN, x (2, 6, {D}), dropout={P_DROP}, train mode: dropout must act",
+               f"pre-LN，x (2, 6, {D})，dropout={P_DROP}，训练模式：dropout 必须起作用")
+    learner, reference = _pair(chk, cls, gen, case, pre_ln=True, dropout=P_DROP)
+    with torch.no_grad():
+        out_eval = learner.eval()(x)
+        out_train = chk.call(case, _in_train_mode(), learner.train(), x)
+    if torch.allclose(out_train, out_eval):
+        chk.fail(case, say(f"with dropout={P_DROP} the train-mode output equals the "
+                           "eval-mode output",
+                           f"dropout={P_DROP} 时，训练模式的输出与评估模式的输出相同"),
+                 looks_like=say("dropout is never applied (the dropout argument is "
+                                "not passed on to the attention and the MLP)",
+                                "随机失活（dropout）从未生效（dropout 参数没有传给注意力"
+                                "和 MLP）"))
 
 
 def _no_shared_norm(chk, case, learner) -> None:

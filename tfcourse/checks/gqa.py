@@ -7,7 +7,8 @@ import torch
 
 from ..language import say
 from ..nn.attention import MultiHeadAttention, repeat_kv, scaled_dot_product_attention
-from ._harness import Checker, randomize_
+from ._harness import Checker
+from ._parameters import randomize_
 
 
 def _hint() -> str:

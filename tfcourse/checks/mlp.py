@@ -10,15 +10,9 @@ import torch.nn.functional as F
 from ..language import say
 from ..nn import mlp as reference_mlp
 from .cases import case_int
-from ._harness import (
-    Checker,
-    build,
-    describe_call,
-    inplace_case,
-    load_reference,
-    module_case,
-    randomize_,
-)
+from ._harness import Checker, describe_call
+from ._module_cases import inplace_case, module_case
+from ._parameters import build, load_reference, randomize_
 
 D = 16
 P_DROP = 0.5

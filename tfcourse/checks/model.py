@@ -13,7 +13,9 @@ from ..nn.block import TransformerBlock
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 from ..nn.norms import LayerNorm
-from ._harness import Checker, backward_case, build, describe_call, load_reference, randomize_
+from ._harness import Checker, describe_call
+from ._module_cases import backward_case
+from ._parameters import build, load_reference, randomize_
 
 # Small enough for a fraction of a second on a CPU; full-length inputs exercise every position.
 GPT_CONFIGS = (

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ..language import say
 from ..nn import norms as reference_norms
-from ._harness import Checker, build, inplace_case, load_reference, module_case, randomize_
+from ._harness import Checker
+from ._module_cases import inplace_case, module_case
+from ._parameters import build, load_reference, randomize_
 
 D = 16
 
