@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tfcourse import __version__, cli, doctor
+from tfcourse import __version__, cli, doctor, doctor_jupyter
 
 
 def _run(capsys, root=None) -> tuple[int, str]:
@@ -58,7 +58,7 @@ def test_wrong_major_versions_are_failures(monkeypatch):
 
 
 def test_missing_widget_frontend(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(doctor, "_labextension_dirs", lambda: [tmp_path])
+    monkeypatch.setattr(doctor_jupyter, "_labextension_dirs", lambda: [tmp_path])
     status, out = _run(capsys)
     assert status == 1
     assert "@jupyter-widgets/jupyterlab-manager is not installed" in out
@@ -73,8 +73,8 @@ def test_kernel_from_the_wrong_environment(monkeypatch, tmp_path):
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     spec = SimpleNamespace(argv=[str(fake), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
                            resource_dir=str(tmp_path))
-    monkeypatch.setattr(doctor, "_kernel_spec", lambda: spec)
-    (finding,) = doctor.check_kernel()
+    monkeypatch.setattr(doctor_jupyter, "_kernel_spec", lambda: spec)
+    (finding,) = doctor_jupyter.check_kernel()
     assert finding.status == "FAIL"
     assert "cannot import tfcourse" in finding.detail and "wrong environment" in finding.detail
     assert "ipykernel install" in finding.fix
@@ -83,8 +83,8 @@ def test_kernel_from_the_wrong_environment(monkeypatch, tmp_path):
 def test_kernel_that_does_not_start(monkeypatch, tmp_path):
     spec = SimpleNamespace(argv=[str(tmp_path / "missing-python"), "-m", "ipykernel_launcher"],
                            resource_dir=str(tmp_path))
-    monkeypatch.setattr(doctor, "_kernel_spec", lambda: spec)
-    (finding,) = doctor.check_kernel()
+    monkeypatch.setattr(doctor_jupyter, "_kernel_spec", lambda: spec)
+    (finding,) = doctor_jupyter.check_kernel()
     assert finding.status == "FAIL" and "missing-python" in finding.detail
 
 

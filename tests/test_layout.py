@@ -140,7 +140,8 @@ def module_level_cycle(package: Path) -> list[str] | None:
 
 def test_the_top_level_holds_only_the_public_face_and_the_commands():
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "cli.py", "demo.py", "doctor.py", "files.py",
+    assert top == ["__init__.py", "__main__.py", "cli.py", "demo.py", "doctor.py",
+                   "doctor_jupyter.py", "files.py",
                    "fonts.py",
                    "language.py", "runtime.py", "screen.py"]
     wings = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
