@@ -2,7 +2,8 @@
 
 ``module_case`` compares a forward pass and, through ``backward_case``, the gradients of the
 input and of every parameter (under the learner's layout, see ``_parameters.adapt_layout``);
-``inplace_case`` fails a module that modifies its input.
+``inplace_case`` fails a module that modifies its input; ``eval_dropout_case`` one whose
+dropout still acts in eval mode.
 """
 
 from __future__ import annotations
@@ -86,3 +87,23 @@ def inplace_case(chk: Checker, case: str, modules: Iterable[nn.Module], x: torch
         with torch.no_grad():
             chk.call(case, say("calling your module", "调用你的模块"), module, x_seen)
         chk.unchanged(case, "x", x, x_seen)
+
+
+def eval_dropout_case(chk: Checker, case: str, learner: nn.Module, reference: nn.Module,
+                      x: torch.Tensor, variants: Iterable[Variant], *, calling: str) -> None:
+    """A module built with dropout, in eval mode: two calls on ``x`` agree (dropout does
+    nothing) and match the reference. ``calling``: what the message calls the learner's
+    call ("calling your block")."""
+    with torch.no_grad():
+        first = chk.call(case, calling, learner, x)
+        second = chk.call(case, calling, learner, x)
+        if isinstance(first, torch.Tensor) and not torch.equal(first, second):
+            chk.fail(case, say("two eval-mode calls gave different outputs",
+                               "评估模式下两次调用给出了不同的输出"),
+                     looks_like=say("dropout is active in eval mode: F.dropout(x, p) defaults to "
+                                    "training=True; use nn.Dropout, or F.dropout(x, p, "
+                                    "training=self.training)",
+                                    "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, p) 默认 "
+                                    "training=True；请改用 nn.Dropout，或 F.dropout(x, p, "
+                                    "training=self.training)"))
+        chk.compare(case, say("output", "输出"), first, reference(x), variants=variants)

@@ -9,7 +9,7 @@ import torch
 from ..language import say
 from ..nn import block as reference_block
 from ._harness import Checker, describe_call
-from ._module_cases import inplace_case, module_case
+from ._module_cases import eval_dropout_case, inplace_case, module_case
 from ._parameters import build, load_reference, randomize_
 from .mlp import _feedforward_width
 
@@ -216,20 +216,8 @@ def _dropout_eval_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor,
                f"do nothing",
                f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，评估模式：dropout 必须不起作用")
     learner, reference = _pair(chk, cls, gen, case, pre_ln=pre_ln, dropout=P_DROP)
-    with torch.no_grad():
-        first = chk.call(case, say("calling your block", "调用你的块"), learner, x)
-        second = chk.call(case, say("calling your block", "调用你的块"), learner, x)
-        if isinstance(first, torch.Tensor) and not torch.equal(first, second):
-            chk.fail(case, say("two eval-mode calls gave different outputs",
-                               "评估模式下两次调用给出了不同的输出"),
-                     looks_like=say("dropout is active in eval mode: F.dropout(x, p) "
-                                    "defaults to training=True; use nn.Dropout, or "
-                                    "F.dropout(x, p, training=self.training)",
-                                    "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, "
-                                    "p) 默认 training=True；请改用 nn.Dropout，或 "
-                                    "F.dropout(x, p, training=self.training)"))
-        chk.compare(case, say("output", "输出"), first, reference(x),
-                    variants=_block_variants(reference, x))
+    eval_dropout_case(chk, case, learner, reference, x, _block_variants(reference, x),
+                      calling=say("calling your block", "调用你的块"))
 
 
 def _in_train_mode() -> str:

@@ -11,7 +11,7 @@ from ..language import say
 from ..nn import mlp as reference_mlp
 from .cases import case_int
 from ._harness import Checker, describe_call
-from ._module_cases import inplace_case, module_case
+from ._module_cases import eval_dropout_case, inplace_case, module_case
 from ._parameters import build, load_reference, randomize_
 
 D = 16
@@ -133,7 +133,8 @@ def _check_mlp(chk: Checker, pair, gen, variants, first_layer: str,
                f"x (2, 5, {D})，dropout={P_DROP}，评估模式：dropout 必须不起作用")
     learner, reference = pair(case, dropout=P_DROP)
     x = chk.randn(gen, 2, 5, D)
-    _eval_dropout_case(chk, case, learner, reference, x, variants(reference, x))
+    eval_dropout_case(chk, case, learner, reference, x, variants(reference, x),
+                      calling=say("calling your module", "调用你的模块"))
     chk.ok()
 
     case = say(f"x (2, 5, {D}), dropout={P_DROP}, train mode: dropout acts on the output",
@@ -144,22 +145,6 @@ def _check_mlp(chk: Checker, pair, gen, variants, first_layer: str,
 
 def _default_bias(name: str) -> bool:
     return name != "SwiGLU"
-
-
-def _eval_dropout_case(chk: Checker, case: str, learner, reference, x, variants) -> None:
-    with torch.no_grad():
-        first = chk.call(case, say("calling your module", "调用你的模块"), learner, x)
-        second = chk.call(case, say("calling your module", "调用你的模块"), learner, x)
-        if isinstance(first, torch.Tensor) and not torch.equal(first, second):
-            chk.fail(case, say("two eval-mode calls gave different outputs",
-                               "评估模式下两次调用给出了不同的输出"),
-                     looks_like=say("dropout is active in eval mode: F.dropout(x, p) defaults to "
-                                    "training=True; use nn.Dropout, or F.dropout(x, p, "
-                                    "training=self.training)",
-                                    "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, p) 默认 "
-                                    "training=True；请改用 nn.Dropout，或 F.dropout(x, p, "
-                                    "training=self.training)"))
-        chk.compare(case, say("output", "输出"), first, reference(x), variants=variants)
 
 
 def _dropout_on_output_case(chk: Checker, case: str, learner, x, first_layer: str) -> None:
