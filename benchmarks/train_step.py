@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from _bench import parser, setup
 
 import tfcourse as tc
-from _bench import parser, setup
 
 TARGET = 0.80
 

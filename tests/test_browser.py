@@ -17,6 +17,7 @@ downloaded: Playwright drives the system browser.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -35,8 +36,8 @@ import nbformat
 import pytest
 
 from tfcourse.course import launch
-from tfcourse.course.stubs import stub_message
 from tfcourse.course.site import build_site
+from tfcourse.course.stubs import stub_message
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.notebooks]
 
@@ -174,10 +175,8 @@ class Lab:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
         else:   # kernels are in the server's group; make sure none outlives it
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.log.close()
 
 

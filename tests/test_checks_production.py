@@ -18,7 +18,7 @@ from tfcourse.lab.production import attend_with_cache, fuse_qkv
 def _fuse(order=(0, 1, 2), dim=0, bias=True, transpose=False):
     def fn(q, k, v):
         layers = [(q, k, v)[i] for i in order]
-        weights = [l.weight.t() if transpose else l.weight for l in layers]
+        weights = [layer.weight.t() if transpose else layer.weight for layer in layers]
         d_out, d_in = q.weight.shape
         fused = nn.Linear(d_in, 3 * d_out, bias=bias and q.bias is not None)
         with torch.no_grad():
@@ -28,7 +28,7 @@ def _fuse(order=(0, 1, 2), dim=0, bias=True, transpose=False):
             else:
                 fused.weight.copy_(w)
             if fused.bias is not None:
-                fused.bias.copy_(torch.cat([l.bias for l in layers]))
+                fused.bias.copy_(torch.cat([layer.bias for layer in layers]))
         return fused
     return fn
 
@@ -41,8 +41,8 @@ def test_fuse_qkv_reference_and_alternative_pass(capsys):
         fused = nn.Linear(q.in_features, 3 * q.out_features)
         with torch.no_grad():
             fused.weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
-            fused.bias.copy_(torch.cat([l.bias if l.bias is not None else torch.zeros(q.out_features)
-                                        for l in (q, k, v)]))
+            fused.bias.copy_(torch.cat([layer.bias if layer.bias is not None
+                                        else torch.zeros(q.out_features) for layer in (q, k, v)]))
         return fused
 
     passes(check_fuse_qkv, zero_bias, capsys, "fuse_qkv")

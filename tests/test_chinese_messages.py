@@ -9,6 +9,9 @@ import copy
 import re
 
 import pytest
+from test_grade import SOLUTIONS, learner, solution  # noqa: F401 - fixtures
+from test_train_cli import BASE
+from test_train_preflight import _resume, refused
 
 from tfcourse import cli, language
 from tfcourse.course import notebook_format
@@ -17,10 +20,6 @@ from tfcourse.course.grade import grade, grade_notebook
 from tfcourse.course.gradescope import results
 from tfcourse.course.judge import ExerciseResult, NotebookGrade
 from tfcourse.course.report import format_report
-
-from test_grade import SOLUTIONS, learner, solution  # noqa: F401 - fixtures
-from test_train_cli import BASE
-from test_train_preflight import _resume, refused
 
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
 

@@ -24,8 +24,8 @@ from tfcourse.course.build import (
     solve,
     validate_solution,
 )
-from tfcourse.course.stubs import is_stub_message, stub_message
 from tfcourse.course.sanitize import SANITIZE_PATTERNS, find_machine_paths, nbval_config, sanitize
+from tfcourse.course.stubs import is_stub_message, stub_message
 
 TESTS = Path(__file__).parent
 FIXTURE_SOLUTIONS = TESTS / "fixtures" / "solutions"
@@ -133,7 +133,7 @@ def test_stub_without_hint_raises_naming_the_exercise():
     stub = make_stub(FUNCTION, "Alice's mask")
     assert "# Hint" not in stub
     namespace = {}
-    exec(compile(stub, "<stub>", "exec"), namespace)  # noqa: S102 - our own generated code
+    exec(compile(stub, "<stub>", "exec"), namespace)
     with pytest.raises(NotImplementedError, match="Exercise 'Alice's mask': replace this line"):
         namespace["causal_mask"](3)
 

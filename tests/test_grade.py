@@ -307,7 +307,7 @@ def test_find_solution_by_name_by_contained_name_and_by_against(tmp_path):
     assert find_solution(tmp_path / "alice_99_fixture (1).ipynb", SOLUTIONS) == FIXTURE
     assert find_solution(tmp_path / "anything.ipynb", SOLUTIONS, against="99_fixture") == FIXTURE
     assert find_solution(tmp_path / "x.ipynb", SOLUTIONS, against="99_fixture.ipynb") == FIXTURE
-    with pytest.raises(ValueError, match="no solution notebook for other.ipynb"):
+    with pytest.raises(ValueError, match=r"no solution notebook for other\.ipynb"):
         find_solution(tmp_path / "other.ipynb", SOLUTIONS)
 
 
@@ -329,7 +329,7 @@ def test_the_submission_cannot_choose_its_answer_key(tmp_path, solution):
     assert find_solution(path, SOLUTIONS) == FIXTURE
     learner.metadata["tfcourse"]["notebook"] = "../" + key.stem
     notebook_format.write_notebook(learner, tmp_path / "homework.ipynb")
-    with pytest.raises(ValueError, match="no solution notebook for homework.ipynb"):
+    with pytest.raises(ValueError, match=r"no solution notebook for homework\.ipynb"):
         find_solution(tmp_path / "homework.ipynb", SOLUTIONS)
 
 

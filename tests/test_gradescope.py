@@ -225,7 +225,7 @@ def test_several_notebooks_sum_and_round_trip_through_json(grades, tmp_path):
 def test_points_that_json_cannot_hold_are_refused(grades, tmp_path):
     grade = grades["passing"]
     grade.exercises[0].points = float("inf")
-    with pytest.raises(ValueError, match="LayerNorm.*finite"):
+    with pytest.raises(ValueError, match=r"LayerNorm.*finite"):
         write_results([grade], tmp_path / "results.json")
     assert not (tmp_path / "results.json").exists()
 
@@ -251,9 +251,9 @@ def test_the_zip_holds_the_scripts_the_package_and_one_solution_in_both_editions
     # The notebook's solution and its Chinese edition (a Chinese submission's answer key).
     assert [n for n in infos if n.startswith("solutions/")] == [
         f"solutions/{NAME}.ipynb", f"solutions/zh/{NAME}.ipynb"]
-    assert not [n for n in infos if "__pycache__" in n or n.endswith(".pyc") or "/" not in n
+    assert not [n for n in infos if "__pycache__" in n or n.endswith(".pyc") or ("/" not in n
                 and n not in ("setup.sh", "run_autograder", "pyproject.toml", "README.md",
-                              "grading-secret")]
+                              "grading-secret"))]
     assert f"NAME={NAME}\n" in script and "--against \"$NAME\"" in script
     assert "--solutions \"$ROOT/source/solutions\"" in script
     # The grading secret travels in the zip, readable by the grader's user only; the sandbox

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tfcourse import checks
-from tfcourse.course.stubs import stub_message
 from tfcourse.course.run import kernel_env, run_notebook
+from tfcourse.course.stubs import stub_message
 
 
 class Indexes(torch.nn.Module):
@@ -84,6 +84,6 @@ def test_only_a_jupyter_kernel_lets_a_stub_pass_as_run(monkeypatch):
 
     for kernel, installed in [(None, []), (object(), [(NotImplementedError,)])]:
         shell = Shell(kernel)
-        monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+        monkeypatch.setattr(IPython, "get_ipython", lambda shell=shell: shell)
         runtime._learners_screen()
         assert shell.handled == installed

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_mutants import LearnerBlock, TorchPartsBlock
 from torch import nn
 
 import tfcourse as tc
@@ -18,7 +19,6 @@ from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.restamp import restamp
 from tfcourse.course.sealed.session import grade_exercise
-from test_mutants import LearnerBlock, TorchPartsBlock
 
 
 class SharedNormBlock(LearnerBlock):

@@ -59,7 +59,7 @@ def test_a_layer_called_directly_rejects_the_wrong_width(name):
 
 @pytest.mark.parametrize("name", LAYERS)
 def test_a_layer_called_directly_rejects_integer_input(name):
-    with pytest.raises(TypeError, match="floating-point.*torch.int64"):
+    with pytest.raises(TypeError, match=r"floating-point.*torch\.int64"):
         LAYERS[name]()(torch.ones(2, 3, D, dtype=torch.long))
 
 

@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 
 from tfcourse.course import notebook_format
+from tfcourse.course.build import build, fill_in, make_learner, solve
 from tfcourse.course.grade import grade
 from tfcourse.course.judge import comparable
 from tfcourse.course.run import grading_env, kernel_env, run_notebook
 from tfcourse.course.sealed.session import Setup
-from tfcourse.course.build import build, fill_in, make_learner, solve
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -55,7 +57,7 @@ def test_all_heads_view_has_a_colorbar_and_tick_labels_that_do_not_overlap(token
     y_labels = [_tick_boxes(fig, ax, "y") for ax in heads]
     assert y_labels[0] and not any(y_labels[1:]), "query labels once, left of the first head"
     # No label reaches into the heatmap on its left.
-    for left, right in zip(heads, heads[1:]):
+    for left, right in itertools.pairwise(heads):
         image_right_edge = left.get_window_extent(fig.canvas.get_renderer()).x1
         assert all(box.x0 >= image_right_edge for box in _tick_boxes(fig, right, "x"))
     for ax in heads:                                # every head's labels are cut short

@@ -250,9 +250,9 @@ def test_a_full_disk_keeps_the_old_files_and_says_so(tmp_path, monkeypatch):
     old_csv.write_text("old grades\n")
     old_json.write_text("{}\n")
     _full_disk(monkeypatch)
-    with pytest.raises(OSError, match="could not write the CSV .*grades.csv: No space left"):
+    with pytest.raises(OSError, match=r"could not write the CSV .*grades\.csv: No space left"):
         write_csv(grades, old_csv)
-    with pytest.raises(OSError, match="results.json: No space left"):
+    with pytest.raises(OSError, match=r"results\.json: No space left"):
         write_results(grades, old_json)
     problems = write_outputs(grades, csv=old_csv, gradescope=old_json)
     assert len(problems) == 2 and all("No space left" in p and "\n" not in p for p in problems)

@@ -21,8 +21,7 @@ from tfcourse.course.build import make_learner, solve
 from tfcourse.course.grade import grade
 from tfcourse.course.restamp import restamp
 from tfcourse.course.run import grading_env
-from tfcourse.course.sealed import pool, protocol
-from tfcourse.course.sealed import proxy, session
+from tfcourse.course.sealed import pool, protocol, proxy, session
 from tfcourse.course.sealed.session import Setup, cells_for, check_calls, grade_exercise
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,7 +135,7 @@ def _rmsnorm_replaced(solution, source, extra=None):
 
 
 def test_the_worker_rebuilds_only_course_and_torch_modules():
-    with pytest.raises(protocol.ProtocolError, match="not a module of torch.nn or the course"):
+    with pytest.raises(protocol.ProtocolError, match=r"not a module of torch\.nn or the course"):
         protocol.decode({"$module": "os:system", "init": {"$dict": {}}}, {},
                         dataclasses_from_tfcourse=True)
     linear = torch.nn.Linear(3, 2)

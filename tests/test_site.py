@@ -17,9 +17,8 @@ import posixpath
 import re
 import threading
 import time
-from pathlib import Path
-
 import zipfile
+from pathlib import Path
 
 import nbformat
 import pytest

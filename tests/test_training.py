@@ -1,5 +1,6 @@
 """The training loop: schedule, optimizer groups, loss, determinism, resume, the lr check."""
 
+import itertools
 import math
 
 import pytest
@@ -7,8 +8,8 @@ import torch
 
 import tfcourse as tc
 from tfcourse.checks import check_lr_schedule
-from tfcourse.train.data import IGNORE_INDEX, MarkovChain
 from tfcourse.train.checkpoint import load_checkpoint, save_checkpoint
+from tfcourse.train.data import IGNORE_INDEX, MarkovChain
 from tfcourse.train.loop import History, TrainConfig, Trainer, evaluate, lm_loss, train
 from tfcourse.train.optim import configure_optimizer, lr_at
 
@@ -36,8 +37,8 @@ def test_lr_at_key_values():
 def test_lr_at_shape_of_the_curve():
     kw = dict(max_lr=3e-3, warmup_steps=10, total_steps=60, min_lr=3e-4)
     lrs = [lr_at(s, **kw) for s in range(70)]
-    assert all(a < b for a, b in zip(lrs[:10], lrs[1:11]))           # rises during warmup
-    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))           # never rises afterwards
+    assert all(a < b for a, b in itertools.pairwise(lrs[:11]))           # rises during warmup
+    assert all(a >= b for a, b in itertools.pairwise(lrs[10:]))           # never rises afterwards
     assert min(lrs) > 0
     # cosine, not linear: a quarter of the way into the decay it is above the straight line
     quarter = lr_at(10 + 50 // 4, **kw)
@@ -129,7 +130,7 @@ def test_check_lr_schedule_wrong_default_and_wrong_type():
         return lr_at(step, max_lr=max_lr, warmup_steps=warmup_steps, total_steps=total_steps,
                      min_lr=max_lr / 10 if min_lr is None else min_lr)
 
-    with pytest.raises(AssertionError, match="min_lr does not default to 0.0"):
+    with pytest.raises(AssertionError, match=r"min_lr does not default to 0\.0"):
         check_lr_schedule(default_tenth)
     with pytest.raises(AssertionError, match="expected a float"):
         check_lr_schedule(lambda step, **kw: "0.1")

@@ -8,14 +8,12 @@ import re
 from pathlib import Path
 
 import nbformat
-
 import pytest
+from test_generator import METHOD, code, tiny_solution
 
 from tfcourse import cli, language
 from tfcourse.course import glossary, notebook_format, translation
 from tfcourse.course.build import build, solve
-
-from test_generator import METHOD, code, tiny_solution
 
 FULL = {   # a complete translation of test_generator.tiny_solution()
     ("cell", "title"): "# 小例子",

@@ -19,8 +19,13 @@ from .nn.config import PRESETS, GPTConfig
 from .nn.mlp import FeedForward, SwiGLU, swiglu_hidden_dim
 from .nn.model import GPT
 from .nn.norms import LayerNorm, RMSNorm, make_norm
-from .nn.positional import (LearnedPositionalEmbedding, RotaryEmbedding, apply_rotary,
-                            rotary_cos_sin, sinusoidal_encoding)
+from .nn.positional import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    apply_rotary,
+    rotary_cos_sin,
+    sinusoidal_encoding,
+)
 from .runtime import default_device, fmt, seed_everything
 
 __version__ = "0.1.0"
@@ -50,10 +55,28 @@ def __getattr__(name):
 
 
 __all__ = [
-    "GPT", "GPTConfig", "PRESETS", "FeedForward", "KVCache", "LayerNorm",
-    "LearnedPositionalEmbedding", "MultiHeadAttention", "RMSNorm", "RotaryEmbedding", "SwiGLU",
-    "TransformerBlock", "TransformerStack", "apply_rotary", "causal_mask", "default_device", "fmt",
+    "GPT",
+    "PRESETS",
+    "FeedForward",
+    "GPTConfig",
+    "KVCache",
+    "LayerNorm",
+    "LearnedPositionalEmbedding",
+    "MultiHeadAttention",
+    "RMSNorm",
+    "RotaryEmbedding",
+    "SwiGLU",
+    "TransformerBlock",
+    "TransformerStack",
+    "__version__",
+    "apply_rotary",
+    "causal_mask",
+    "default_device",
+    "fmt",
     "make_norm",
-    "rotary_cos_sin", "scaled_dot_product_attention", "seed_everything", "sinusoidal_encoding",
-    "swiglu_hidden_dim", "__version__",
+    "rotary_cos_sin",
+    "scaled_dot_product_attention",
+    "seed_everything",
+    "sinusoidal_encoding",
+    "swiglu_hidden_dim",
 ]

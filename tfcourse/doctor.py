@@ -234,8 +234,12 @@ def check_chinese_font() -> list[Finding]:
 def collect(root: Path | None) -> list[Finding]:
     """Every finding, in report order."""
     # Imported here, not at the top: doctor_jupyter takes Finding and setup_fix from this module.
-    from .doctor_jupyter import (check_environment, check_kernel, check_notebooks,
-                                 check_widget_frontend)
+    from .doctor_jupyter import (
+        check_environment,
+        check_kernel,
+        check_notebooks,
+        check_widget_frontend,
+    )
 
     return (check_python() + check_torch() + check_packages() + check_environment(root)
             + check_kernel() + check_widget_frontend() + check_notebooks(root)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 
@@ -135,7 +136,6 @@ def _learners_screen() -> None:
         from .screen import install_stub_handler
 
         install_stub_handler(shell)
-        try:
+        # No inline backend: figures still show through pyplot.
+        with contextlib.suppress(Exception):
             shell.enable_matplotlib("inline")
-        except Exception:  # noqa: BLE001 - no inline backend: figures still show through pyplot
-            pass

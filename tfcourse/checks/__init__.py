@@ -15,6 +15,7 @@ one line (``tfcourse.screen``): the checks exported here are wrapped by ``learne
 
 # The imports below are re-exports, listed in the computed ``__all__`` at the end.
 # ruff: noqa: F401
+from ..screen import full_traceback, learner_facing
 from .attention import check_attention, check_causal_mask
 from .block import check_transformer_block
 from .cases import grading_cases
@@ -30,8 +31,6 @@ from .production import check_fuse_qkv, check_kv_cache_attention
 from .tokenizer import check_merge_pair, check_most_frequent_pair
 from .train_loop import check_train_loop
 from .training import check_lr_schedule
-
-from ..screen import full_traceback, learner_facing
 
 for _name in [name for name in dir() if name.startswith("check_")]:
     globals()[_name] = learner_facing(globals()[_name])

@@ -25,7 +25,7 @@ from ..language import say
 from ..runtime import default_device, fmt
 
 # Re-exported: checks import these from here.
-from ._compare import close, max_abs_diff, scaled_error, tolerances  # noqa: F401
+from ._compare import close, max_abs_diff, scaled_error, tolerances
 from ._environment import _disable_tf32, _restore_rng, _restore_tf32, _save_rng
 from ._torch_errors import likely_cause
 from .cases import case_seed

@@ -135,8 +135,8 @@ def _diagnose_names(missing, extra, wanted, mine, bias) -> str | None:
         for want in missing:
             same_shape = [n for n in extra if tuple(mine[n].shape) == tuple(wanted[want].shape)]
             leaf = want.rpartition(".")[2]
-            for same_leaf in (lambda n: n.rpartition(".")[2] == leaf,
-                              lambda n: _SYNONYMS.get(n.rpartition(".")[2]) == leaf):
+            for same_leaf in (lambda n, leaf=leaf: n.rpartition(".")[2] == leaf,
+                              lambda n, leaf=leaf: _SYNONYMS.get(n.rpartition(".")[2]) == leaf):
                 if len(same_shape) > 1:  # several fit: prefer the same leaf name, then a synonym
                     same_shape = [n for n in same_shape if same_leaf(n)] or same_shape
             if len(same_shape) != 1:

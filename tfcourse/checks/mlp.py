@@ -9,10 +9,10 @@ import torch.nn.functional as F
 
 from ..language import say
 from ..nn import mlp as reference_mlp
-from .cases import case_int
 from ._harness import Checker, describe_call
 from ._module_cases import eval_dropout_case, inplace_case, module_case
 from ._parameters import build, load_reference, randomize_
+from .cases import case_int
 
 D = 16
 P_DROP = 0.5
@@ -114,8 +114,8 @@ def _check_mlp(chk: Checker, pair, gen, variants, first_layer: str,
             (say(f"x (1, 1, {D}): batch 1, T=1", f"x (1, 1, {D})：批大小 1，T=1"), (1, 1, D))]):
         x = chk.randn(gen, *shape)
         module_case(chk, case, learner, reference, x, seed=seed,
-                    variants=lambda: variants(reference, x),
-                    near_misses=lambda: near_misses(reference, x))
+                    variants=lambda x=x: variants(reference, x),
+                    near_misses=lambda x=x: near_misses(reference, x))
         chk.ok()
 
     other_bias = not _default_bias(name)
@@ -126,7 +126,7 @@ def _check_mlp(chk: Checker, pair, gen, variants, first_layer: str,
         learner2, reference2 = pair(case, **kwargs)
         x = chk.randn(gen, 2, 5, D)
         module_case(chk, case, learner2, reference2, x, seed=seed,
-                    variants=lambda: variants(reference2, x))
+                    variants=lambda reference2=reference2, x=x: variants(reference2, x))
         chk.ok()
 
     case = say(f"x (2, 5, {D}), dropout={P_DROP}, eval mode: dropout must do nothing",

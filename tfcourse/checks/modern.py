@@ -9,8 +9,8 @@ import torch
 
 from ..language import say
 from ..nn.positional import apply_rotary, rotary_cos_sin, rotate_half
-from .cases import case_int
 from ._harness import Checker
+from .cases import case_int
 
 # ----------------------------------------------------------------------------- RoPE tables
 

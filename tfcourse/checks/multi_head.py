@@ -223,7 +223,7 @@ def check_first_head_weights(fn) -> None:
             if isinstance(got, torch.Tensor):
                 got = got.detach()
             chk.compare(case, say("head-0 weights tensor", "头 0 的权重张量"), got, expected,
-                        variants=[(label, lambda o=o: _head_weights(mha, x, **o))
+                        variants=[(label, lambda o=o, mha=mha, x=x: _head_weights(mha, x, **o))
                                   for label, o in _head_mistakes()],
                         hint=say("return a (B, T, T) tensor: index the head axis, e.g. [:, 0]",
                                  "返回形状为 (B, T, T) 的张量：在头这一维上取索引，例如 [:, 0]"))

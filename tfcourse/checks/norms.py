@@ -79,7 +79,8 @@ def _check_norm(chk: Checker, cls, reference_cls, default_eps: float, variants) 
             learner, reference = pair(case)
         x = chk.randn(gen, *shape, scale=scale)
         module_case(chk, case, learner, reference, x, seed=seed,
-                    variants=lambda: variants(reference, x, default_eps if eps is None else None))
+                    variants=lambda reference=reference, x=x, eps=eps:
+                        variants(reference, x, default_eps if eps is None else None))
         chk.ok()
 
 

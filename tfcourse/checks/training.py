@@ -9,8 +9,8 @@ import torch
 from ..language import say
 from ..runtime import fmt
 from ..train.optim import lr_at
-from .cases import case_int
 from ._harness import Checker
+from .cases import case_int
 
 
 def _cases():
@@ -111,7 +111,7 @@ def _hint() -> str:
 def _as_float(chk: Checker, case: str, step: int, value) -> float:
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+    if isinstance(value, bool) or (not isinstance(value, (int, float)) and not hasattr(value, "__float__")):
         chk.fail(case, say(f"at step {step} your function returned a {type(value).__name__}, "
                            f"expected a float",
                            f"第 {step} 步时你的函数返回了 {type(value).__name__}，应返回 float"),

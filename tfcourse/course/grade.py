@@ -30,7 +30,6 @@ from pathlib import Path
 
 from ..language import current, say, speaking
 from . import notebook_format
-from .stubs import is_stub_message
 from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
 from .restamp import restamp
 from .scan import Finding, scan
@@ -44,6 +43,7 @@ from .sealed.session import (
     checks_of,
     grade_exercises,
 )
+from .stubs import is_stub_message
 
 NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]*")
 

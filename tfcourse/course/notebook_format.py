@@ -29,7 +29,7 @@ sys.modules.setdefault("rfc3987_syntax", None)
 
 import nbformat  # noqa: E402
 
-from ..language import say
+from ..language import say  # noqa: E402
 
 EXERCISE_TAG = "exercise"
 CHECK_TAG = "check"
@@ -94,7 +94,7 @@ def read_notebook(path: str | Path, *, require_ids: bool = True) -> nbformat.Not
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
         # A file's content, not an argument's type: ValueError like every other bad file.
         message = f"{path}: not a notebook (expected a JSON object with a 'cells' list)"
-        raise ValueError(message)  # noqa: TRY004
+        raise ValueError(message)
     if require_ids:
         version = (raw.get("nbformat"), raw.get("nbformat_minor"))
         if version[0] != 4 or not isinstance(version[1], int) or version[1] < 5:

@@ -22,7 +22,7 @@ def is_remote(url: str) -> bool:
     "scheme" is a Windows drive."""
     url = re.sub(r"[\t\n\r]", "", url).strip().replace("\\", "/")
     scheme = urlsplit(url).scheme.lower()
-    return url.startswith("//") or len(scheme) > 1 and scheme not in ("data", "file", "blob")
+    return url.startswith("//") or (len(scheme) > 1 and scheme not in ("data", "file", "blob"))
 
 
 class _ResourceFinder(HTMLParser):

@@ -172,7 +172,7 @@ async def _run(nb, *, cwd, timeout, startup_timeout, launch) -> NotebookRun:
     result = NotebookRun()
     started = time.monotonic()
     code_cells = [(index, cell) for index, cell in enumerate(nb.cells) if cell.cell_type == "code"]
-    for cell_index, cell in code_cells:
+    for _, cell in code_cells:
         cell.outputs, cell.execution_count = [], None
     async with client.async_setup_kernel(**launch):
         give_up = None  # why the remaining cells are not run

@@ -133,7 +133,7 @@ def last_dim(x, d_model: int, name: str = "x") -> torch.Tensor:
 
 
 def seq_len(T: int, max_seq_len: int) -> int:
-    if T > max_seq_len:
+    if max_seq_len < T:
         raise ValueError(
             f"sequence length {T} exceeds max_seq_len={max_seq_len}; "
             f"crop the input or build the module with a larger max_seq_len"

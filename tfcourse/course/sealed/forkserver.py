@@ -39,6 +39,8 @@ import matplotlib
 import worker
 
 matplotlib.use("Agg")
+import contextlib
+
 import matplotlib.pyplot
 from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
@@ -95,10 +97,8 @@ def _sweep(clean: dict[str, tuple]) -> bool:
     say whether the sandbox is back to ``clean``."""
     deadline = time.monotonic() + SWEEP_SECONDS
     while _others():
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)     # atomic against fork: no process slips through
-        except ProcessLookupError:
-            pass
         while True:                         # orphans come to us (a subreaper): reap them
             try:
                 if os.waitpid(-1, os.WNOHANG)[0] == 0:
@@ -133,10 +133,8 @@ def _worker(fds: list[int], env: dict[str, str]) -> None:
     keep = {0, 1, 2, worker._CHANNEL_IN.fileno(), worker._CHANNEL_OUT.fileno()}
     for fd in map(int, os.listdir("/proc/self/fd")):
         if fd not in keep:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
     worker.serve()
 
 

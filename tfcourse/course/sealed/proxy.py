@@ -129,7 +129,7 @@ class Worker:
             error = reply["error"]
             if not isinstance(error, dict):
                 raise _broken("an error that is not an object", "错误信息不是一个对象")
-            kind = _BUILTIN_ERRORS.get(error.get("type"), None)
+            kind = _BUILTIN_ERRORS.get(error.get("type"))
             message = str(error.get("message", ""))
             if kind is None:
                 raise RuntimeError(f"{error.get('type')}: {message}")

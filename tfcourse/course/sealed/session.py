@@ -382,7 +382,7 @@ def grade_exercises(learner, solution, exercises: list[str], setup: Setup,
     with ThreadPoolExecutor(max_workers=max(1, len(retry))) as pool:
         alone = pool.map(lambda name: contexts[name].run(
             _session, learner, solution, [name], [name], setup, identity), retry)
-        for name, verdict in zip(retry, alone):
+        for verdict in alone:
             verdicts.update(verdict)
     return {name: verdicts[name] for name in exercises}
 

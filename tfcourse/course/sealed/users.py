@@ -21,6 +21,7 @@ There is no fork server: each worker imports torch afresh.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -84,11 +85,9 @@ def _in_use() -> set[int]:
             used.add(entry.stat().st_uid) if entry.name.isdigit() else None
         except OSError:
             continue
-    try:
+    with contextlib.suppress(OSError):
         used |= {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().split("\n")
                  if line.count(":") >= 3 and line.split(":")[2].isdigit()}
-    except OSError:
-        pass
     return used
 
 

@@ -26,9 +26,9 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # protocol.py beside us
 
-import protocol  # noqa: E402
-import torch  # noqa: E402
-from torch.overrides import TorchFunctionMode  # noqa: E402
+import protocol
+import torch
+from torch.overrides import TorchFunctionMode
 
 PACKAGE = "sealed"      # where the sealed tfcourse is unpacked, in the worker's folder
 
@@ -354,7 +354,7 @@ def take_channel(fd_in: int, fd_out: int) -> None:
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    sys.stdin = open(os.devnull)
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - the learner's stdin, open while the worker runs
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
 
