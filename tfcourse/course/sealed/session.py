@@ -207,8 +207,8 @@ def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup,
             fresh: bool = False):
     """A worker process for one session, not yet told anything. Under bubblewrap, it is
     forked by a server in the sandbox (``pool.py``; an idle one unless ``fresh``); else it
-    is a process of its own in ``folder``: as a fresh user (``users.py``), or unsealed.
-    Raises ``proxy.WorkerFailed``."""
+    is a process of its own in ``folder``: as a fresh user (``users.py``, which adds its
+    process limit to ``limits``), or unsealed. Raises ``proxy.WorkerFailed``."""
     if setup.sandbox == "bubblewrap":
         return pool.start(env, [*setup.hide, *graders_own()],
                           dict(env, HOME=pool.SESSION, TMPDIR="/tmp",
