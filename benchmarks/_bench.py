@@ -16,8 +16,11 @@ import tfcourse as tc
 
 def parser(description: str, *, repeats: int) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--device", default=None,
-                   help="cpu, cuda, mps (default: TFCOURSE_DEVICE, else cuda, else mps, else cpu)")
+    p.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda, mps (default: TFCOURSE_DEVICE, else cuda, else mps, else cpu)",
+    )
     p.add_argument("--repeats", type=int, default=repeats, help="timed calls per candidate")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--seed", type=int, default=0)
@@ -30,16 +33,24 @@ def setup(args) -> torch.device:
         torch.set_num_threads(args.threads)
     tc.seed_everything(args.seed)
     device = torch.device(args.device) if args.device else tc.default_device()
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
-    print(f"# torch {torch.__version__}, device {device} ({name}), "
-          f"{torch.get_num_threads()} CPU threads, {args.repeats} repeats, medians")
+    name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else platform.processor() or platform.machine()
+    )
+    print(
+        f"# torch {torch.__version__}, device {device} ({name}), "
+        f"{torch.get_num_threads()} CPU threads, {args.repeats} repeats, medians"
+    )
     return device
 
 
 def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> None:
     """Print ``rows`` as an aligned table; ``columns`` are ``(key, header, format)``."""
-    cells = [[format(row[key], fmt) if row[key] is not None else "-" for key, _, fmt in columns]
-             for row in rows]
+    cells = [
+        [format(row[key], fmt) if row[key] is not None else "-" for key, _, fmt in columns]
+        for row in rows
+    ]
     headers = [header for _, header, _ in columns]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
     print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))

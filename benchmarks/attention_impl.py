@@ -26,11 +26,34 @@ if __name__ == "__main__":
     device = setup(args)
     rows = []
     for T in args.lengths:
-        r = measure_attention_impls(T, batch=args.batch, n_heads=args.heads, head_dim=args.head_dim,
-                                    device=device, repeats=args.repeats, seed=args.seed)
-        rows.append({**r, **{k: format_seconds(r[f"{k}_s"]) for k in ("explicit", "sdpa_mask", "sdpa_causal")},
-                     "scores": format_bytes(r["scores_bytes"])})
-    table(rows, [("T", "T", "d"), ("explicit", "explicit", "s"), ("sdpa_mask", "sdpa+mask", "s"),
-                 ("sdpa_causal", "sdpa is_causal", "s"), ("speedup_sdpa_mask", "x (mask)", ".2f"),
-                 ("speedup_sdpa_causal", "x (is_causal)", ".2f"),
-                 ("max_diff_sdpa_causal", "max |diff|", ".1e"), ("scores", "explicit scores", "s")])
+        r = measure_attention_impls(
+            T,
+            batch=args.batch,
+            n_heads=args.heads,
+            head_dim=args.head_dim,
+            device=device,
+            repeats=args.repeats,
+            seed=args.seed,
+        )
+        rows.append(
+            {
+                **r,
+                **{
+                    k: format_seconds(r[f"{k}_s"]) for k in ("explicit", "sdpa_mask", "sdpa_causal")
+                },
+                "scores": format_bytes(r["scores_bytes"]),
+            }
+        )
+    table(
+        rows,
+        [
+            ("T", "T", "d"),
+            ("explicit", "explicit", "s"),
+            ("sdpa_mask", "sdpa+mask", "s"),
+            ("sdpa_causal", "sdpa is_causal", "s"),
+            ("speedup_sdpa_mask", "x (mask)", ".2f"),
+            ("speedup_sdpa_causal", "x (is_causal)", ".2f"),
+            ("max_diff_sdpa_causal", "max |diff|", ".1e"),
+            ("scores", "explicit scores", "s"),
+        ],
+    )

@@ -34,7 +34,18 @@ if __name__ == "__main__":
     rows = []
     for dtype in dtypes:
         r = measure_autocast(block, x, dtype=dtype, repeats=args.repeats)
-        rows.append({**r, "f32": format_seconds(r["float32_s"]), "low": format_seconds(r["autocast_s"])})
-    table(rows, [("dtype", "autocast", "s"), ("f32", "float32", "s"), ("low", "autocast", "s"),
-                 ("speedup", "speedup", ".2f"), ("output_dtype", "output dtype", "s"),
-                 ("rel_err", "rel. error", ".1e"), ("finite", "finite", "")])
+        rows.append(
+            {**r, "f32": format_seconds(r["float32_s"]), "low": format_seconds(r["autocast_s"])}
+        )
+    table(
+        rows,
+        [
+            ("dtype", "autocast", "s"),
+            ("f32", "float32", "s"),
+            ("low", "autocast", "s"),
+            ("speedup", "speedup", ".2f"),
+            ("output_dtype", "output dtype", "s"),
+            ("rel_err", "rel. error", ".1e"),
+            ("finite", "finite", ""),
+        ],
+    )

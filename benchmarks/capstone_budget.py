@@ -24,10 +24,16 @@ from tfcourse.train import capstone
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--factors", type=float, nargs="+", default=[0.5, 1.0, 2.0],
-                        help="multiples of the preset's steps (default: 0.5 1 2)")
-    parser.add_argument("--dropout", type=float, default=None,
-                        help="the model's dropout (default: the preset's)")
+    parser.add_argument(
+        "--factors",
+        type=float,
+        nargs="+",
+        default=[0.5, 1.0, 2.0],
+        help="multiples of the preset's steps (default: 0.5 1 2)",
+    )
+    parser.add_argument(
+        "--dropout", type=float, default=None, help="the model's dropout (default: the preset's)"
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
@@ -36,20 +42,33 @@ def main() -> int:
     device = torch.device(args.device)
     data = capstone.capstone_data()
     known = vocabulary(data.tokenizer.decode(data.train))
-    config = capstone.capstone_config(data) if args.dropout is None else \
-        capstone.capstone_config(data, dropout=args.dropout)
-    print(f"# capstone preset, {capstone.SCHEDULE['steps']} steps = 1x, dropout "
-          f"{config.dropout:g}; device {device}, {torch.get_num_threads()} threads")
+    config = (
+        capstone.capstone_config(data)
+        if args.dropout is None
+        else capstone.capstone_config(data, dropout=args.dropout)
+    )
+    print(
+        f"# capstone preset, {capstone.SCHEDULE['steps']} steps = 1x, dropout "
+        f"{config.dropout:g}; device {device}, {torch.get_num_threads()} threads"
+    )
     print(f"{'budget':>7} {'steps':>6} {'minutes':>8} {'val loss':>9} {'real words':>11}")
     for factor in args.factors:
         steps = max(1, round(factor * capstone.SCHEDULE["steps"]))
-        run = capstone.train_capstone(data, config, steps, device=device, eval_every=steps,
-                                      amp=device.type == "cuda")
+        run = capstone.train_capstone(
+            data, config, steps, device=device, eval_every=steps, amp=device.type == "cuda"
+        )
         loss = capstone.held_out_loss(run.model, data.val)
-        words = sum(real_word_fraction(capstone.write(run.model, data, 500, seed=seed), known)
-                    for seed in range(3)) / 3
-        print(f"{factor:>6g}x {steps:>6} {run.seconds / 60:>8.1f} {loss:>9.3f} {words:>10.0%}",
-              flush=True)
+        words = (
+            sum(
+                real_word_fraction(capstone.write(run.model, data, 500, seed=seed), known)
+                for seed in range(3)
+            )
+            / 3
+        )
+        print(
+            f"{factor:>6g}x {steps:>6} {run.seconds / 60:>8.1f} {loss:>9.3f} {words:>10.0%}",
+            flush=True,
+        )
     return 0
 
 

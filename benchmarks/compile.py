@@ -36,7 +36,12 @@ if __name__ == "__main__":
     print(f"{result.reason}: first call (compilation) {format_seconds(result.first_call_s)}")
     with torch.no_grad():
         diff = float((result.module(x) - block(x)).abs().max())
-        t = compare_times({"eager": lambda: block(x), "compiled": lambda: result.module(x)},
-                          repeats=args.repeats, device=device)
-    print(f"eager {format_seconds(t['eager'])}, compiled {format_seconds(t['compiled'])}, "
-          f"speedup eager/compiled {t['eager'] / t['compiled']:.2f}, max |diff| {diff:.1e}")
+        t = compare_times(
+            {"eager": lambda: block(x), "compiled": lambda: result.module(x)},
+            repeats=args.repeats,
+            device=device,
+        )
+    print(
+        f"eager {format_seconds(t['eager'])}, compiled {format_seconds(t['compiled'])}, "
+        f"speedup eager/compiled {t['eager'] / t['compiled']:.2f}, max |diff| {diff:.1e}"
+    )

@@ -52,18 +52,30 @@ def solved_copy(solution_path: Path, folder: Path, name: str) -> Path:
     return path
 
 
-def grade(paths: list[Path], jobs: int, against: str | None = None,
-          sandbox: str = "auto") -> tuple[float, list]:
-    command = [sys.executable, "-m", "tfcourse", "grade", *map(str, paths), "--json",
-               "--jobs", str(jobs), "--sandbox", sandbox] + (["--against", against] if against
-                                                             else [])
+def grade(
+    paths: list[Path], jobs: int, against: str | None = None, sandbox: str = "auto"
+) -> tuple[float, list]:
+    command = [
+        sys.executable,
+        "-m",
+        "tfcourse",
+        "grade",
+        *map(str, paths),
+        "--json",
+        "--jobs",
+        str(jobs),
+        "--sandbox",
+        sandbox,
+    ] + (["--against", against] if against else [])
     started = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
     grades = json.loads(result.stdout) if result.stdout.strip().startswith("[") else []
     if not grades or not all(g["ok"] for g in grades):
-        print(f"  warning: not every notebook passed (exit {result.returncode}): "
-              f"{result.stderr.strip()[-300:]}")
+        print(
+            f"  warning: not every notebook passed (exit {result.returncode}): "
+            f"{result.stderr.strip()[-300:]}"
+        )
     return seconds, grades
 
 
@@ -73,12 +85,19 @@ def main() -> int:
     parser.add_argument("--copies", type=int, default=100)
     parser.add_argument("--notebook", default="03_norms")
     parser.add_argument("--skip-single", action="store_true")
-    parser.add_argument("--sandbox", default="auto", choices=("auto", "bubblewrap", "users"),
-                        help="tfcourse grade's --sandbox (users: as root, a fresh user per "
-                             "worker, without fork servers)")
+    parser.add_argument(
+        "--sandbox",
+        default="auto",
+        choices=("auto", "bubblewrap", "users"),
+        help="tfcourse grade's --sandbox (users: as root, a fresh user per "
+        "worker, without fork servers)",
+    )
     args = parser.parse_args()
-    graded = [p for p in sorted((ROOT / "solutions").glob("*.ipynb"))
-              if any(notebook_format.is_exercise(c) for c in notebook_format.read_notebook(p).cells)]
+    graded = [
+        p
+        for p in sorted((ROOT / "solutions").glob("*.ipynb"))
+        if any(notebook_format.is_exercise(c) for c in notebook_format.read_notebook(p).cells)
+    ]
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         learner = [solved_copy(p, folder, p.name) for p in graded]
@@ -91,28 +110,39 @@ def main() -> int:
                 total = sum(len(g["exercises"]) for g in grades)
                 times.append(seconds)
                 own += [g["seconds"] for g in grades]
-                print(f"   {path.stem:28s} {seconds:6.1f} s command, "
-                      f"{grades[0]['seconds'] if grades else float('nan'):5.1f} s grading "
-                      f"({sealed}/{total} exercises sealed)")
-            print(f"   median {statistics.median(times):.1f} s per command, "
-                  f"{statistics.median(own):.1f} s of grading per notebook, each with a cold "
-                  f"start")
+                print(
+                    f"   {path.stem:28s} {seconds:6.1f} s command, "
+                    f"{grades[0]['seconds'] if grades else float('nan'):5.1f} s grading "
+                    f"({sealed}/{total} exercises sealed)"
+                )
+            print(
+                f"   median {statistics.median(times):.1f} s per command, "
+                f"{statistics.median(own):.1f} s of grading per notebook, each with a cold "
+                f"start"
+            )
         seconds, _ = grade(learner, args.jobs, sandbox=args.sandbox)
-        print(f"2. one learner's {len(learner)} graded notebooks, --jobs {args.jobs}: "
-              f"{seconds:.1f} s (target <= 45 s)")
+        print(
+            f"2. one learner's {len(learner)} graded notebooks, --jobs {args.jobs}: "
+            f"{seconds:.1f} s (target <= 45 s)"
+        )
         class_folder = folder / "class"
         class_folder.mkdir()
         source = ROOT / "solutions" / f"{args.notebook}.ipynb"
-        copies = [solved_copy(source, class_folder, f"learner{i:03d}_{args.notebook}.ipynb")
-                  for i in range(args.copies)]
-        seconds, grades = grade([class_folder], args.jobs, against=args.notebook,
-                                 sandbox=args.sandbox)
+        copies = [
+            solved_copy(source, class_folder, f"learner{i:03d}_{args.notebook}.ipynb")
+            for i in range(args.copies)
+        ]
+        seconds, grades = grade(
+            [class_folder], args.jobs, against=args.notebook, sandbox=args.sandbox
+        )
         passed = sum(g["ok"] for g in grades)
-        print(f"3. {len(copies)} submissions of {args.notebook}, --jobs {args.jobs}: "
-              f"{seconds:.1f} s (target for 100: <= 180 s); {passed}/{len(copies)} passed; "
-              f"median {statistics.median(g['seconds'] for g in grades):.1f} s of grading per "
-              f"notebook (target <= 3 s), {seconds * args.jobs / len(copies):.1f} s per notebook "
-              f"per core (target <= 3 s)")
+        print(
+            f"3. {len(copies)} submissions of {args.notebook}, --jobs {args.jobs}: "
+            f"{seconds:.1f} s (target for 100: <= 180 s); {passed}/{len(copies)} passed; "
+            f"median {statistics.median(g['seconds'] for g in grades):.1f} s of grading per "
+            f"notebook (target <= 3 s), {seconds * args.jobs / len(copies):.1f} s per notebook "
+            f"per core (target <= 3 s)"
+        )
     return 0
 
 

@@ -25,21 +25,53 @@ if __name__ == "__main__":
     p.add_argument("--heads", type=int, default=4)
     args = p.parse_args()
     device = setup(args)
-    config = tc.GPTConfig.preset("tiny", vocab_size=256, max_seq_len=args.prompt + max(args.new_tokens),
-                                 d_model=args.d_model, n_layers=args.layers, n_heads=args.heads)
+    config = tc.GPTConfig.preset(
+        "tiny",
+        vocab_size=256,
+        max_seq_len=args.prompt + max(args.new_tokens),
+        d_model=args.d_model,
+        n_layers=args.layers,
+        n_heads=args.heads,
+    )
     model = tc.GPT(config).to(device).eval()
-    prompt = torch.randint(0, 256, (1, args.prompt), generator=torch.Generator().manual_seed(args.seed)).to(device)
-    print(f"# GPT: {args.layers} layers, D={args.d_model}, prompt {args.prompt} tokens, "
-          f"{model.num_params():,} parameters")
+    prompt = torch.randint(
+        0, 256, (1, args.prompt), generator=torch.Generator().manual_seed(args.seed)
+    ).to(device)
+    print(
+        f"# GPT: {args.layers} layers, D={args.d_model}, prompt {args.prompt} tokens, "
+        f"{model.num_params():,} parameters"
+    )
     rows = []
     for n in args.new_tokens:
-        same = torch.equal(model.generate(prompt, n, temperature=0),
-                           model.generate(prompt, n, temperature=0, use_cache=True))
-        t = compare_times({"no_cache": lambda n=n: model.generate(prompt, n, temperature=0),
-                           "cache": lambda n=n: model.generate(prompt, n, temperature=0,
-                                                               use_cache=True)},
-                          repeats=args.repeats, warmup=1, device=device)
-        rows.append({"n": n, "no_cache": format_seconds(t["no_cache"]), "cache": format_seconds(t["cache"]),
-                     "speedup": t["no_cache"] / t["cache"], "same": str(same)})
-    table(rows, [("n", "new tokens", "d"), ("no_cache", "no cache", "s"), ("cache", "KV cache", "s"),
-                 ("speedup", "speedup", ".2f"), ("same", "same tokens", "s")])
+        same = torch.equal(
+            model.generate(prompt, n, temperature=0),
+            model.generate(prompt, n, temperature=0, use_cache=True),
+        )
+        t = compare_times(
+            {
+                "no_cache": lambda n=n: model.generate(prompt, n, temperature=0),
+                "cache": lambda n=n: model.generate(prompt, n, temperature=0, use_cache=True),
+            },
+            repeats=args.repeats,
+            warmup=1,
+            device=device,
+        )
+        rows.append(
+            {
+                "n": n,
+                "no_cache": format_seconds(t["no_cache"]),
+                "cache": format_seconds(t["cache"]),
+                "speedup": t["no_cache"] / t["cache"],
+                "same": str(same),
+            }
+        )
+    table(
+        rows,
+        [
+            ("n", "new tokens", "d"),
+            ("no_cache", "no cache", "s"),
+            ("cache", "KV cache", "s"),
+            ("speedup", "speedup", ".2f"),
+            ("same", "same tokens", "s"),
+        ],
+    )

@@ -30,16 +30,40 @@ if __name__ == "__main__":
     device = setup(args)
     rows = []
     for T in args.lengths:
-        r = measure_mask_buffer(T, d_model=args.d_model, n_heads=args.heads, device=device,
-                                repeats=args.repeats, seed=args.seed)
-        rows.append({**r, "mask_b": format_seconds(r["mask_buffer_s"]),
-                     "mask_p": format_seconds(r["mask_per_call_s"]),
-                     "fwd_b": format_seconds(r["forward_buffer_s"]),
-                     "fwd_p": format_seconds(r["forward_per_call_s"]),
-                     "mask_mem": format_bytes(r["mask_bytes"]), "scores_mem": format_bytes(r["scores_bytes"]),
-                     "peak_b": peak(r["peak_buffer_bytes"]), "peak_p": peak(r["peak_per_call_bytes"])})
-    table(rows, [("T", "T", "d"), ("mask_b", "mask: slice", "s"), ("mask_p", "mask: build", "s"),
-                 ("mask_speedup", "build/slice", ".0f"), ("fwd_b", "fwd: buffer", "s"),
-                 ("fwd_p", "fwd: per call", "s"), ("forward_speedup", "per-call/buffer", ".3f"),
-                 ("mask_mem", "mask bytes", "s"), ("scores_mem", "scores bytes", "s"),
-                 ("peak_b", "peak: buffer", "s"), ("peak_p", "peak: per call", "s")])
+        r = measure_mask_buffer(
+            T,
+            d_model=args.d_model,
+            n_heads=args.heads,
+            device=device,
+            repeats=args.repeats,
+            seed=args.seed,
+        )
+        rows.append(
+            {
+                **r,
+                "mask_b": format_seconds(r["mask_buffer_s"]),
+                "mask_p": format_seconds(r["mask_per_call_s"]),
+                "fwd_b": format_seconds(r["forward_buffer_s"]),
+                "fwd_p": format_seconds(r["forward_per_call_s"]),
+                "mask_mem": format_bytes(r["mask_bytes"]),
+                "scores_mem": format_bytes(r["scores_bytes"]),
+                "peak_b": peak(r["peak_buffer_bytes"]),
+                "peak_p": peak(r["peak_per_call_bytes"]),
+            }
+        )
+    table(
+        rows,
+        [
+            ("T", "T", "d"),
+            ("mask_b", "mask: slice", "s"),
+            ("mask_p", "mask: build", "s"),
+            ("mask_speedup", "build/slice", ".0f"),
+            ("fwd_b", "fwd: buffer", "s"),
+            ("fwd_p", "fwd: per call", "s"),
+            ("forward_speedup", "per-call/buffer", ".3f"),
+            ("mask_mem", "mask bytes", "s"),
+            ("scores_mem", "scores bytes", "s"),
+            ("peak_b", "peak: buffer", "s"),
+            ("peak_p", "peak: per call", "s"),
+        ],
+    )

@@ -30,11 +30,11 @@ from tfcourse.train.loop import train
 
 
 def verdict(final: float, floor: float, unigram: float) -> str:
-    """"diverged" (non-finite loss), "stuck" (no better than token frequencies),
+    """ "diverged" (non-finite loss), "stuck" (no better than token frequencies),
     "partial" (learned part of the chain) or "trained" (within a quarter of the way)."""
     if not math.isfinite(final):
         return "diverged"
-    fraction = (final - floor) / (unigram - floor)       # 0 at the floor, 1 at the unigram loss
+    fraction = (final - floor) / (unigram - floor)  # 0 at the floor, 1 at the unigram loss
     if fraction >= 0.9:
         return "stuck"
     return "partial" if fraction > 0.25 else "trained"
@@ -44,8 +44,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, nargs="+", default=[6, 12])
     parser.add_argument("--lrs", type=float, nargs="+", default=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1])
-    parser.add_argument("--warmups", type=int, nargs="+", default=[0, 30],
-                        help="warmup steps to try (0 = none)")
+    parser.add_argument(
+        "--warmups", type=int, nargs="+", default=[0, 30], help="warmup steps to try (0 = none)"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--d-model", type=int, default=32)
@@ -60,9 +61,21 @@ def main(argv=None) -> int:
 
     chain = MarkovChain(args.vocab_size, 4, seed=0)
     floor, unigram = chain.entropy_rate, chain.unigram_entropy
-    print(f"Markov chain: floor (entropy rate) {floor:.4f} nats, unigram entropy {unigram:.4f} nats")
-    header = ["layers", "ln", "warmup", "lr", "seed", "final_loss", "gap", "max_grad_norm",
-              "verdict", "seconds"]
+    print(
+        f"Markov chain: floor (entropy rate) {floor:.4f} nats, unigram entropy {unigram:.4f} nats"
+    )
+    header = [
+        "layers",
+        "ln",
+        "warmup",
+        "lr",
+        "seed",
+        "final_loss",
+        "gap",
+        "max_grad_norm",
+        "verdict",
+        "seconds",
+    ]
     print(" ".join(f"{h:>13}" for h in header))
     rows = []
     for n_layers in args.layers:
@@ -70,24 +83,50 @@ def main(argv=None) -> int:
             for lr in args.lrs:
                 for pre_ln in (True, False):
                     for seed in args.seeds:
-                        config = tc.GPTConfig(vocab_size=args.vocab_size, max_seq_len=args.seq_len,
-                                              n_layers=n_layers, n_heads=args.n_heads,
-                                              d_model=args.d_model, pre_ln=pre_ln)
+                        config = tc.GPTConfig(
+                            vocab_size=args.vocab_size,
+                            max_seq_len=args.seq_len,
+                            n_layers=n_layers,
+                            n_heads=args.n_heads,
+                            d_model=args.d_model,
+                            pre_ln=pre_ln,
+                        )
                         torch.manual_seed(seed)
                         model = tc.GPT(config)
                         start = time.perf_counter()
-                        history = train(model, chain, steps=args.steps, batch_size=args.batch_size,
-                                        seq_len=args.seq_len, max_lr=lr, warmup_steps=warmup,
-                                        seed=seed, eval_batches=1)
+                        history = train(
+                            model,
+                            chain,
+                            steps=args.steps,
+                            batch_size=args.batch_size,
+                            seq_len=args.seq_len,
+                            max_lr=lr,
+                            warmup_steps=warmup,
+                            seed=seed,
+                            eval_batches=1,
+                        )
                         seconds = time.perf_counter() - start
                         final = history.final_loss()
-                        row = dict(layers=n_layers, ln="pre" if pre_ln else "post", warmup=warmup,
-                                   lr=lr, seed=seed, final_loss=final, gap=final - floor,
-                                   max_grad_norm=max(history.grad_norm),
-                                   verdict=verdict(final, floor, unigram), seconds=seconds)
+                        row = dict(
+                            layers=n_layers,
+                            ln="pre" if pre_ln else "post",
+                            warmup=warmup,
+                            lr=lr,
+                            seed=seed,
+                            final_loss=final,
+                            gap=final - floor,
+                            max_grad_norm=max(history.grad_norm),
+                            verdict=verdict(final, floor, unigram),
+                            seconds=seconds,
+                        )
                         rows.append(row)
-                        print(" ".join(f"{v:>13.4g}" if isinstance(v, float) else f"{v!s:>13}"
-                                       for v in row.values()), flush=True)
+                        print(
+                            " ".join(
+                                f"{v:>13.4g}" if isinstance(v, float) else f"{v!s:>13}"
+                                for v in row.values()
+                            ),
+                            flush=True,
+                        )
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=header)

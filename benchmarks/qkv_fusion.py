@@ -17,14 +17,32 @@ from tfcourse.lab.timing import format_seconds
 
 if __name__ == "__main__":
     p = parser(__doc__.splitlines()[0], repeats=50)
-    p.add_argument("--sizes", nargs="+", default=["8x64", "64x256", "512x512", "2048x768", "4096x1024"])
+    p.add_argument(
+        "--sizes", nargs="+", default=["8x64", "64x256", "512x512", "2048x768", "4096x1024"]
+    )
     args = p.parse_args()
     device = setup(args)
     rows = []
     for size in args.sizes:
         n_tokens, d_model = (int(v) for v in size.lower().split("x"))
-        r = measure_qkv_fusion(n_tokens, d_model, device=device, repeats=args.repeats, seed=args.seed)
-        rows.append({**r, "fused": format_seconds(r["fused_s"]), "separate": format_seconds(r["separate_s"])})
-    table(rows, [("n_tokens", "tokens", "d"), ("d_model", "D", "d"), ("fused", "fused", "s"),
-                 ("separate", "3 separate", "s"), ("speedup", "separate/fused", ".2f"),
-                 ("max_diff", "max |diff|", ".1e")])
+        r = measure_qkv_fusion(
+            n_tokens, d_model, device=device, repeats=args.repeats, seed=args.seed
+        )
+        rows.append(
+            {
+                **r,
+                "fused": format_seconds(r["fused_s"]),
+                "separate": format_seconds(r["separate_s"]),
+            }
+        )
+    table(
+        rows,
+        [
+            ("n_tokens", "tokens", "d"),
+            ("d_model", "D", "d"),
+            ("fused", "fused", "s"),
+            ("separate", "3 separate", "s"),
+            ("speedup", "separate/fused", ".2f"),
+            ("max_diff", "max |diff|", ".1e"),
+        ],
+    )

@@ -31,12 +31,31 @@ def build(device, vocab: int, T: int, D: int, H: int, layers: int):
     """``{name: (model, step())}``: each step is one whole training step."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    ours = tc.GPT(tc.GPTConfig(vocab_size=vocab, max_seq_len=T, n_layers=layers, n_heads=H,
-                               d_model=D, attn_impl="sdpa", fused_norms=True)).to(device)
-    theirs = GPT2LMHeadModel(GPT2Config(
-        vocab_size=vocab, n_positions=T, n_embd=D, n_layer=layers, n_head=H,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, activation_function="gelu_new",
-        attn_implementation="sdpa")).to(device)
+    ours = tc.GPT(
+        tc.GPTConfig(
+            vocab_size=vocab,
+            max_seq_len=T,
+            n_layers=layers,
+            n_heads=H,
+            d_model=D,
+            attn_impl="sdpa",
+            fused_norms=True,
+        )
+    ).to(device)
+    theirs = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=vocab,
+            n_positions=T,
+            n_embd=D,
+            n_layer=layers,
+            n_head=H,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            activation_function="gelu_new",
+            attn_implementation="sdpa",
+        )
+    ).to(device)
     return {"tfcourse GPT (sdpa, fused norms)": ours, "HF GPT2LMHeadModel (sdpa)": theirs}
 
 
@@ -66,32 +85,42 @@ def main() -> int:
     p.add_argument("--heads", type=int, default=6)
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--vocab", type=int, default=4096)
-    p.add_argument("--profile", action="store_true",
-                   help="also print torch.profiler's top operators of tfcourse's step")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print torch.profiler's top operators of tfcourse's step",
+    )
     args = p.parse_args()
     device = setup(args)
     models = build(device, args.vocab, args.seq_len, args.d_model, args.heads, args.layers)
     generator = torch.Generator().manual_seed(args.seed)
     idx = torch.randint(args.vocab, (args.batch, args.seq_len), generator=generator).to(device)
     targets = torch.roll(idx, -1, dims=1)
-    steps = {name: make_step(model, idx, targets, hf=name.startswith("HF"))
-             for name, model in models.items()}
-    print(f"# one training step: B={args.batch}, T={args.seq_len}, D={args.d_model}, "
-          f"H={args.heads}, {args.layers} layers, vocab {args.vocab}; forward, loss, backward, "
-          f"AdamW")
+    steps = {
+        name: make_step(model, idx, targets, hf=name.startswith("HF"))
+        for name, model in models.items()
+    }
+    print(
+        f"# one training step: B={args.batch}, T={args.seq_len}, D={args.d_model}, "
+        f"H={args.heads}, {args.layers} layers, vocab {args.vocab}; forward, loss, backward, "
+        f"AdamW"
+    )
     medians = tc.timing.compare_times(steps, repeats=args.repeats, warmup=3, device=device)
     ours, theirs = medians.values()
     for name, seconds in medians.items():
         print(f"{name:<36} {seconds * 1e3:8.1f} ms")
     ratio = ours / theirs
-    print(f"ratio tfcourse / HF: {ratio:.2f}x (target <= {TARGET:.2f}x: "
-          f"{'met' if ratio <= TARGET else 'NOT met'})")
+    print(
+        f"ratio tfcourse / HF: {ratio:.2f}x (target <= {TARGET:.2f}x: "
+        f"{'met' if ratio <= TARGET else 'NOT met'})"
+    )
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
         step = next(iter(steps.values()))
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
-                                               if device.type == "cuda" else [])
+        activities = [ProfilerActivity.CPU] + (
+            [ProfilerActivity.CUDA] if device.type == "cuda" else []
+        )
         with profile(activities=activities) as prof:
             for _ in range(3):
                 step()

@@ -43,7 +43,7 @@ import urllib.request
 from pathlib import Path
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-DEFAULT = "default"                 # --index value meaning pip's default index
+DEFAULT = "default"  # --index value meaning pip's default index
 PROBE_SECONDS = 5.0
 # pip's defaults (15 s per read, 5 retries; PIP_DEFAULT_TIMEOUT may raise the former) let an
 # index that stopped answering after the probe hold setup for minutes; fail within seconds.
@@ -71,8 +71,9 @@ def has_nvidia_gpu(gpus: Path = Path("/proc/driver/nvidia/gpus")) -> bool:
     if smi is None:
         return False
     try:
-        listing = subprocess.run([smi, "-L"], check=False, capture_output=True, text=True,
-                                 timeout=15)
+        listing = subprocess.run(
+            [smi, "-L"], check=False, capture_output=True, text=True, timeout=15
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     # nvidia-smi is installed with the driver and exits non-zero without a usable GPU.
@@ -111,7 +112,7 @@ def reachable(url: str, timeout: float = PROBE_SECONDS) -> tuple[bool, str]:
             request = urllib.request.Request(url, method="HEAD")
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 answer.append((True, f"HTTP {response.status}"))
-        except urllib.error.HTTPError as error:     # it answered, but not with the index page
+        except urllib.error.HTTPError as error:  # it answered, but not with the index page
             answer.append((False, f"HTTP {error.code}"))
         except urllib.error.URLError as error:
             reason = error.reason
@@ -126,8 +127,9 @@ def reachable(url: str, timeout: float = PROBE_SECONDS) -> tuple[bool, str]:
     return answer[0] if answer else (False, f"no answer within {timeout:g} s")
 
 
-def pip_command(python: str, spec: str, index: str | None,
-                find_links: str | None = None) -> list[str]:
+def pip_command(
+    python: str, spec: str, index: str | None, find_links: str | None = None
+) -> list[str]:
     """The pip command that installs ``spec`` into ``python`` from ``index`` (None: the
     default) and, when given, the wheels listed at ``find_links``."""
     command = [python, "-m", "pip", "install", spec]
@@ -161,8 +163,13 @@ torch: no CPU build of torch was found ({detail}); setup stops here rather than 
 def installed_version(python: str, spec: str) -> str | None:
     """The version of torch installed in ``python`` when it satisfies ``spec``, else None."""
     try:
-        check = subprocess.run([python, "-c", INSTALLED_CHECK, spec],
-                               check=False, capture_output=True, text=True, timeout=60)
+        check = subprocess.run(
+            [python, "-c", INSTALLED_CHECK, spec],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     # Not installed, not satisfying, or a spec that is a path or URL: all mean "install".
@@ -176,27 +183,38 @@ def run_pip(command: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--python", default=sys.executable,
-                        help="the interpreter to install into (default: this one)")
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter to install into (default: this one)",
+    )
     parser.add_argument("--torch", default="torch", help="pip requirement, e.g. torch==2.13.0")
-    parser.add_argument("--index", default=None,
-                        help=f"package index URL, or '{DEFAULT}' for pip's default index "
-                             "(default: chosen for this machine)")
-    parser.add_argument("--find-links", default=None,
-                        help="a page or folder of torch wheels (a mirror of the PyTorch CPU "
-                             "wheels); the default index still serves torch's dependencies")
+    parser.add_argument(
+        "--index",
+        default=None,
+        help=f"package index URL, or '{DEFAULT}' for pip's default index "
+        "(default: chosen for this machine)",
+    )
+    parser.add_argument(
+        "--find-links",
+        default=None,
+        help="a page or folder of torch wheels (a mirror of the PyTorch CPU "
+        "wheels); the default index still serves torch's dependencies",
+    )
     args = parser.parse_args(argv)
     if args.index and args.find_links:
         parser.error("give --index or --find-links, not both")
 
     version = installed_version(args.python, args.torch)
     if version is not None:
-        print(f"torch: {version} is already installed in {args.python} ({args.torch}); "
-              f"nothing to do", flush=True)
+        print(
+            f"torch: {version} is already installed in {args.python} ({args.torch}); nothing to do",
+            flush=True,
+        )
         return 0
 
     system = platform.system()
-    has_gpu = system == "Linux" and has_nvidia_gpu()    # elsewhere nvidia-smi need not run
+    has_gpu = system == "Linux" and has_nvidia_gpu()  # elsewhere nvidia-smi need not run
     wants_cpu = system == "Linux" and not has_gpu
     if args.find_links:
         spec = (cpu_spec(args.torch) if wants_cpu else None) or args.torch
@@ -210,17 +228,25 @@ def main(argv: list[str] | None = None) -> int:
     if ok:
         return run_pip(pip_command(args.python, args.torch, index))
     spec = cpu_spec(args.torch)
-    print(f"torch: the PyTorch CPU index {CPU_INDEX} cannot be reached ({detail}); looking for "
-          f"{spec or 'a CPU build'} on the default index and pip's find-links instead", flush=True)
+    print(
+        f"torch: the PyTorch CPU index {CPU_INDEX} cannot be reached ({detail}); looking for "
+        f"{spec or 'a CPU build'} on the default index and pip's find-links instead",
+        flush=True,
+    )
     if spec is None:
-        print(NO_CPU_WHEEL.format(detail=f"{args.torch} pins no version to ask for by name"),
-              file=sys.stderr, flush=True)
+        print(
+            NO_CPU_WHEEL.format(detail=f"{args.torch} pins no version to ask for by name"),
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     status = run_pip(pip_command(args.python, spec, None))
     if status != 0:
-        print(NO_CPU_WHEEL.format(detail=f"pip could not install {spec}"), file=sys.stderr,
-              flush=True)
+        print(
+            NO_CPU_WHEEL.format(detail=f"pip could not install {spec}"), file=sys.stderr, flush=True
+        )
     return status
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,8 +16,12 @@ from pathlib import Path
 from tfcourse.course import notebook_format
 
 ROOT = Path(__file__).resolve().parents[1]
-LEFT_OUT = [re.compile(r"```.*?```", re.S), re.compile(r"\$\$.*?\$\$", re.S),
-            re.compile(r"\$[^$\n]*\$"), re.compile(r"`[^`]*`")]
+LEFT_OUT = [
+    re.compile(r"```.*?```", re.S),
+    re.compile(r"\$\$.*?\$\$", re.S),
+    re.compile(r"\$[^$\n]*\$"),
+    re.compile(r"`[^`]*`"),
+]
 WORD = re.compile(r"[A-Za-z]+(?:['’-][A-Za-z]+)*")
 
 

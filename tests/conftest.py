@@ -22,8 +22,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TFCOURSE_CAPSTONE", "short")
 # The grader's secret (it draws each learner's cases) lives in a folder of the test run's
 # own, never in the developer's config folder.
-os.environ.setdefault("TFCOURSE_GRADING_SECRET",
-                      os.path.join(tempfile.mkdtemp(prefix="tfcourse-tests-"), "grading-secret"))
+os.environ.setdefault(
+    "TFCOURSE_GRADING_SECRET",
+    os.path.join(tempfile.mkdtemp(prefix="tfcourse-tests-"), "grading-secret"),
+)
 
 # The tests use tiny tensors: one intra-op thread is as fast, and on a busy or
 # small machine it avoids OpenMP threads spinning against each other (measured
@@ -59,7 +61,9 @@ def passes(check, obj, capsys, name):
     """``check(obj)`` prints exactly one line, ``"<name>: n/n checks passed"`` with n > 0."""
     check(obj)
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith(f"{name}: ") and out[0].endswith("checks passed"), out
+    assert len(out) == 1 and out[0].startswith(f"{name}: ") and out[0].endswith("checks passed"), (
+        out
+    )
     n, m = out[0].split(": ")[1].split()[0].split("/")
     assert n == m and int(n) > 0
 

@@ -295,9 +295,12 @@ def test_grouped_query_attention_equals_mha_with_shared_kv_weights(impl, n_kv_he
         q_b, k_b, v_b = b.split([D, K, K])
         rep = H // n_kv_heads
 
-        def widen(t):                           # (H_kv*hd, ...) -> (H*hd, ...), grouped
-            return t.reshape(n_kv_heads, 1, hd, *t.shape[1:]).expand(
-                n_kv_heads, rep, hd, *t.shape[1:]).reshape(H * hd, *t.shape[1:])
+        def widen(t):  # (H_kv*hd, ...) -> (H*hd, ...), grouped
+            return (
+                t.reshape(n_kv_heads, 1, hd, *t.shape[1:])
+                .expand(n_kv_heads, rep, hd, *t.shape[1:])
+                .reshape(H * hd, *t.shape[1:])
+            )
 
         mha.qkv_proj.weight.copy_(torch.cat([q_w, widen(k_w), widen(v_w)]))
         mha.qkv_proj.bias.copy_(torch.cat([q_b, widen(k_b), widen(v_b)]))
@@ -307,8 +310,7 @@ def test_grouped_query_attention_equals_mha_with_shared_kv_weights(impl, n_kv_he
     assert gqa.qkv_proj.weight.shape == (D + 2 * K, D)
 
 
-@pytest.mark.parametrize("n_kv_heads, message", [(3, "must divide n_heads=4"),
-                                                 (0, "n_kv_heads")])
+@pytest.mark.parametrize("n_kv_heads, message", [(3, "must divide n_heads=4"), (0, "n_kv_heads")])
 def test_bad_kv_head_counts_are_refused(n_kv_heads, message):
     with pytest.raises(ValueError, match=message):
         tc.MultiHeadAttention(32, 4, max_seq_len=8, n_kv_heads=n_kv_heads)

@@ -13,9 +13,11 @@ from torch import nn
 from tfcourse.lab import beyond_counting as bc
 from tfcourse.lab.language import CharNGram
 
-TEXT = ("def load(path, encoding):\n    Open path with the given encoding (see encodings).\n\n"
-        "The zorblaxian value is read; zorblaxian means nothing here. A blorpity waits, "
-        "the blorpity ends.")
+TEXT = (
+    "def load(path, encoding):\n    Open path with the given encoding (see encodings).\n\n"
+    "The zorblaxian value is read; zorblaxian means nothing here. A blorpity waits, "
+    "the blorpity ends."
+)
 
 
 class Oracle(nn.Module):
@@ -34,8 +36,11 @@ class Oracle(nn.Module):
             return logits
         n = len(self.tokens)
         for b, row in enumerate(x):
-            start = next(s for s in range(n - len(row) + 1)
-                         if torch.equal(self.tokens[s:s + len(row)], row))
+            start = next(
+                s
+                for s in range(n - len(row) + 1)
+                if torch.equal(self.tokens[s : s + len(row)], row)
+            )
             for t in range(len(row)):
                 if start + t + 1 < n:
                     logits[b, t, self.tokens[start + t + 1]] = 30.0
@@ -61,10 +66,10 @@ def test_verdict_words_follow_margin_threshold_and_noise():
 
 def test_repeated_identifiers_are_unseen_and_within_the_span():
     found = bc.repeated_identifiers(TEXT, "Open path with encoding", min_length=6, max_span=128)
-    names = [TEXT[second:second + length] for _, second, length in found]
-    assert names == ["zorblaxian", "blorpity"]        # encoding is known, path too short
+    names = [TEXT[second : second + length] for _, second, length in found]
+    assert names == ["zorblaxian", "blorpity"]  # encoding is known, path too short
     first, second, length = found[0]
-    assert TEXT[first:first + length] == "zorblaxian" and second > first
+    assert TEXT[first : first + length] == "zorblaxian" and second > first
     assert bc.repeated_identifiers(TEXT, "", min_length=6, max_span=20) == []
 
 
@@ -73,7 +78,7 @@ def test_brackets_pair_within_paragraphs_and_quotes_pair_in_order():
     pairs = bc.bracket_closers(text)
     assert [(text[o], text[c]) for o, c in pairs] == [("(", ")"), ("[", "]"), ("{", "}")]
     quotes = bc.bracket_closers(text, quotes=True)
-    assert [text[o:c + 1] for o, c in quotes] == ['"hi"', '"bye"']
+    assert [text[o : c + 1] for o, c in quotes] == ['"hi"', '"bye"']
     assert bc.unmatched_share("(a)(b") == pytest.approx(1 / 3)
     assert math.isnan(bc.unmatched_share("no brackets"))
 
@@ -96,8 +101,10 @@ def test_ngram_position_losses_cut_the_context_at_the_window():
 
 def test_the_copy_test_tells_a_copier_from_a_guesser():
     tokens, vocab = tokens_of(TEXT)
-    spans = [(second, length) for _, second, length in
-             bc.repeated_identifiers(TEXT, "", min_length=6, max_span=64)]
+    spans = [
+        (second, length)
+        for _, second, length in bc.repeated_identifiers(TEXT, "", min_length=6, max_span=64)
+    ]
     ngram = CharNGram(TEXT[:40], order=3)
     by_ngram = bc.ngram_span_losses(ngram, TEXT, spans)
     copier = bc.span_losses(Oracle(tokens, vocab, 64), tokens, spans)
@@ -113,7 +120,7 @@ def test_sample_scores_measure_copying_and_words():
     scores = bc.sample_scores("the value of the attribute is returned", train, {"the", "value"})
     assert scores["copied from training"] == 1.0
     assert bc.copied_share("qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq", train) == 0.0
-    assert scores["real words"] == pytest.approx(3 / 7)        # the, value, the of 7
+    assert scores["real words"] == pytest.approx(3 / 7)  # the, value, the of 7
 
 
 def test_the_ngram_samples_from_its_alphabet_reproducibly():

@@ -63,7 +63,7 @@ def test_training_is_deterministic_and_rebuilds_from_its_merges(corpus, trained)
 
 
 def test_a_sequence_cut_inside_a_character_decodes_with_a_replacement(trained):
-    ids = ByteBPE([]).encode("中")                       # three bytes, three ids
+    ids = ByteBPE([]).encode("中")  # three bytes, three ids
     assert len(ids) == 3 and ByteBPE([]).decode(ids[:2]) == "\ufffd"
 
 
@@ -80,11 +80,15 @@ def test_bad_input_gets_a_clear_error():
 
 # ------------------------------------------------------------------ against Hugging Face
 
+
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's printable stand-in character for each byte, as byte-level vocabularies
     (Hugging Face's ByteLevel among them) write tokens."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-            *range(ord("®"), ord("ÿ") + 1)]
+    keep = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     shifted = {b: chr(b) for b in keep}
     extra = 0
     for b in range(256):
@@ -104,8 +108,9 @@ def _huggingface(bpe: ByteBPE):
     vocab = {spelled(i): i for i in range(bpe.vocab_size)}
     merges = [(spelled(a), spelled(b)) for a, b in bpe.merges]
     tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=merges))
-    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False,
-                                                                  use_regex=True)
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(
+        add_prefix_space=False, use_regex=True
+    )
     tokenizer.decoder = tokenizers.decoders.ByteLevel()
     return tokenizer
 

@@ -45,23 +45,38 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
 REAL_NOTEBOOKS = ["02_multi_head_attention.ipynb", "06_stacks_and_gradients.ipynb"]
 # Chromium on a machine without network access: no background connections, no sandbox (root in CI).
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                  "--disable-quic", "--disable-dev-shm-usage"]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+]
 SERVER_START_S = 90
-KERNEL_WORK_S = 240     # kernel start + imports + every cell, on a slow shared CPU
+KERNEL_WORK_S = 240  # kernel start + imports + every cell, on a slow shared CPU
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs the `playwright` "
-                               "package (pip install -e '.[dev]')")
+sync_api = pytest.importorskip(
+    "playwright.sync_api",
+    reason="the browser test needs the `playwright` package (pip install -e '.[dev]')",
+)
 
 
 def _chromium() -> str:
-    for candidate in (os.environ.get("TFCOURSE_CHROMIUM"), shutil.which("chromium"),
-                      shutil.which("chromium-browser"), "/usr/bin/chromium"):
+    for candidate in (
+        os.environ.get("TFCOURSE_CHROMIUM"),
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+        "/usr/bin/chromium",
+    ):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    pytest.skip("the browser test needs a Chromium executable: apt-get install chromium "
-                "chromium-driver, or set TFCOURSE_CHROMIUM=/path/to/chromium")
+    pytest.skip(
+        "the browser test needs a Chromium executable: apt-get install chromium "
+        "chromium-driver, or set TFCOURSE_CHROMIUM=/path/to/chromium"
+    )
 
 
 def _free_port() -> int:
@@ -72,35 +87,68 @@ def _free_port() -> int:
 
 def _fixture_notebook(path: Path):
     """The smallest notebook with an explorer, in the course's format."""
-    nb = nbformat.v4.new_notebook(metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-        "language_info": {"name": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell("import tfcourse as tc", id="setup"),
-                nbformat.v4.new_code_cell("tc.widgets.attention_explorer()", id="explorer",
-                                          metadata={"tags": ["nbval-ignore-output"]})]
+    nb = nbformat.v4.new_notebook(
+        metadata={
+            "kernelspec": {
+                "name": "python3",
+                "display_name": "Python 3 (ipykernel)",
+                "language": "python",
+            },
+            "language_info": {"name": "python"},
+        }
+    )
+    nb.cells = [
+        nbformat.v4.new_code_cell("import tfcourse as tc", id="setup"),
+        nbformat.v4.new_code_cell(
+            "tc.widgets.attention_explorer()",
+            id="explorer",
+            metadata={"tags": ["nbval-ignore-output"]},
+        ),
+    ]
     nbformat.write(nb, path)
 
 
 def _learner_notebook(path: Path):
     """A learner mid-course: an unsolved stub, called; a figure and a line after it; last, a
     LayerNorm that doubles its input, checked (a real error ends Run All, as it should)."""
-    nb = nbformat.v4.new_notebook(metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-        "language_info": {"name": "python"}})
-    wrong = ("import torch\n\nclass Doubles(torch.nn.Module):\n"
-             "    def __init__(self, d_model, eps=1e-5):\n        super().__init__()\n"
-             "        self.weight = torch.nn.Parameter(torch.ones(d_model))\n"
-             "        self.bias = torch.nn.Parameter(torch.zeros(d_model))\n\n"
-             "    def forward(self, x):\n        return x * 2")
+    nb = nbformat.v4.new_notebook(
+        metadata={
+            "kernelspec": {
+                "name": "python3",
+                "display_name": "Python 3 (ipykernel)",
+                "language": "python",
+            },
+            "language_info": {"name": "python"},
+        }
+    )
+    wrong = (
+        "import torch\n\nclass Doubles(torch.nn.Module):\n"
+        "    def __init__(self, d_model, eps=1e-5):\n        super().__init__()\n"
+        "        self.weight = torch.nn.Parameter(torch.ones(d_model))\n"
+        "        self.bias = torch.nn.Parameter(torch.zeros(d_model))\n\n"
+        "    def forward(self, x):\n        return x * 2"
+    )
     stub = f"def attention(q, k, v):\n    raise NotImplementedError({stub_message('attention')!r})"
-    nb.cells = [nbformat.v4.new_code_cell(source, id=cell_id) for cell_id, source in [
-        ("setup", "import tfcourse as tc\ntc.runtime.setup_notebook(written_for=tc.__version__)"),
-        ("stub", stub), ("called", "attention(1, 2, 3)"),
-        ("plot", "import torch\n"
-                 "fig = tc.plots.attention_heatmap(torch.softmax(torch.randn(6, 6), -1))\n"
-                 "display(fig)"),
-        ("after", "print('the cells after the stub ran')"),
-        ("wrong", wrong), ("check", "tc.checks.check_layernorm(Doubles)")]]
+    nb.cells = [
+        nbformat.v4.new_code_cell(source, id=cell_id)
+        for cell_id, source in [
+            (
+                "setup",
+                "import tfcourse as tc\ntc.runtime.setup_notebook(written_for=tc.__version__)",
+            ),
+            ("stub", stub),
+            ("called", "attention(1, 2, 3)"),
+            (
+                "plot",
+                "import torch\n"
+                "fig = tc.plots.attention_heatmap(torch.softmax(torch.randn(6, 6), -1))\n"
+                "display(fig)",
+            ),
+            ("after", "print('the cells after the stub ran')"),
+            ("wrong", wrong),
+            ("check", "tc.checks.check_layernorm(Doubles)"),
+        ]
+    ]
     nbformat.write(nb, path)
 
 
@@ -111,11 +159,15 @@ class Lab:
         self.port, self.token = _free_port(), secrets.token_hex(16)
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ)
-        for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
-                         ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython"),
-                         ("JUPYTERLAB_SETTINGS_DIR", "settings"),
-                         ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")):
-            env[var] = str(home / sub)        # the `python3` kernel is then this environment's
+        for var, sub in (
+            ("JUPYTER_CONFIG_DIR", "config"),
+            ("JUPYTER_DATA_DIR", "data"),
+            ("JUPYTER_RUNTIME_DIR", "runtime"),
+            ("IPYTHONDIR", "ipython"),
+            ("JUPYTERLAB_SETTINGS_DIR", "settings"),
+            ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
+        ):
+            env[var] = str(home / sub)  # the `python3` kernel is then this environment's
         # A setting a fresh user would click through: start the notebook's kernel without
         # a "Select Kernel" dialog. The news prompt is kept away as `tfcourse lab` does it.
         env = launch.quiet_environment(launch.write_quiet_config(home / "quiet"), env)
@@ -123,49 +175,74 @@ class Lab:
             path = home / "settings" / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(settings))
-        self.log = open(home / "jupyterlab.log", "w")   # noqa: SIM115 - lives as long as the server
+        self.log = open(home / "jupyterlab.log", "w")  # noqa: SIM115 - lives as long as the server
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
-             f"--port={self.port}", "--ServerApp.port_retries=0",
-             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
-             # Nothing that reaches the internet: no news feed, update check or extension index.
-             *launch.QUIET_OPTIONS, "--LabApp.extension_manager=readonly",
-             # CI containers run as root; the server refuses that without the flag.
-             *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])],
-            cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--ip=127.0.0.1",
+                f"--port={self.port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={root}",
+                # Nothing that reaches the internet: no news feed, update check or extension index.
+                *launch.QUIET_OPTIONS,
+                "--LabApp.extension_manager=readonly",
+                # CI containers run as root; the server refuses that without the flag.
+                *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
+            ],
+            cwd=root,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self._wait_until_up(home / "jupyterlab.log")
 
     def _wait_until_up(self, log: Path):
         deadline = time.monotonic() + SERVER_START_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited with {self.process.returncode}:\n{log.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"JupyterLab exited with {self.process.returncode}:\n{log.read_text()[-3000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=2):
                     return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.5)
-        raise RuntimeError(f"JupyterLab did not answer within {SERVER_START_S} s:\n{log.read_text()[-3000:]}")
+        raise RuntimeError(
+            f"JupyterLab did not answer within {SERVER_START_S} s:\n{log.read_text()[-3000:]}"
+        )
 
     def shut_down_kernels(self):
         """End every notebook session (and its kernel), so the next notebook has the CPU."""
         headers = {"Authorization": f"token {self.token}"}
-        with urllib.request.urlopen(urllib.request.Request(f"{self.url}/api/sessions", headers=headers),
-                                    timeout=10) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(f"{self.url}/api/sessions", headers=headers), timeout=10
+        ) as response:
             sessions = json.load(response)
         for session in sessions:
-            urllib.request.urlopen(urllib.request.Request(
-                f"{self.url}/api/sessions/{session['id']}", method="DELETE", headers=headers),
-                timeout=30).close()
+            urllib.request.urlopen(
+                urllib.request.Request(
+                    f"{self.url}/api/sessions/{session['id']}", method="DELETE", headers=headers
+                ),
+                timeout=30,
+            ).close()
 
     def stop(self):
         """Ask the server to shut down (kernels included), then end its process group."""
         try:
-            request = urllib.request.Request(f"{self.url}/api/shutdown", method="POST",
-                                             headers={"Authorization": f"token {self.token}"})
+            request = urllib.request.Request(
+                f"{self.url}/api/shutdown",
+                method="POST",
+                headers={"Authorization": f"token {self.token}"},
+            )
             urllib.request.urlopen(request, timeout=5).close()
             self.process.wait(timeout=15)
-        except (OSError, subprocess.TimeoutExpired):   # ended below whatever went wrong here
+        except (OSError, subprocess.TimeoutExpired):  # ended below whatever went wrong here
             pass
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
@@ -174,7 +251,7 @@ class Lab:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
-        else:   # kernels are in the server's group; make sure none outlives it
+        else:  # kernels are in the server's group; make sure none outlives it
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
         self.log.close()
@@ -199,11 +276,15 @@ def lab(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser_context(tmp_path_factory):
     chromium = _chromium()
-    profile = tmp_path_factory.mktemp("chromium-profile")     # a fresh user-data-dir
+    profile = tmp_path_factory.mktemp("chromium-profile")  # a fresh user-data-dir
     with sync_api.sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(profile), executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 1000})
+            str(profile),
+            executable_path=chromium,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1280, "height": 1000},
+        )
         try:
             yield context
         finally:
@@ -222,7 +303,8 @@ def _open_and_run_all(page, lab: Lab, notebook: str) -> None:
     page.wait_for_function(
         "() => { const bar = document.querySelector('.jp-StatusBar-Widget');"
         " return bar && /\\| Idle/.test(bar.innerText) && !/No Kernel/.test(bar.innerText); }",
-        timeout=KERNEL_WORK_S * 1000)
+        timeout=KERNEL_WORK_S * 1000,
+    )
     for attempt in range(3):
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
@@ -233,7 +315,9 @@ def _open_and_run_all(page, lab: Lab, notebook: str) -> None:
         try:
             page.wait_for_function(
                 "() => [...document.querySelectorAll('.jp-Notebook .jp-InputArea-prompt')]"
-                ".some(p => /\\[(\\*|\\d+)\\]/.test(p.innerText))", timeout=15_000)
+                ".some(p => /\\[(\\*|\\d+)\\]/.test(p.innerText))",
+                timeout=15_000,
+            )
             break
         except sync_api.TimeoutError:
             if attempt == 2:
@@ -243,7 +327,9 @@ def _open_and_run_all(page, lab: Lab, notebook: str) -> None:
 def _wait_for_every_cell(page) -> None:
     page.wait_for_function(
         "() => ![...document.querySelectorAll('.jp-Notebook .jp-InputArea-prompt')]"
-        ".some(p => p.innerText.includes('[*]'))", timeout=KERNEL_WORK_S * 1000)
+        ".some(p => p.innerText.includes('[*]'))",
+        timeout=KERNEL_WORK_S * 1000,
+    )
 
 
 def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> dict:
@@ -253,7 +339,9 @@ def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> 
     """
     started = time.monotonic()
     _open_and_run_all(page, lab, notebook)
-    explorer = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".widget-output img")).first
+    explorer = page.locator(
+        ".jupyter-widgets.widget-vbox", has=page.locator(".widget-output img")
+    ).first
     picture = explorer.locator(".widget-output img")
     # "attached", then scrolled to: JupyterLab skips rendering cells outside the
     # viewport (content-visibility), and Run All scrolls to the last cell.
@@ -275,16 +363,26 @@ def _run_all_and_change_a_dropdown(page, lab: Lab, notebook: str, shot: str) -> 
     page.wait_for_function(
         "([root, before]) => { const img = root.querySelector('.widget-output img');"
         " return img && img.getAttribute('src') !== before; }",
-        arg=[explorer.element_handle(), before], timeout=60_000)
+        arg=[explorer.element_handle(), before],
+        timeout=60_000,
+    )
     changed = time.monotonic()
     after = picture.first.get_attribute("src")
-    assert picture.count() == 1, f"pictures stacked up: {picture.count()} in the explorer after a change"
+    assert picture.count() == 1, (
+        f"pictures stacked up: {picture.count()} in the explorer after a change"
+    )
     explorer.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / f"{shot}-after.png"))
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     tracebacks = [t for t in errors.all_inner_texts() if "Traceback" in t or "Error" in t]
-    return {"before": before, "after": after, "changed_to": target, "tracebacks": tracebacks,
-            "open_to_all_cells_run_s": round(rendered - started, 1), "change_to_redraw_s": round(changed - rendered, 1)}
+    return {
+        "before": before,
+        "after": after,
+        "changed_to": target,
+        "tracebacks": tracebacks,
+        "open_to_all_cells_run_s": round(rendered - started, 1),
+        "change_to_redraw_s": round(changed - rendered, 1),
+    }
 
 
 def _record(name: str, result: dict, started: float):
@@ -299,12 +397,16 @@ def test_attention_explorer_in_jupyterlab(lab, browser_context):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser_context.new_page()
     try:
-        result = _run_all_and_change_a_dropdown(page, lab, "explorer.ipynb", "browser-attention-explorer")
+        result = _run_all_and_change_a_dropdown(
+            page, lab, "explorer.ipynb", "browser-attention-explorer"
+        )
     finally:
         page.close()
         lab.shut_down_kernels()
     assert result["before"].startswith("data:image/png;base64,")
-    assert result["after"] != result["before"], "the picture did not change after the dropdown moved"
+    assert result["after"] != result["before"], (
+        "the picture did not change after the dropdown moved"
+    )
     assert not result["tracebacks"], result["tracebacks"]
     _record("browser-attention-explorer", result, started)
 
@@ -322,7 +424,9 @@ def test_course_notebook_explorer_in_jupyterlab(lab, browser_context, notebook):
     finally:
         page.close()
         lab.shut_down_kernels()
-    assert result["after"] != result["before"], "the picture did not change after the dropdown moved"
+    assert result["after"] != result["before"], (
+        "the picture did not change after the dropdown moved"
+    )
     assert not result["tracebacks"], result["tracebacks"]
     _record(name, result, started)
 
@@ -353,12 +457,15 @@ def test_a_learners_screen_in_jupyterlab(lab, browser_context):
     assert "tc.checks.full_traceback()" in verdict
     assert len(unsolved) == 1 and len(unsolved[0].strip().splitlines()) == 1, unsolved
     assert any("the cells after the stub ran" in text for text in texts) and figures == 1, (
-        texts, figures)
+        texts,
+        figures,
+    )
     assert not [t for t in toasts if "news" in t.lower()], toasts
 
 
 def test_the_site_from_disk_shows_chinese_figures_and_downloads_the_notebook(
-        browser_context, tmp_path):
+    browser_context, tmp_path
+):
     """A page of the Chinese edition opened as a file: its figures are there (the screenshot
     shows their Chinese labels), and the learner-notebook link saves a zip."""
     ARTIFACTS.mkdir(exist_ok=True)
@@ -380,4 +487,7 @@ def test_the_site_from_disk_shows_chinese_figures_and_downloads_the_notebook(
     assert saved.name == "01_attention.zip"
     with zipfile.ZipFile(saved) as bundle:
         assert bundle.namelist() == ["01_attention.ipynb"]
-        assert json.loads(bundle.read("01_attention.ipynb"))["metadata"]["tfcourse"]["language"] == "zh"
+        assert (
+            json.loads(bundle.read("01_attention.ipynb"))["metadata"]["tfcourse"]["language"]
+            == "zh"
+        )

@@ -15,8 +15,9 @@ def small_data():
 
 def test_a_short_capstone_run_trains_samples_and_measures(small_data):
     config = capstone.capstone_config(small_data, n_layers=1, d_model=48, n_heads=4)
-    run = capstone.train_capstone(small_data, config, 3, samples_at=(1, 3), eval_every=3,
-                                  eval_batches=1)
+    run = capstone.train_capstone(
+        small_data, config, 3, samples_at=(1, 3), eval_every=3, eval_batches=1
+    )
     assert run.history.step == [0, 1, 2] and run.history.val_step == [3]
     assert sorted(run.samples) == [1, 3] and all(len(s) == 200 for s in run.samples.values())
     assert run.tokens_per_second > 0
@@ -40,10 +41,13 @@ def _brute_force_held_out(model, tokens, context):
     for j in range(1, len(tokens)):
         # held_out_loss: windows start at 0, stride, 2*stride, ... (and the tail); target j
         # is scored by the first window that reaches it and has not scored it before.
-        start = 0 if j <= context else min(((j - context - 1) // stride + 1) * stride,
-                                           len(tokens) - 1 - context)
+        start = (
+            0
+            if j <= context
+            else min(((j - context - 1) // stride + 1) * stride, len(tokens) - 1 - context)
+        )
         logits = model(tokens[None, start:j])[0, -1]
-        total += float(F.cross_entropy(logits[None], tokens[j:j + 1]))
+        total += float(F.cross_entropy(logits[None], tokens[j : j + 1]))
     return total / (len(tokens) - 1)
 
 
@@ -54,8 +58,9 @@ def test_held_out_loss_scores_every_character_once_with_its_context(n):
     import tfcourse as tc
 
     torch.manual_seed(0)
-    model = tc.GPT(tc.GPTConfig(vocab_size=11, max_seq_len=16, n_layers=1, n_heads=2,
-                                d_model=16)).eval()
+    model = tc.GPT(
+        tc.GPTConfig(vocab_size=11, max_seq_len=16, n_layers=1, n_heads=2, d_model=16)
+    ).eval()
     tokens = torch.randint(0, 11, (n,))
     with torch.no_grad():
         expected = _brute_force_held_out(model, tokens, 16)
@@ -69,14 +74,16 @@ def test_held_out_loss_scores_every_character_once_with_its_context(n):
 def test_byte_pair_text_holds_the_same_split_in_fewer_tokens(small_data):
     pairs = capstone.BytePairText(small_data, 60)
     val_text = small_data.tokenizer.decode(small_data.val)
-    assert pairs.tokenizer.decode(pairs.val.tolist()) == val_text      # the same held-out text
+    assert pairs.tokenizer.decode(pairs.val.tolist()) == val_text  # the same held-out text
     assert pairs.tokenizer.decode(pairs.train.tolist()) == small_data.tokenizer.decode(
-        small_data.train)
+        small_data.train
+    )
     assert len(pairs.val) < len(small_data.val) and pairs.vocab_size == 256 + 60
     assert pairs.val_chars == len(val_text)
     # A loss summed over the tokens, per character: tokens - 1 targets over chars - 1.
-    assert pairs.nats_per_char(2.0) == pytest.approx(2.0 * (len(pairs.val) - 1)
-                                                     / (len(val_text) - 1))
+    assert pairs.nats_per_char(2.0) == pytest.approx(
+        2.0 * (len(pairs.val) - 1) / (len(val_text) - 1)
+    )
     x, y = pairs.batch(2, 16)
     assert x.shape == y.shape == (2, 16) and int(x.max()) < pairs.vocab_size
 

@@ -25,26 +25,51 @@ def reference_first_head(mha, x):
 
 REFERENCES = [
     pytest.param(checks.check_causal_mask, tc.causal_mask, "causal_mask: 4/4", id="causal_mask"),
-    pytest.param(checks.check_attention, tc.scaled_dot_product_attention,
-                 "scaled_dot_product_attention: 7/7", id="attention"),
-    pytest.param(checks.check_multi_head_attention, tc.MultiHeadAttention,
-                 "MultiHeadAttention: 7/7", id="multi_head_attention"),
-    pytest.param(checks.check_first_head_weights, reference_first_head,
-                 "first_head_weights: 5/5", id="first_head_weights"),
+    pytest.param(
+        checks.check_attention,
+        tc.scaled_dot_product_attention,
+        "scaled_dot_product_attention: 7/7",
+        id="attention",
+    ),
+    pytest.param(
+        checks.check_multi_head_attention,
+        tc.MultiHeadAttention,
+        "MultiHeadAttention: 7/7",
+        id="multi_head_attention",
+    ),
+    pytest.param(
+        checks.check_first_head_weights,
+        reference_first_head,
+        "first_head_weights: 5/5",
+        id="first_head_weights",
+    ),
     pytest.param(checks.check_layernorm, tc.LayerNorm, "LayerNorm: 6/6", id="layernorm"),
     pytest.param(checks.check_rmsnorm, tc.RMSNorm, "RMSNorm: 6/6", id="rmsnorm"),
     pytest.param(checks.check_feedforward, tc.FeedForward, "FeedForward: 8/8", id="feedforward"),
-    pytest.param(checks.check_swiglu_hidden_dim, tc.swiglu_hidden_dim, "swiglu_hidden_dim: 6/6",
-                 id="swiglu_hidden_dim"),
+    pytest.param(
+        checks.check_swiglu_hidden_dim,
+        tc.swiglu_hidden_dim,
+        "swiglu_hidden_dim: 6/6",
+        id="swiglu_hidden_dim",
+    ),
     pytest.param(check_swiglu_mlp, tc.SwiGLU, "SwiGLU: 8/8", id="swiglu"),
-    pytest.param(checks.check_transformer_block, tc.TransformerBlock, "TransformerBlock: 8/8",
-                 id="transformer_block"),
-    pytest.param(checks.check_grad_norm_probe, reference_probe, "grad_norm_probe: 4/4",
-                 id="grad_norm_probe"),
+    pytest.param(
+        checks.check_transformer_block,
+        tc.TransformerBlock,
+        "TransformerBlock: 8/8",
+        id="transformer_block",
+    ),
+    pytest.param(
+        checks.check_grad_norm_probe, reference_probe, "grad_norm_probe: 4/4", id="grad_norm_probe"
+    ),
     pytest.param(checks.check_gpt, tc.GPT, "GPT: 6/6", id="gpt"),
     pytest.param(checks.check_bias_savings, 82_944, "bias_savings: 2/2", id="bias_savings"),
-    pytest.param(checks.check_gpt2_small_params, 124_439_808, "gpt2_small_params: 2/2",
-                 id="gpt2_small_params"),
+    pytest.param(
+        checks.check_gpt2_small_params,
+        124_439_808,
+        "gpt2_small_params: 2/2",
+        id="gpt2_small_params",
+    ),
 ]
 
 
@@ -68,11 +93,22 @@ def test_float64_default_dtype(check, reference, line, capsys):
 
 
 def test_every_check_is_exported():
-    names = {"check_causal_mask", "check_attention", "check_multi_head_attention",
-             "check_first_head_weights", "check_layernorm", "check_rmsnorm",
-             "check_feedforward", "check_swiglu_hidden_dim", "check_swiglu",
-             "check_transformer_block", "check_grad_norm_probe", "check_gpt",
-             "check_bias_savings", "check_gpt2_small_params"}
+    names = {
+        "check_causal_mask",
+        "check_attention",
+        "check_multi_head_attention",
+        "check_first_head_weights",
+        "check_layernorm",
+        "check_rmsnorm",
+        "check_feedforward",
+        "check_swiglu_hidden_dim",
+        "check_swiglu",
+        "check_transformer_block",
+        "check_grad_norm_probe",
+        "check_gpt",
+        "check_bias_savings",
+        "check_gpt2_small_params",
+    }
     assert names <= set(dir(checks))
     # every check, whoever added it, is in __all__ (the __all__ line must stay last)
     assert set(checks.__all__) == {name for name in dir(checks) if name.startswith("check_")}
@@ -85,7 +121,7 @@ def test_a_check_does_not_disturb_the_callers_state(capsys):
     with torch.no_grad():
         checks.check_layernorm(tc.LayerNorm)
         assert not torch.is_grad_enabled()
-    assert torch.equal(torch.rand(3), expected_next)     # the RNG stream continues as before
+    assert torch.equal(torch.rand(3), expected_next)  # the RNG stream continues as before
     assert torch.get_float32_matmul_precision() == "highest"
     capsys.readouterr()
 
@@ -139,7 +175,8 @@ def test_fused_qkv_is_split_for_separate_projections():
     weight = torch.arange(12.0).reshape(6, 2)
     out = _parameters.adapt_layout(
         {"attn.qkv_proj.weight": weight},
-        {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"})
+        {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"},
+    )
     assert set(out) == {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"}
     assert torch.equal(out["attn.k_proj.weight"], weight[2:4])
 
@@ -150,8 +187,12 @@ def test_the_parameter_count_formula_matches_gpt(tiny_config):
     model = tc.GPT(tiny_config)
     block = _count(model.blocks[0])
     D = tiny_config.d_model
-    formula = (tiny_config.vocab_size * D + tiny_config.max_seq_len * D
-               + tiny_config.n_layers * block + _count(tc.LayerNorm(D)))
+    formula = (
+        tiny_config.vocab_size * D
+        + tiny_config.max_seq_len * D
+        + tiny_config.n_layers * block
+        + _count(tc.LayerNorm(D))
+    )
     assert model.num_params() == formula
     assert _block_params(True) == _count(tc.TransformerBlock(768, 12, max_seq_len=1))
 
@@ -165,9 +206,11 @@ def test_checks_run_without_tf32_and_restore_the_setting(turn_on, capsys):
         pytest.skip("torch < 2.9 has no per-backend TF32 API")
     before = (torch.get_float32_matmul_precision(), getattr(matmul, "fp32_precision", None))
     try:
-        {"legacy": lambda: setattr(matmul, "allow_tf32", True),
-         "precision": lambda: torch.set_float32_matmul_precision("high"),
-         "new": lambda: setattr(matmul, "fp32_precision", "tf32")}[turn_on]()
+        {
+            "legacy": lambda: setattr(matmul, "allow_tf32", True),
+            "precision": lambda: torch.set_float32_matmul_precision("high"),
+            "new": lambda: setattr(matmul, "fp32_precision", "tf32"),
+        }[turn_on]()
         was = getattr(matmul, "fp32_precision", None)
         with Checker("tf32"):
             assert torch.get_float32_matmul_precision() == "highest"

@@ -87,52 +87,97 @@ def assert_same_facts(english: str, chinese: str) -> None:
 # The checks named in the task, each with a real wrong implementation: (check, wrong code,
 # part of the English first line, part of the Chinese first line).
 CASES = [
-    pytest.param(checks.check_causal_mask, mask_diagonal_excluded,
-                 "looks like: the diagonal is excluded (tril(diagonal=-1))",
-                 "很可能的原因：排除了对角线（tril(diagonal=-1)）", id="causal-mask"),
-    pytest.param(checks.check_causal_mask, mask_triu, "the upper triangle (triu)",
-                 "用了上三角（triu）而不是下三角（tril）", id="causal-mask-triu"),
-    pytest.param(checks.check_attention, make_sdpa("no_scale"),
-                 "[q, k, v (2, 5, 8), no mask]: output differs from the reference",
-                 "[q, k, v (2, 5, 8)，无掩码]：输出与参考实现不一致", id="attention"),
-    pytest.param(checks.check_multi_head_attention,
-                 variant(LearnerMHA, "NoMaskMHA", mask_mode="none"),
-                 "[x (2, 5, 24), 4 heads]: output differs",
-                 "没有施加因果掩码（词元关注到了它后面的词元）", id="multi-head-attention"),
-    pytest.param(checks.check_layernorm,
-                 variant(LearnerLayerNorm, "EpsOutsideLayerNorm", mistake="eps_outside"),
-                 "eps is added outside the square root", "eps 加在了平方根外面", id="layernorm"),
-    pytest.param(checks.check_rmsnorm,
-                 variant(LearnerRMSNorm, "MeanAbsRMSNorm", mistake="mean_abs"),
-                 "divides by the mean of |x|", "除以的是 |x| 的均值", id="rmsnorm"),
-    pytest.param(checks.check_feedforward,
-                 variant(LearnerFeedForward, "ReluFeedForward", activation=staticmethod(F.relu)),
-                 "ReLU instead of the exact GELU", "用了 ReLU，而不是精确的 GELU", id="mlp"),
-    pytest.param(checks.check_feedforward,
-                 variant(LearnerFeedForward, "NarrowFeedForward", default_width=2),
-                 "parameter fc_in.weight has shape (32, 16), expected (64, 16)",
-                 "参数 fc_in.weight 的形状是 (32, 16)，应为 (64, 16)", id="mlp-width"),
-    pytest.param(checks.check_transformer_block,
-                 variant(LearnerBlock, "AlwaysPostBlock", mistake="always_post"),
-                 "post-LN was written where pre-LN was asked",
-                 "要求的是前置层归一化（Pre-LN，pre_ln=True），却写成了后置层归一化（Post-LN）",
-                 id="block"),
-    pytest.param(checks.check_transformer_block,
-                 variant(LearnerBlock, "InplaceBlock", mistake="inplace"),
-                 "your code modified its input x in place", "你的代码原地修改了它的输入 x",
-                 id="block-inplace"),
-    pytest.param(check_repeat_kv, make_repeat_kv("tiled"),
-                 "tiled instead of grouped (kv.repeat(1, n_rep, 1, 1))",
-                 "整体平铺而不是分组（kv.repeat(1, n_rep, 1, 1)）", id="gqa-repeat-kv"),
-    pytest.param(check_repeat_kv, make_repeat_kv("seq_axis"),
-                 "output has shape (2, 2, 15, 4), expected (2, 6, 5, 4)",
-                 "输出的形状是 (2, 2, 15, 4)，应为 (2, 6, 5, 4)", id="gqa-repeat-kv-axis"),
+    pytest.param(
+        checks.check_causal_mask,
+        mask_diagonal_excluded,
+        "looks like: the diagonal is excluded (tril(diagonal=-1))",
+        "很可能的原因：排除了对角线（tril(diagonal=-1)）",
+        id="causal-mask",
+    ),
+    pytest.param(
+        checks.check_causal_mask,
+        mask_triu,
+        "the upper triangle (triu)",
+        "用了上三角（triu）而不是下三角（tril）",
+        id="causal-mask-triu",
+    ),
+    pytest.param(
+        checks.check_attention,
+        make_sdpa("no_scale"),
+        "[q, k, v (2, 5, 8), no mask]: output differs from the reference",
+        "[q, k, v (2, 5, 8)，无掩码]：输出与参考实现不一致",
+        id="attention",
+    ),
+    pytest.param(
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "NoMaskMHA", mask_mode="none"),
+        "[x (2, 5, 24), 4 heads]: output differs",
+        "没有施加因果掩码（词元关注到了它后面的词元）",
+        id="multi-head-attention",
+    ),
+    pytest.param(
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "EpsOutsideLayerNorm", mistake="eps_outside"),
+        "eps is added outside the square root",
+        "eps 加在了平方根外面",
+        id="layernorm",
+    ),
+    pytest.param(
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "MeanAbsRMSNorm", mistake="mean_abs"),
+        "divides by the mean of |x|",
+        "除以的是 |x| 的均值",
+        id="rmsnorm",
+    ),
+    pytest.param(
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "ReluFeedForward", activation=staticmethod(F.relu)),
+        "ReLU instead of the exact GELU",
+        "用了 ReLU，而不是精确的 GELU",
+        id="mlp",
+    ),
+    pytest.param(
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "NarrowFeedForward", default_width=2),
+        "parameter fc_in.weight has shape (32, 16), expected (64, 16)",
+        "参数 fc_in.weight 的形状是 (32, 16)，应为 (64, 16)",
+        id="mlp-width",
+    ),
+    pytest.param(
+        checks.check_transformer_block,
+        variant(LearnerBlock, "AlwaysPostBlock", mistake="always_post"),
+        "post-LN was written where pre-LN was asked",
+        "要求的是前置层归一化（Pre-LN，pre_ln=True），却写成了后置层归一化（Post-LN）",
+        id="block",
+    ),
+    pytest.param(
+        checks.check_transformer_block,
+        variant(LearnerBlock, "InplaceBlock", mistake="inplace"),
+        "your code modified its input x in place",
+        "你的代码原地修改了它的输入 x",
+        id="block-inplace",
+    ),
+    pytest.param(
+        check_repeat_kv,
+        make_repeat_kv("tiled"),
+        "tiled instead of grouped (kv.repeat(1, n_rep, 1, 1))",
+        "整体平铺而不是分组（kv.repeat(1, n_rep, 1, 1)）",
+        id="gqa-repeat-kv",
+    ),
+    pytest.param(
+        check_repeat_kv,
+        make_repeat_kv("seq_axis"),
+        "output has shape (2, 2, 15, 4), expected (2, 6, 5, 4)",
+        "输出的形状是 (2, 2, 15, 4)，应为 (2, 6, 5, 4)",
+        id="gqa-repeat-kv-axis",
+    ),
 ]
 
 
 @pytest.mark.parametrize("check, wrong, english_part, chinese_part", CASES)
-def test_a_wrong_implementation_is_diagnosed_in_chinese(check, wrong, english_part, chinese_part,
-                                                        monkeypatch):
+def test_a_wrong_implementation_is_diagnosed_in_chinese(
+    check, wrong, english_part, chinese_part, monkeypatch
+):
     english, chinese = both(check, wrong, monkeypatch)
     assert english_part in english.splitlines()[0]
     assert chinese_part in chinese.splitlines()[0], chinese
@@ -140,9 +185,11 @@ def test_a_wrong_implementation_is_diagnosed_in_chinese(check, wrong, english_pa
 
 
 # Every mutant of the catalogues, in both languages: nothing is left in English only.
-SWEEP = [(f"main-{name}", check, wrong) for name, check, wrong, _ in MAIN_MUTANTS] + \
-    [(f"gqa-{name}", check_repeat_kv, wrong) for name, wrong, _ in GQA_MUTANTS] + \
-    [(f"claims-{name}", check_permute_qk_rows, wrong) for name, wrong, _ in CLAIMS_MUTANTS]
+SWEEP = (
+    [(f"main-{name}", check, wrong) for name, check, wrong, _ in MAIN_MUTANTS]
+    + [(f"gqa-{name}", check_repeat_kv, wrong) for name, wrong, _ in GQA_MUTANTS]
+    + [(f"claims-{name}", check_permute_qk_rows, wrong) for name, wrong, _ in CLAIMS_MUTANTS]
+)
 
 
 @pytest.mark.parametrize("check, wrong", [pytest.param(*row[1:], id=row[0]) for row in SWEEP])
@@ -158,7 +205,10 @@ def test_every_catalogued_mistake_reads_in_chinese(check, wrong, monkeypatch):
 def test_the_pass_line_speaks_the_language_with_the_same_count(monkeypatch, capsys):
     """The line a Chinese solution's check cell stores (and the grader compares with)."""
     right = lambda T: mask_diagonal_excluded(T) | mask_triu(T).tril()  # noqa: E731
-    for lang, line in (("en", "causal_mask: 4/4 checks passed\n"), ("zh", "causal_mask：4/4 项检查通过\n")):
+    for lang, line in (
+        ("en", "causal_mask: 4/4 checks passed\n"),
+        ("zh", "causal_mask：4/4 项检查通过\n"),
+    ):
         monkeypatch.setenv("TFCOURSE_LANG", lang)
         checks.check_causal_mask(right)
         assert capsys.readouterr().out == line
@@ -166,7 +216,7 @@ def test_the_pass_line_speaks_the_language_with_the_same_count(monkeypatch, caps
 
 def test_a_chinese_notebook_chooses_chinese_without_the_environment(monkeypatch):
     english = failure(checks.check_causal_mask, mask_triu, monkeypatch, "en")
-    language.use("zh")                      # what setup_notebook(..., language="zh") does
+    language.use("zh")  # what setup_notebook(..., language="zh") does
     try:
         with pytest.raises(AssertionError) as info:
             checks.check_causal_mask(mask_triu)
@@ -225,8 +275,11 @@ def english_only_messages(source: str, filename: str = "<source>") -> list[str]:
                 check(arg, "raise")
         elif isinstance(node, ast.Assert):
             check(node.msg, "assert")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in HARNESS_CALLS:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in HARNESS_CALLS
+        ):
             for i in HARNESS_CALLS[node.func.attr]:
                 if i < len(node.args):
                     check(node.args[i], node.func.attr)
@@ -237,13 +290,16 @@ def english_only_messages(source: str, filename: str = "<source>") -> list[str]:
 
 
 def test_no_check_raises_an_english_only_message():
-    found = [problem for path in sorted(CHECKS_DIR.glob("*.py"))
-             for problem in english_only_messages(path.read_text(), str(path))]
+    found = [
+        problem
+        for path in sorted(CHECKS_DIR.glob("*.py"))
+        for problem in english_only_messages(path.read_text(), str(path))
+    ]
     assert found == [], "wrap these in say(english, chinese):\n" + "\n".join(found)
 
 
 def test_the_scan_finds_an_english_only_message():
-    source = '''
+    source = """
 def f(chk, case, x, n):
     if x:
         raise ValueError(f"x must be positive, got {x}")
@@ -251,10 +307,10 @@ def f(chk, case, x, n):
     chk.fail(case, "the output " + "is wrong", hint="fix it")
     chk.compare(case, "output", x, x, looks_like=f"looks odd: {n}")
     chk.call("a case", "calling your code", print)
-'''
+"""
     found = english_only_messages(source)
     assert len(found) == 8, found
-    wrapped = '''
+    wrapped = """
 def f(chk, case, x, n):
     if x:
         raise ValueError(say(f"x must be positive, got {x}", f"x 必须为正，实际得到 {x}"))
@@ -262,7 +318,7 @@ def f(chk, case, x, n):
     chk.fail(case, say("the output is wrong", "输出不对"), hint=say("fix it", "改一下"))
     chk.unchanged(case, "x", x, x)
     raise TypeError(message)
-'''
+"""
     assert english_only_messages(wrapped) == []
 
 
@@ -277,8 +333,10 @@ ALLOWED_PROSE_TEXTS = {
     # The pass line, "<Name>: n/n checks passed", is the same in both languages (nbval).
     ("_harness.py", " checks passed"),
     # Looked for in torch's own error messages, to diagnose them; never shown.
-    ("_torch_errors.py", "same device"), ("_torch_errors.py", "same dtype"),
-    ("_torch_errors.py", "scalar type"), ("_torch_errors.py", "does not require grad"),
+    ("_torch_errors.py", "same device"),
+    ("_torch_errors.py", "same dtype"),
+    ("_torch_errors.py", "scalar type"),
+    ("_torch_errors.py", "does not require grad"),
     ("_torch_errors.py", "view size is not compatible"),
     # A key of the gradients' dict; the harness shows it as "输入 kv" in Chinese.
     ("gqa.py", "input kv"),
@@ -291,20 +349,33 @@ def english_prose(source: str, filename: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "say":
             skip.update(id(n) for n in ast.walk(node))
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body and \
-                isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
-            skip.add(id(node.body[0].value))                                # a docstring
+        if (
+            isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        ):
+            skip.add(id(node.body[0].value))  # a docstring
         if isinstance(node, ast.Assign) and any(
-                (Path(filename).name, getattr(t, "id", None)) in ALLOWED_PROSE for t in node.targets):
+            (Path(filename).name, getattr(t, "id", None)) in ALLOWED_PROSE for t in node.targets
+        ):
             skip.update(id(n) for n in ast.walk(node.value))
-    return [f"{Path(filename).name}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and id(node) not in skip and PROSE.search(node.value)
-            and (Path(filename).name, node.value) not in ALLOWED_PROSE_TEXTS]
+    return [
+        f"{Path(filename).name}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in skip
+        and PROSE.search(node.value)
+        and (Path(filename).name, node.value) not in ALLOWED_PROSE_TEXTS
+    ]
 
 
 def test_no_english_prose_outside_say():
-    found = [problem for path in sorted(CHECKS_DIR.glob("*.py"))
-             for problem in english_prose(path.read_text(), str(path))]
+    found = [
+        problem
+        for path in sorted(CHECKS_DIR.glob("*.py"))
+        for problem in english_prose(path.read_text(), str(path))
+    ]
     assert found == [], "wrap these in say(english, chinese):\n" + "\n".join(found)
     assert english_prose('x = ("the mask is ignored", 1)\n', "new.py") != []

@@ -34,7 +34,7 @@ def test_scaled_error_treats_matching_nan_and_inf_as_equal_and_one_sided_ones_as
 def test_diagnose_picks_the_closest_variant_and_keeps_table_order_on_ties():
     got = torch.linspace(1.0, 2.0, 10)
     with _harness.Checker("diagnosis") as chk:
-        far = ("far", lambda: got * (1 + 5 * chk.rtol))       # within 10 x rtol, not exact
+        far = ("far", lambda: got * (1 + 5 * chk.rtol))  # within 10 x rtol, not exact
         near = ("near", lambda: got.clone())
         broken = ("raises", lambda: 1 / 0)
         wrong_shape = ("shape", lambda: got[:3])
@@ -56,10 +56,14 @@ def _spy_on_diagnoses(monkeypatch) -> list[list[tuple[str, float]]]:
             try:
                 with torch.no_grad():
                     candidate = compute()
-            except Exception:       # noqa: BLE001 - as in diagnose
+            except Exception:  # noqa: BLE001 - as in diagnose
                 continue
-            errors.append((description, scaled_error(got, candidate.to(got.dtype),
-                                                     10 * self.rtol, 10 * self.atol)))
+            errors.append(
+                (
+                    description,
+                    scaled_error(got, candidate.to(got.dtype), 10 * self.rtol, 10 * self.atol),
+                )
+            )
         seen.append(errors)
         return original(self, got, variants)
 
@@ -68,22 +72,42 @@ def _spy_on_diagnoses(monkeypatch) -> list[list[tuple[str, float]]]:
 
 
 def _default_eps(base, eps):
-    return type(f"{base.__name__}Eps", (base,),
-                {"__init__": lambda self, d_model, eps=eps: base.__init__(self, d_model, eps)})
+    return type(
+        f"{base.__name__}Eps",
+        (base,),
+        {"__init__": lambda self, d_model, eps=eps: base.__init__(self, d_model, eps)},
+    )
 
 
-@pytest.mark.parametrize("check, implementation, expected, tolerances", [
-    pytest.param(checks.check_layernorm, LayerNormEps1e4,
-                 "the default eps is 0.0001, expected 1e-05", None, id="layernorm-1e-4-cpu"),
-    pytest.param(checks.check_layernorm, _default_eps(LearnerLayerNorm, 1e-6),
-                 "the default eps is 1e-06, expected 1e-05", ACCELERATOR_TOLERANCES,
-                 id="layernorm-1e-6-accelerator"),
-    pytest.param(checks.check_rmsnorm, _default_eps(LearnerRMSNorm, 1e-8),
-                 "the default eps is 1e-08, expected 1e-06", ACCELERATOR_TOLERANCES,
-                 id="rmsnorm-1e-8-accelerator"),
-])
+@pytest.mark.parametrize(
+    "check, implementation, expected, tolerances",
+    [
+        pytest.param(
+            checks.check_layernorm,
+            LayerNormEps1e4,
+            "the default eps is 0.0001, expected 1e-05",
+            None,
+            id="layernorm-1e-4-cpu",
+        ),
+        pytest.param(
+            checks.check_layernorm,
+            _default_eps(LearnerLayerNorm, 1e-6),
+            "the default eps is 1e-06, expected 1e-05",
+            ACCELERATOR_TOLERANCES,
+            id="layernorm-1e-6-accelerator",
+        ),
+        pytest.param(
+            checks.check_rmsnorm,
+            _default_eps(LearnerRMSNorm, 1e-8),
+            "the default eps is 1e-08, expected 1e-06",
+            ACCELERATOR_TOLERANCES,
+            id="rmsnorm-1e-8-accelerator",
+        ),
+    ],
+)
 def test_a_wrong_default_eps_is_named_as_such_not_as_eps_outside_the_root(
-        check, implementation, expected, tolerances, monkeypatch, capsys):
+    check, implementation, expected, tolerances, monkeypatch, capsys
+):
     if tolerances is not None:
         monkeypatch.setattr(_harness, "tolerances", lambda dtype, device: tolerances)
     seen = _spy_on_diagnoses(monkeypatch)

@@ -78,12 +78,22 @@ def test_the_english_stays_english(tmp_path, capsys):
 
 
 def test_a_chinese_report_says_the_same_in_chinese():
-    grade_ = NotebookGrade(notebook="alice/03_norms.ipynb", solution="solutions/03_norms.ipynb",
-                           seconds=4.2, language="zh")
+    grade_ = NotebookGrade(
+        notebook="alice/03_norms.ipynb",
+        solution="solutions/03_norms.ipynb",
+        seconds=4.2,
+        language="zh",
+    )
     grade_.exercises = [
         ExerciseResult("LayerNorm", True, ["check-layernorm"]),
-        ExerciseResult("RMSNorm", False, ["check-rmsnorm"], expected="RMSNorm: 6/6 checks passed",
-                       got="AssertionError: RMSNorm: 输出不同\nmax |diff| 0.31", reason="error"),
+        ExerciseResult(
+            "RMSNorm",
+            False,
+            ["check-rmsnorm"],
+            expected="RMSNorm: 6/6 checks passed",
+            got="AssertionError: RMSNorm: 输出不同\nmax |diff| 0.31",
+            reason="error",
+        ),
     ]
     assert format_report(grade_).split("\n") == [
         "alice/03_norms.ipynb（对照 solutions/03_norms.ipynb，4.2 秒）",
@@ -107,7 +117,8 @@ def test_a_chinese_report_says_the_same_in_chinese():
 
 
 def test_a_chinese_notebook_is_graded_in_chinese_and_its_checks_get_tfcourse_lang(
-        monkeypatch, solution, learner):
+    monkeypatch, solution, learner
+):
     """Without starting a worker: the grade's language and the workers' environment where
     the sealed verdicts are asked for."""
     from tfcourse.course import grade as grade_module
@@ -117,28 +128,33 @@ def test_a_chinese_notebook_is_graded_in_chinese_and_its_checks_get_tfcourse_lan
 
     def sealed_verdicts(notebook, solution_, names, setup, identity=""):
         seen.update(env=setup.env, timeout=setup.timeout, language=language.current())
-        return {name: session.SealedVerdict("failed", output=language.say("wrong", "错了"),
-                                            reason="error") for name in names}
+        return {
+            name: session.SealedVerdict(
+                "failed", output=language.say("wrong", "错了"), reason="error"
+            )
+            for name in names
+        }
 
     monkeypatch.setattr(grade_module, "grade_exercises", sealed_verdicts)
     learner.metadata["tfcourse"]["language"] = "zh"
     result, _ = grade(learner, solution, session.Setup(env={"PATH": "/bin"}, timeout=7))
-    assert seen == {"env": {"PATH": "/bin", "TFCOURSE_LANG": "zh"}, "timeout": 7,
-                    "language": "zh"}
-    assert result.language == "zh" and language.current() == "en"   # only while grading
+    assert seen == {"env": {"PATH": "/bin", "TFCOURSE_LANG": "zh"}, "timeout": 7, "language": "zh"}
+    assert result.language == "zh" and language.current() == "en"  # only while grading
     report = format_report(result)
     assert "      实际：'错了'" in report and "  成绩：通过 0/2 个练习" in report
     assert all(CHINESE.search(word) for word in result.isolation)
 
 
-def test_grade_refuses_bad_flags_and_a_missing_sandbox_in_chinese(zh, tmp_path, capsys,
-                                                                  monkeypatch):
+def test_grade_refuses_bad_flags_and_a_missing_sandbox_in_chinese(
+    zh, tmp_path, capsys, monkeypatch
+):
     """The refusals before any grading (``check_arguments``): one Chinese line each."""
     from tfcourse.course import grade as grade_module
     from tfcourse.course.sealed import sandbox
 
-    monkeypatch.setattr(grade_module, "grade_notebook",
-                        lambda *a, **k: pytest.fail("graded despite a refusal"))
+    monkeypatch.setattr(
+        grade_module, "grade_notebook", lambda *a, **k: pytest.fail("graded despite a refusal")
+    )
     notebook = tmp_path / "99_fixture.ipynb"
     notebook.write_text("{}")
     base = ["grade", str(notebook), "--solutions", str(SOLUTIONS)]
@@ -157,19 +173,22 @@ def test_grade_refuses_bad_flags_and_a_missing_sandbox_in_chinese(zh, tmp_path, 
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_a_chinese_notebook_scores_what_the_english_one_scores(tmp_path, solution, learner,
-                                                               grading_setup):
+def test_a_chinese_notebook_scores_what_the_english_one_scores(
+    tmp_path, solution, learner, grading_setup
+):
     """The cheapest real grade: a solved notebook (one sealed worker judges both exercises)."""
     solved = solve(learner, solution)
     english, chinese = tmp_path / "en" / "99_fixture.ipynb", tmp_path / "zh" / "99_fixture.ipynb"
     notebook_format.write_notebook(solved, english)
     solved.metadata["tfcourse"]["language"] = "zh"
     notebook_format.write_notebook(solved, chinese)
-    grades = [grade_notebook(path, grading_setup, solutions_dir=SOLUTIONS)
-              for path in (english, chinese)]
+    grades = [
+        grade_notebook(path, grading_setup, solutions_dir=SOLUTIONS) for path in (english, chinese)
+    ]
     en, zh = (format_report(g) for g in grades)
-    assert [(e.name, e.passed, e.score) for e in grades[0].exercises] == \
-        [(e.name, e.passed, e.score) for e in grades[1].exercises]
+    assert [(e.name, e.passed, e.score) for e in grades[0].exercises] == [
+        (e.name, e.passed, e.score) for e in grades[1].exercises
+    ]
     assert (grades[0].passed, grades[0].total) == (grades[1].passed, grades[1].total) == (2, 2)
     assert "  score: 2/2 exercises passed" in en and not CHINESE.search(en)
     assert "  成绩：通过 2/2 个练习" in zh and "  Causal mask：通过" in zh
@@ -178,8 +197,9 @@ def test_a_chinese_notebook_scores_what_the_english_one_scores(tmp_path, solutio
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_a_chinese_notebook_is_graded_against_the_chinese_solution(tmp_path, solution, learner,
-                                                                   grading_setup):
+def test_a_chinese_notebook_is_graded_against_the_chinese_solution(
+    tmp_path, solution, learner, grading_setup
+):
     """Where the course has the Chinese edition of the solution, a Chinese notebook is graded
     against it: its check cells hold the pass lines in Chinese, which the checks then print."""
     folder = tmp_path / "solutions"
@@ -189,14 +209,19 @@ def test_a_chinese_notebook_is_graded_against_the_chinese_solution(tmp_path, sol
     for cell in chinese_solution.cells:
         for output in cell.get("outputs", []):
             if "text" in output:
-                output["text"] = re.sub(r"^(.+): (\d+)/\2 checks passed$", r"\1：\2/\2 项检查通过",
-                                        "".join(output["text"]), flags=re.MULTILINE)
+                output["text"] = re.sub(
+                    r"^(.+): (\d+)/\2 checks passed$",
+                    r"\1：\2/\2 项检查通过",
+                    "".join(output["text"]),
+                    flags=re.MULTILINE,
+                )
     notebook_format.write_notebook(chinese_solution, folder / "zh" / "99_fixture.ipynb")
     solved = solve(learner, solution)
     solved.metadata["tfcourse"]["language"] = "zh"
     notebook_format.write_notebook(solved, tmp_path / "mine" / "99_fixture.ipynb")
-    graded = grade_notebook(tmp_path / "mine" / "99_fixture.ipynb", grading_setup,
-                            solutions_dir=folder)
+    graded = grade_notebook(
+        tmp_path / "mine" / "99_fixture.ipynb", grading_setup, solutions_dir=folder
+    )
     assert graded.solution.replace("\\", "/").endswith("zh/99_fixture.ipynb"), graded.solution
     assert (graded.passed, graded.total) == (2, 2), format_report(graded)
 

@@ -23,7 +23,7 @@ def test_markov_transition_is_a_sparse_stochastic_matrix(chain):
 
 def test_markov_stationary_distribution_is_stationary(chain):
     pi = chain.stationary
-    assert pi.min() > 0                            # the built-in cycle makes the chain irreducible
+    assert pi.min() > 0  # the built-in cycle makes the chain irreducible
     torch.testing.assert_close(pi @ chain.transition, pi, rtol=0, atol=1e-12)
     assert math.isclose(float(pi.sum()), 1.0, abs_tol=1e-12)
 
@@ -60,10 +60,15 @@ def test_markov_impossible_fraction_sees_wrong_transitions(chain):
     assert chain.transition_nll(torch.tensor([[i, impossible]])) == math.inf
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    (dict(vocab_size=1), ValueError), (dict(vocab_size=4, n_successors=5), ValueError),
-    (dict(vocab_size=4.0), TypeError), (dict(n_successors=0), ValueError),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        (dict(vocab_size=1), ValueError),
+        (dict(vocab_size=4, n_successors=5), ValueError),
+        (dict(vocab_size=4.0), TypeError),
+        (dict(n_successors=0), ValueError),
+    ],
+)
 def test_markov_validates(kwargs, error):
     with pytest.raises(error):
         MarkovChain(**kwargs)
@@ -87,9 +92,9 @@ def test_copy_task_layout(seq_len):
     n = (seq_len + 1) // 2
     assert (x[:, n] == task.separator).all()
     assert (x[:, :n] < 5).all()
-    assert torch.equal(x[:, n + 1:], x[:, : seq_len - n - 1])      # the copy
-    assert (y[:, :n] == IGNORE_INDEX).all()                         # random half: not scored
-    assert torch.equal(y[:, n:], x[:, : seq_len - n])               # scored targets: the symbols
+    assert torch.equal(x[:, n + 1 :], x[:, : seq_len - n - 1])  # the copy
+    assert (y[:, :n] == IGNORE_INDEX).all()  # random half: not scored
+    assert torch.equal(y[:, n:], x[:, : seq_len - n])  # scored targets: the symbols
 
 
 def test_stdlib_docstrings_deterministic_ascii_and_capped():
@@ -97,7 +102,7 @@ def test_stdlib_docstrings_deterministic_ascii_and_capped():
     assert text == data.stdlib_docstrings(20_000)
     assert 0 < len(text) <= 20_000
     assert text.isascii()
-    assert "Return" in text                                          # it is English prose
+    assert "Return" in text  # it is English prose
 
 
 def test_char_tokenizer_round_trip_and_errors():
@@ -124,14 +129,14 @@ def test_train_val_split_is_contiguous():
 
 
 def test_text_dataset_batches_come_from_their_split():
-    text = "".join(chr(ord("a") + i % 26) for i in range(1000))     # abc...zabc...
+    text = "".join(chr(ord("a") + i % 26) for i in range(1000))  # abc...zabc...
     ds = TextDataset(text, val_fraction=0.2)
     assert ds.vocab_size == 26 and ds.loss_floor is None
     assert len(ds.train) == 800 and len(ds.val) == 200
     x, y = ds.batch(4, 10, generator=torch.Generator().manual_seed(0), split="val")
     assert x.shape == (4, 10)
     assert torch.equal(x[:, 1:], y[:, :-1])
-    assert ((y - x) % 26 == 1).all()                                  # next letter
+    assert ((y - x) % 26 == 1).all()  # next letter
     with pytest.raises(ValueError, match="fewer than seq_len"):
         ds.batch(1, 300, split="val")
 

@@ -97,4 +97,3 @@ def test_python_dash_m_tfcourse_demo():
     )
     assert result.returncode == 0, result.stderr
     assert "grad norm at embedding" in result.stdout
-

@@ -26,14 +26,28 @@ def test_healthy_here(capsys):
     status, out = _run(capsys)
     assert status == 0, out
     assert "Healthy" in out and "FAIL" not in out
-    for piece in ("Python", "torch", "CUDA", "MPS", "jupyterlab", "ipywidgets", "jupyterlab_widgets",
-                  "nbval", "matplotlib", "environment", "kernel", "widget frontend"):
+    for piece in (
+        "Python",
+        "torch",
+        "CUDA",
+        "MPS",
+        "jupyterlab",
+        "ipywidgets",
+        "jupyterlab_widgets",
+        "nbval",
+        "matplotlib",
+        "environment",
+        "kernel",
+        "widget frontend",
+    ):
         assert f" {piece} " in out, f"the report does not mention {piece}:\n{out}"
 
 
 def test_missing_package_is_a_failure_with_the_fix(capsys, monkeypatch):
     real = doctor.package_version
-    monkeypatch.setattr(doctor, "package_version", lambda name: None if name == "ipywidgets" else real(name))
+    monkeypatch.setattr(
+        doctor, "package_version", lambda name: None if name == "ipywidgets" else real(name)
+    )
     status, out = _run(capsys)
     assert status == 1
     line = next(line for line in out.splitlines() if "ipywidgets" in line and "FAIL" in line)
@@ -44,7 +58,9 @@ def test_missing_package_is_a_failure_with_the_fix(capsys, monkeypatch):
 
 def test_optional_package_missing_is_only_a_warning(capsys, monkeypatch):
     real = doctor.package_version
-    monkeypatch.setattr(doctor, "package_version", lambda name: None if name == "nbval" else real(name))
+    monkeypatch.setattr(
+        doctor, "package_version", lambda name: None if name == "nbval" else real(name)
+    )
     finding = _finding(doctor.check_packages(), "nbval")
     assert finding.status == "warn" and "tfcourse grade" in finding.detail
 
@@ -71,8 +87,10 @@ def test_kernel_from_the_wrong_environment(monkeypatch, tmp_path):
     fake = tmp_path / "python-elsewhere"
     fake.write_text(f"#!/bin/sh\nexec '{sys.executable}' -I -S \"$@\"\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    spec = SimpleNamespace(argv=[str(fake), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                           resource_dir=str(tmp_path))
+    spec = SimpleNamespace(
+        argv=[str(fake), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        resource_dir=str(tmp_path),
+    )
     monkeypatch.setattr(doctor_jupyter, "_kernel_spec", lambda: spec)
     (finding,) = doctor_jupyter.check_kernel()
     assert finding.status == "FAIL"
@@ -81,8 +99,10 @@ def test_kernel_from_the_wrong_environment(monkeypatch, tmp_path):
 
 
 def test_kernel_that_does_not_start(monkeypatch, tmp_path):
-    spec = SimpleNamespace(argv=[str(tmp_path / "missing-python"), "-m", "ipykernel_launcher"],
-                           resource_dir=str(tmp_path))
+    spec = SimpleNamespace(
+        argv=[str(tmp_path / "missing-python"), "-m", "ipykernel_launcher"],
+        resource_dir=str(tmp_path),
+    )
     monkeypatch.setattr(doctor_jupyter, "_kernel_spec", lambda: spec)
     (finding,) = doctor_jupyter.check_kernel()
     assert finding.status == "FAIL" and "missing-python" in finding.detail
@@ -93,7 +113,9 @@ def _notebook(path: Path, version):
     if version is not None:
         metadata["tfcourse"] = {"version": version}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"cells": [], "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}))
+    path.write_text(
+        json.dumps({"cells": [], "metadata": metadata, "nbformat": 4, "nbformat_minor": 5})
+    )
 
 
 def test_notebooks_written_for_another_version(capsys, tmp_path):

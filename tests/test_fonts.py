@@ -23,8 +23,9 @@ def chinese_characters() -> set[str]:
     sources = [path.read_text(encoding="utf-8") for path in (ROOT / "tfcourse").rglob("*.py")]
     for path in sorted((ROOT / "solutions" / "zh").glob("*.ipynb")):
         notebook = json.loads(path.read_text(encoding="utf-8"))
-        sources += ["".join(cell["source"]) for cell in notebook["cells"]
-                    if cell["cell_type"] == "code"]
+        sources += [
+            "".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"
+        ]
     return {char for source in sources for char in CJK.findall(source)}
 
 
@@ -35,7 +36,7 @@ def missing_glyphs(text: str) -> list[str]:
         warnings.simplefilter("always")
         figure, ax = plt.subplots()
         ax.set_title(text[:40])
-        ax.text(0, 0, "\n".join(text[i:i + 60] for i in range(0, len(text), 60)))
+        ax.text(0, 0, "\n".join(text[i : i + 60] for i in range(0, len(text), 60)))
         figure.canvas.draw()
         plt.close(figure)
     return [str(w.message) for w in caught if "missing from" in str(w.message)]

@@ -38,9 +38,17 @@ def run_cells(*cells: str) -> tuple[pool.Session, list[dict]]:
     """A session that runs ``cells`` as a learner's; the session and the cells' results."""
     session = pool.start(ENV, [], dict(ENV, HOME=pool.SESSION))
     package = torch.frombuffer(bytearray(sealed_archive(set())), dtype=torch.uint8)
-    protocol.write_message(session.stdin, {
-        "cells": [textwrap.dedent(cell) for cell in cells], "builtins": [], "threads": 1,
-        "cell_seconds": 60, "limits": {}}, {"package": package})
+    protocol.write_message(
+        session.stdin,
+        {
+            "cells": [textwrap.dedent(cell) for cell in cells],
+            "builtins": [],
+            "threads": 1,
+            "cell_seconds": 60,
+            "limits": {},
+        },
+        {"package": package},
+    )
     reply, _ = protocol.read_message(session.stdout)
     return session, reply["cells"]
 
@@ -92,7 +100,7 @@ def test_a_server_outlives_the_thread_that_started_it():
     thread.start()
     thread.join()
     started[0].kill()
-    time.sleep(1)           # the parent-death signal, if any, has arrived by now
+    time.sleep(1)  # the parent-death signal, if any, has arrived by now
     assert started[0].server.process.poll() is None
     second, ran = run_cells("y = 2")
     assert ran[0]["ok"] and served_by(second) == served_by(started[0])
@@ -159,8 +167,15 @@ def test_the_server_refuses_to_serve_outside_a_pid_namespace_of_its_own():
     """``kill(-1)`` must never reach the grader's processes: outside the sandbox the server
     refuses (only the check runs here, never the server)."""
     folder = os.path.dirname(pool.__file__)
-    code = (f"import sys; sys.path.insert(0, {folder!r}); import forkserver; "
-            "print(forkserver._refuse_to_start())")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"), check=True)
+    code = (
+        f"import sys; sys.path.insert(0, {folder!r}); import forkserver; "
+        "print(forkserver._refuse_to_start())"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        check=True,
+    )
     assert "not alone in a PID namespace" in result.stdout

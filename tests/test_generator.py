@@ -63,24 +63,49 @@ def verdict(text):
 
 def tiny_solution():
     """A valid two-exercise solution notebook, in memory."""
-    nb = new_notebook(cells=[
-        new_markdown_cell("# Tiny", id="title"),
-        code("setup", "import torch", outputs=[], count=1),
-        code("ex-mask", FUNCTION, ["exercise"], outputs=[], count=2, exercise="Mask",
-             hint="keep the lower triangle"),
-        code("check-mask", "check_mask(causal_mask)", ["check", "nbval-check-output"],
-             outputs=verdict("Mask: 3/3 checks passed"), count=3, exercise="Mask"),
-        code("demo", "print(1)", ["nbval-ignore-output"], outputs=verdict("1"), count=4),
-        code("ex-norm", METHOD, ["exercise"], outputs=[], count=5, exercise="Norm", hint="rms"),
-        code("check-norm", "check_norm(Norm)", ["check", "nbval-check-output"],
-             outputs=verdict("Norm: 2/2 checks passed"), count=6, exercise="Norm"),
-    ])
-    nb.metadata = {"kernelspec": dict(notebook_format.KERNELSPEC), "language_info": {"name": "python"},
-                   "tfcourse": {"version": "0.1.0"}}
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# Tiny", id="title"),
+            code("setup", "import torch", outputs=[], count=1),
+            code(
+                "ex-mask",
+                FUNCTION,
+                ["exercise"],
+                outputs=[],
+                count=2,
+                exercise="Mask",
+                hint="keep the lower triangle",
+            ),
+            code(
+                "check-mask",
+                "check_mask(causal_mask)",
+                ["check", "nbval-check-output"],
+                outputs=verdict("Mask: 3/3 checks passed"),
+                count=3,
+                exercise="Mask",
+            ),
+            code("demo", "print(1)", ["nbval-ignore-output"], outputs=verdict("1"), count=4),
+            code("ex-norm", METHOD, ["exercise"], outputs=[], count=5, exercise="Norm", hint="rms"),
+            code(
+                "check-norm",
+                "check_norm(Norm)",
+                ["check", "nbval-check-output"],
+                outputs=verdict("Norm: 2/2 checks passed"),
+                count=6,
+                exercise="Norm",
+            ),
+        ]
+    )
+    nb.metadata = {
+        "kernelspec": dict(notebook_format.KERNELSPEC),
+        "language_info": {"name": "python"},
+        "tfcourse": {"version": "0.1.0"},
+    }
     return nb
 
 
 # --- stubs ------------------------------------------------------------------------------
+
 
 def test_stub_in_a_function_keeps_signature_and_indentation():
     stub = make_stub(FUNCTION, "Mask", "keep the lower triangle")
@@ -88,8 +113,10 @@ def test_stub_in_a_function_keeps_signature_and_indentation():
         "def causal_mask(T):",
         '    """(T, T) bool."""',
         "    # Hint: keep the lower triangle",
-        ("    raise NotImplementedError(\"Exercise 'Mask': replace this line with your "
-         "implementation\")"),
+        (
+            "    raise NotImplementedError(\"Exercise 'Mask': replace this line with your "
+            'implementation")'
+        ),
     ]
     compile(stub, "<stub>", "exec")
 
@@ -105,8 +132,10 @@ def test_stub_in_a_method_uses_the_marker_indentation_and_keeps_code_after():
 
 
 def test_stub_at_top_level_and_hint_only_on_the_first_of_several_regions():
-    source = ("x = 1\n### BEGIN SOLUTION\ny = 2\n### END SOLUTION\n"
-              "if True:\n\t### BEGIN SOLUTION\n\tz = 3\n\t### END SOLUTION")
+    source = (
+        "x = 1\n### BEGIN SOLUTION\ny = 2\n### END SOLUTION\n"
+        "if True:\n\t### BEGIN SOLUTION\n\tz = 3\n\t### END SOLUTION"
+    )
     stub = make_stub(source, "Two", "a  multi\nline hint")
     assert stub.split("\n") == [
         "x = 1",
@@ -138,11 +167,14 @@ def test_stub_without_hint_raises_naming_the_exercise():
         namespace["causal_mask"](3)
 
 
-@pytest.mark.parametrize("source, message", [
-    ("### BEGIN SOLUTION\nx = 1", "has no '### END SOLUTION'"),
-    ("x = 1\n### END SOLUTION", "without a '### BEGIN SOLUTION'"),
-    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION", "inside another"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("### BEGIN SOLUTION\nx = 1", "has no '### END SOLUTION'"),
+        ("x = 1\n### END SOLUTION", "without a '### BEGIN SOLUTION'"),
+        ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION", "inside another"),
+    ],
+)
 def test_unbalanced_markers_are_errors(source, message):
     with pytest.raises(ValueError, match=message):
         solution_regions(source)
@@ -164,6 +196,7 @@ def test_fill_in_refuses_a_cell_whose_stubs_were_removed():
 
 # --- validation -------------------------------------------------------------------------
 
+
 def test_a_valid_solution_has_no_problems():
     assert validate_solution(tiny_solution()) == []
 
@@ -174,36 +207,70 @@ def _problems(mutate):
     return "\n".join(validate_solution(nb))
 
 
-@pytest.mark.parametrize("mutate, expected", [
-    (lambda nb: nb.cells[2].metadata["tfcourse"].pop("exercise"),
-     "cell 'ex-mask' (#2): exercise cell without metadata tfcourse.exercise"),
-    (lambda nb: setattr(nb.cells[2], "source", "def causal_mask(T):\n    return 1"),
-     "cell 'ex-mask' (#2): exercise cell without a '### BEGIN SOLUTION'"),
-    (lambda nb: setattr(nb.cells[2], "source", FUNCTION.replace("    ### END SOLUTION", "")),
-     "cell 'ex-mask' (#2): line 3: '### BEGIN SOLUTION' has no '### END SOLUTION'"),
-    (lambda nb: nb.cells.pop(3), "exercise 'Mask' has no check cell"),
-    (lambda nb: nb.cells.pop(2), "cell 'check-mask' (#2): check for 'Mask', but no exercise"),
-    (lambda nb: setattr(nb.cells[4], "id", "check-mask"),
-     "cell 'check-mask' (#4): id 'check-mask' is also used by cell #3"),
-    (lambda nb: setattr(nb.cells[4], "source", 'open("/home/alice/data.txt")'),
-     "cell 'demo' (#4): machine-specific path '/home/alice' in the source"),
-    (lambda nb: setattr(nb.cells[4], "outputs", verdict("saved to /mnt/data/x.pt")),
-     "cell 'demo' (#4): machine-specific path '/mnt/' in an output"),
-    (lambda nb: setattr(nb.cells[0], "source", "see /tmp/notes"),
-     "cell 'title' (#0): machine-specific path '/tmp/' in the source"),
-    (lambda nb: setattr(nb.cells[3], "outputs", []),
-     "cell 'check-mask' (#3): check cell has no stored output"),
-    (lambda nb: nb.cells[3].metadata["tags"].remove("nbval-check-output"),
-     "cell 'check-mask' (#3): check cell without the 'nbval-check-output' tag"),
-    (lambda nb: setattr(nb.cells[3], "outputs", [new_output(
-        "error", ename="AssertionError", evalue="no", traceback=[])]),
-     "cell 'check-mask' (#3): check cell's stored output is an error"),
-    (lambda nb: setattr(nb.cells[4], "source", "### BEGIN SOLUTION\nx = 1\n### END SOLUTION"),
-     "cell 'demo' (#4): solution markers in a cell not tagged 'exercise'"),
-    (lambda nb: setattr(nb.cells[2], "source", "x = (\n### BEGIN SOLUTION\n1\n### END SOLUTION\n)"),
-     "cell 'ex-mask' (#2): the learner's stub does not compile"),
-    (lambda nb: setattr(nb.cells[4], "id", "bad id!"), "cell 'bad id!' (#4): id must be"),
-])
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (
+            lambda nb: nb.cells[2].metadata["tfcourse"].pop("exercise"),
+            "cell 'ex-mask' (#2): exercise cell without metadata tfcourse.exercise",
+        ),
+        (
+            lambda nb: setattr(nb.cells[2], "source", "def causal_mask(T):\n    return 1"),
+            "cell 'ex-mask' (#2): exercise cell without a '### BEGIN SOLUTION'",
+        ),
+        (
+            lambda nb: setattr(nb.cells[2], "source", FUNCTION.replace("    ### END SOLUTION", "")),
+            "cell 'ex-mask' (#2): line 3: '### BEGIN SOLUTION' has no '### END SOLUTION'",
+        ),
+        (lambda nb: nb.cells.pop(3), "exercise 'Mask' has no check cell"),
+        (lambda nb: nb.cells.pop(2), "cell 'check-mask' (#2): check for 'Mask', but no exercise"),
+        (
+            lambda nb: setattr(nb.cells[4], "id", "check-mask"),
+            "cell 'check-mask' (#4): id 'check-mask' is also used by cell #3",
+        ),
+        (
+            lambda nb: setattr(nb.cells[4], "source", 'open("/home/alice/data.txt")'),
+            "cell 'demo' (#4): machine-specific path '/home/alice' in the source",
+        ),
+        (
+            lambda nb: setattr(nb.cells[4], "outputs", verdict("saved to /mnt/data/x.pt")),
+            "cell 'demo' (#4): machine-specific path '/mnt/' in an output",
+        ),
+        (
+            lambda nb: setattr(nb.cells[0], "source", "see /tmp/notes"),
+            "cell 'title' (#0): machine-specific path '/tmp/' in the source",
+        ),
+        (
+            lambda nb: setattr(nb.cells[3], "outputs", []),
+            "cell 'check-mask' (#3): check cell has no stored output",
+        ),
+        (
+            lambda nb: nb.cells[3].metadata["tags"].remove("nbval-check-output"),
+            "cell 'check-mask' (#3): check cell without the 'nbval-check-output' tag",
+        ),
+        (
+            lambda nb: setattr(
+                nb.cells[3],
+                "outputs",
+                [new_output("error", ename="AssertionError", evalue="no", traceback=[])],
+            ),
+            "cell 'check-mask' (#3): check cell's stored output is an error",
+        ),
+        (
+            lambda nb: setattr(
+                nb.cells[4], "source", "### BEGIN SOLUTION\nx = 1\n### END SOLUTION"
+            ),
+            "cell 'demo' (#4): solution markers in a cell not tagged 'exercise'",
+        ),
+        (
+            lambda nb: setattr(
+                nb.cells[2], "source", "x = (\n### BEGIN SOLUTION\n1\n### END SOLUTION\n)"
+            ),
+            "cell 'ex-mask' (#2): the learner's stub does not compile",
+        ),
+        (lambda nb: setattr(nb.cells[4], "id", "bad id!"), "cell 'bad id!' (#4): id must be"),
+    ],
+)
 def test_validation_names_the_cell_and_the_problem(mutate, expected):
     assert expected in _problems(mutate)
 
@@ -214,6 +281,7 @@ def test_urls_and_home_relative_paths_are_not_machine_paths():
 
 
 # --- learner notebook -------------------------------------------------------------------
+
 
 def test_learner_notebook_stubs_exercises_clears_outputs_keeps_check_verdicts():
     solution = tiny_solution()
@@ -238,14 +306,23 @@ def test_learner_metadata_is_normalized():
     solution = tiny_solution()
     solution.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"x": 1}}
     solution.metadata["vscode"] = {"interpreter": {"hash": "abc"}}
-    solution.metadata["language_info"] = {"name": "python", "version": "3.11.7",
-                                          "codemirror_mode": {"name": "ipython"}}
-    solution.metadata["kernelspec"] = {"name": "myenv", "display_name": "My env",
-                                       "language": "python"}
+    solution.metadata["language_info"] = {
+        "name": "python",
+        "version": "3.11.7",
+        "codemirror_mode": {"name": "ipython"},
+    }
+    solution.metadata["kernelspec"] = {
+        "name": "myenv",
+        "display_name": "My env",
+        "language": "python",
+    }
     solution.cells[4].metadata["execution"] = {"iopub.status.busy": "2024-01-01T00:00:00"}
     learner = make_learner(solution, "00_tiny")
-    assert learner.metadata == {"kernelspec": notebook_format.KERNELSPEC, "language_info": {"name": "python"},
-                                "tfcourse": {"version": "0.1.0", "notebook": "00_tiny"}}
+    assert learner.metadata == {
+        "kernelspec": notebook_format.KERNELSPEC,
+        "language_info": {"name": "python"},
+        "tfcourse": {"version": "0.1.0", "notebook": "00_tiny"},
+    }
     assert "execution" not in learner.cells[4].metadata
     assert solution.metadata["kernelspec"]["name"] == "myenv"  # the input is not modified
 
@@ -254,12 +331,14 @@ def test_solve_fills_every_exercise_back_in():
     solution = tiny_solution()
     solved = solve(make_learner(solution, "00_tiny"), solution)
     for mine, reference in zip(solved.cells, solution.cells):
-        expected = "\n".join(line for line in reference.source.split("\n")
-                             if "SOLUTION" not in line)
+        expected = "\n".join(
+            line for line in reference.source.split("\n") if "SOLUTION" not in line
+        )
         assert mine.source == expected
 
 
 # --- build / --check --------------------------------------------------------------------
+
 
 @pytest.fixture
 def course(tmp_path):
@@ -284,8 +363,14 @@ def test_build_is_idempotent_and_deterministic(course):
 
 def test_check_detects_drift_missing_and_orphan_notebooks(course, capsys):
     build(course / "solutions", course / "notebooks")
-    args = ["build-notebooks", "--check", "--solutions", str(course / "solutions"),
-            "--out", str(course / "notebooks")]
+    args = [
+        "build-notebooks",
+        "--check",
+        "--solutions",
+        str(course / "solutions"),
+        "--out",
+        str(course / "notebooks"),
+    ]
     assert cli.main(args) == 0
     learner = course / "notebooks" / "99_fixture.ipynb"
     nb = nbformat.read(learner, as_version=4)
@@ -308,8 +393,15 @@ def test_invalid_solution_fails_the_build_naming_notebook_and_cell(course, capsy
     nb = tiny_solution()
     nb.cells[3].metadata["tags"] = ["nbval-check-output"]  # the check tag is gone
     notebook_format.write_notebook(nb, course / "solutions" / "00_tiny.ipynb")
-    code = cli.main(["build-notebooks", "--solutions", str(course / "solutions"),
-                     "--out", str(course / "notebooks")])
+    code = cli.main(
+        [
+            "build-notebooks",
+            "--solutions",
+            str(course / "solutions"),
+            "--out",
+            str(course / "notebooks"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert "00_tiny.ipynb: cell 'ex-mask' (#2): exercise 'Mask' has no check cell" in err
@@ -338,16 +430,22 @@ def test_the_fixture_solution_is_valid_and_its_learner_version_is_stubbed():
 
 # --- sanitize ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("/opt/course/.venv/lib/python3.11/site-packages/torch/nn/functional.py:12: UserWarning",
-     "<path>/functional.py:12: UserWarning"),
-    ("<Foo object at 0x7f3a12bc45d0>", "<Foo object at 0x<address>>"),
-    ("C:\\Users\\bob\\course\\x.py", "<path>\\x.py"),
-    ("\x1b[0;32m/home/bob/x/y.py\x1b[0m", "\x1b[0;32m<path>/y.py\x1b[0m"),
-    ("RMSNorm: 6/6 checks passed", "RMSNorm: 6/6 checks passed"),
-    ("https://pytorch.org/x.html or a/b/c", "https://pytorch.org/x.html or a/b/c"),
-    ("mask 0xFF", "mask 0xFF"),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "/opt/course/.venv/lib/python3.11/site-packages/torch/nn/functional.py:12: UserWarning",
+            "<path>/functional.py:12: UserWarning",
+        ),
+        ("<Foo object at 0x7f3a12bc45d0>", "<Foo object at 0x<address>>"),
+        ("C:\\Users\\bob\\course\\x.py", "<path>\\x.py"),
+        ("\x1b[0;32m/home/bob/x/y.py\x1b[0m", "\x1b[0;32m<path>/y.py\x1b[0m"),
+        ("RMSNorm: 6/6 checks passed", "RMSNorm: 6/6 checks passed"),
+        ("https://pytorch.org/x.html or a/b/c", "https://pytorch.org/x.html or a/b/c"),
+        ("mask 0xFF", "mask 0xFF"),
+    ],
+)
 def test_sanitize_rewrites_machine_text_and_is_idempotent(text, expected):
     assert sanitize(text) == expected
     assert sanitize(expected) == expected
@@ -357,7 +455,8 @@ def test_nbval_sanitize_file_matches_the_package_patterns():
     cfg = TESTS / "nbval_sanitize.cfg"
     assert cfg.read_text() == nbval_config(), (
         "tests/nbval_sanitize.cfg is out of date; regenerate it with: python -c 'import "
-        "tfcourse.sanitize as s; print(s.nbval_config(), end=\"\")' > tests/nbval_sanitize.cfg")
+        'tfcourse.sanitize as s; print(s.nbval_config(), end="")\' > tests/nbval_sanitize.cfg'
+    )
     from nbval.plugin import get_sanitize_patterns
 
     assert get_sanitize_patterns(cfg.read_text()) == SANITIZE_PATTERNS

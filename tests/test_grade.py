@@ -59,6 +59,7 @@ def stdout(text):
 
 # --- restamping (no worker) -------------------------------------------------------------
 
+
 def test_restamp_undoes_an_edited_check_cell(solution, learner):
     check = cell(learner, "check-causal-mask")
     check.source = 'print("Causal mask: 3/3 checks passed")'
@@ -129,25 +130,29 @@ def test_restamp_finds_checks_without_their_ids(solution, learner, prefix):
     learner = _without_ids(learner, prefix)
     for c in learner.cells:
         if notebook_format.is_check(c) and notebook_format.exercise_name(c) == "Causal mask":
-            c.source = 'print("Causal mask: 5/5 checks passed")'       # edited
+            c.source = 'print("Causal mask: 5/5 checks passed")'  # edited
     learner.cells = [c for c in learner.cells if c.get("source") != "check_rmsnorm(RMSNorm)"]
     if prefix is None:
         notebook_format.normalize_metadata(learner)
-        for index, c in enumerate(learner.cells):      # what reading a 4.4 file gives
+        for index, c in enumerate(learner.cells):  # what reading a 4.4 file gives
             c["id"] = f"cell{index}"
     stamped, repairs = restamp(learner, solution)
-    assert sorted((r.cell_id, r.action) for r in repairs) == [("check-causal-mask", "edited"),
-                                                               ("check-rmsnorm", "deleted")]
+    assert sorted((r.cell_id, r.action) for r in repairs) == [
+        ("check-causal-mask", "edited"),
+        ("check-rmsnorm", "deleted"),
+    ]
     order = [c.get("source", "").splitlines()[0] for c in stamped.cells if c.cell_type == "code"]
     assert order.index("check_causal_mask(causal_mask)") == order.index("def causal_mask(T):") + 1
-    assert order.index("check_rmsnorm(RMSNorm)") == order.index(
-        "class RMSNorm(torch.nn.Module):") + 1
+    assert (
+        order.index("check_rmsnorm(RMSNorm)") == order.index("class RMSNorm(torch.nn.Module):") + 1
+    )
     ids = [c.id for c in stamped.cells]
     assert len(ids) == len(set(ids)) and {"check-causal-mask", "check-rmsnorm"} <= set(ids)
 
 
-def test_restamp_places_a_missing_check_after_the_exercise_found_by_its_definition(solution,
-                                                                                   learner):
+def test_restamp_places_a_missing_check_after_the_exercise_found_by_its_definition(
+    solution, learner
+):
     """Tags gone too (an editor that keeps no metadata): the exercise cell is the one that
     defines what the solution's exercise cell defines."""
     learner = _without_ids(learner, "x-")
@@ -156,12 +161,15 @@ def test_restamp_places_a_missing_check_after_the_exercise_found_by_its_definiti
     learner.cells = [c for c in learner.cells if not c.get("source", "").startswith("check_")]
     learner.cells.insert(2, new_code_cell("def helper():\n    return 1", id="mine"))
     stamped, repairs = restamp(learner, solution)
-    assert {(r.cell_id, r.action) for r in repairs} == {("check-causal-mask", "deleted"),
-                                                        ("check-rmsnorm", "deleted")}
+    assert {(r.cell_id, r.action) for r in repairs} == {
+        ("check-causal-mask", "deleted"),
+        ("check-rmsnorm", "deleted"),
+    }
     sources = [c.get("source", "") for c in stamped.cells]
     assert sources[sources.index("check_rmsnorm(RMSNorm)") - 1].startswith("class RMSNorm(")
     assert sources[sources.index("check_causal_mask(causal_mask)") - 1].startswith(
-        "def causal_mask(T):")
+        "def causal_mask(T):"
+    )
 
 
 def test_restamp_puts_a_check_with_nothing_to_follow_at_the_end_not_the_top(solution, learner):
@@ -173,16 +181,23 @@ def test_restamp_puts_a_check_with_nothing_to_follow_at_the_end_not_the_top(solu
 
 # --- judging (no worker) ----------------------------------------------------------------
 
+
 def test_comparable_merges_streams_sanitizes_and_skips_pictures():
-    outputs = [new_output("stream", name="stdout", text="a at 0x7f3a12bc45d0\n"),
-               new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"}),
-               new_output("stream", name="stdout", text="b\n"),
-               new_output("stream", name="stderr", text="/home/bob/x.py:1: UserWarning\n")]
+    outputs = [
+        new_output("stream", name="stdout", text="a at 0x7f3a12bc45d0\n"),
+        new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"}),
+        new_output("stream", name="stdout", text="b\n"),
+        new_output("stream", name="stderr", text="/home/bob/x.py:1: UserWarning\n"),
+    ]
     fields = comparable(outputs)
-    assert fields == {"stdout": ["a at 0x<address>\nb\n"], "text/plain": ["<Figure>"],
-                      "stderr": ["<path>/x.py:1: UserWarning\n"]}
-    assert describe_outputs(fields) == ("a at 0x<address>\nb\n(displayed) <Figure>\n"
-                                        "(on stderr) <path>/x.py:1: UserWarning")
+    assert fields == {
+        "stdout": ["a at 0x<address>\nb\n"],
+        "text/plain": ["<Figure>"],
+        "stderr": ["<path>/x.py:1: UserWarning\n"],
+    }
+    assert describe_outputs(fields) == (
+        "a at 0x<address>\nb\n(displayed) <Figure>\n(on stderr) <path>/x.py:1: UserWarning"
+    )
 
 
 def _graded(monkeypatch, solution, learner, verdicts, setup=None):
@@ -201,8 +216,10 @@ def _graded(monkeypatch, solution, learner, verdicts, setup=None):
     return {r.name: r for r in result.exercises}, result, asked
 
 
-PASSED = {"Causal mask": SealedVerdict("passed", "causal_mask: 4/4 checks passed"),
-          "RMSNorm": SealedVerdict("passed", "RMSNorm: 6/6 checks passed")}
+PASSED = {
+    "Causal mask": SealedVerdict("passed", "causal_mask: 4/4 checks passed"),
+    "RMSNorm": SealedVerdict("passed", "RMSNorm: 6/6 checks passed"),
+}
 
 
 def test_grade_turns_sealed_verdicts_into_results(monkeypatch, solution, learner):
@@ -212,13 +229,23 @@ def test_grade_turns_sealed_verdicts_into_results(monkeypatch, solution, learner
     assert list(results) == ["Causal mask", "RMSNorm"] and graded.ok and graded.isolation
 
     stub = "NotImplementedError: Exercise 'Causal mask': replace this line with your implementation"
-    results, graded, _ = _graded(monkeypatch, solution, learner, {
-        "Causal mask": SealedVerdict("failed", stub, reason="error",
-                                     notes=["cell 'oops' (#3) raised ZeroDivisionError"]),
-        "RMSNorm": SealedVerdict("failed", "RMSNorm: 1/2 checks", reason="mismatch")})
+    results, graded, _ = _graded(
+        monkeypatch,
+        solution,
+        learner,
+        {
+            "Causal mask": SealedVerdict(
+                "failed", stub, reason="error", notes=["cell 'oops' (#3) raised ZeroDivisionError"]
+            ),
+            "RMSNorm": SealedVerdict("failed", "RMSNorm: 1/2 checks", reason="mismatch"),
+        },
+    )
     mask, norm = results["Causal mask"], results["RMSNorm"]
-    assert (mask.passed, mask.reason, mask.expected) == (False, "error",
-                                                         "causal_mask: 4/4 checks passed")
+    assert (mask.passed, mask.reason, mask.expected) == (
+        False,
+        "error",
+        "causal_mask: 4/4 checks passed",
+    )
     assert mask.got == stub + "\n(the exercise is not implemented yet)"
     assert mask.notes == ["cell 'oops' (#3) raised ZeroDivisionError"]
     assert (norm.passed, norm.reason) == (False, "mismatch")
@@ -226,19 +253,38 @@ def test_grade_turns_sealed_verdicts_into_results(monkeypatch, solution, learner
     assert (graded.passed, graded.total, graded.ok) == (0, 2, False)
 
 
-@pytest.mark.parametrize("verdict, reason", [
-    (SealedVerdict("failed", "the cell did not finish within 5 s", reason="timeout"), "timeout"),
-    (SealedVerdict("failed", "while running your cells, the worker stopped",
-                   reason="worker-died"), "worker-died"),
-    (SealedVerdict("failed", "the worker's reply does not add up", reason="protocol"),
-     "protocol"),
-    (SealedVerdict("failed", "its check cell cannot be judged sealed", reason="not-gradeable"),
-     "not-gradeable"),
-    (SealedVerdict("builtin", "called torch.nn.RMSNorm, which does the whole exercise"),
-     "builtin"),
-])
-def test_a_failed_verdict_keeps_its_reason_and_costs_only_its_exercise(monkeypatch, solution,
-                                                                       learner, verdict, reason):
+@pytest.mark.parametrize(
+    "verdict, reason",
+    [
+        (
+            SealedVerdict("failed", "the cell did not finish within 5 s", reason="timeout"),
+            "timeout",
+        ),
+        (
+            SealedVerdict(
+                "failed", "while running your cells, the worker stopped", reason="worker-died"
+            ),
+            "worker-died",
+        ),
+        (
+            SealedVerdict("failed", "the worker's reply does not add up", reason="protocol"),
+            "protocol",
+        ),
+        (
+            SealedVerdict(
+                "failed", "its check cell cannot be judged sealed", reason="not-gradeable"
+            ),
+            "not-gradeable",
+        ),
+        (
+            SealedVerdict("builtin", "called torch.nn.RMSNorm, which does the whole exercise"),
+            "builtin",
+        ),
+    ],
+)
+def test_a_failed_verdict_keeps_its_reason_and_costs_only_its_exercise(
+    monkeypatch, solution, learner, verdict, reason
+):
     results, graded, _ = _graded(monkeypatch, solution, learner, {**PASSED, "RMSNorm": verdict})
     assert (results["RMSNorm"].passed, results["RMSNorm"].reason) == (False, reason)
     assert results["RMSNorm"].got == verdict.output
@@ -246,9 +292,13 @@ def test_a_failed_verdict_keeps_its_reason_and_costs_only_its_exercise(monkeypat
 
 
 def test_an_unsealed_grade_says_so_in_every_line(monkeypatch, solution, learner):
-    results, graded, asked = _graded(monkeypatch, solution, learner, {
-        **PASSED, "RMSNorm": SealedVerdict("failed", "RMSNorm: 1/2 checks", reason="mismatch")},
-        setup=Setup(env={}, sandbox="none"))
+    results, graded, asked = _graded(
+        monkeypatch,
+        solution,
+        learner,
+        {**PASSED, "RMSNorm": SealedVerdict("failed", "RMSNorm: 1/2 checks", reason="mismatch")},
+        setup=Setup(env={}, sandbox="none"),
+    )
     assert asked[0][1].unsealed and not any(r.sealed for r in results.values())
     assert graded.isolation[0].startswith("UNSEALED (--unsealed): the teacher asked for it")
     report = format_report(graded)
@@ -257,14 +307,22 @@ def test_an_unsealed_grade_says_so_in_every_line(monkeypatch, solution, learner)
 
 
 def test_report_says_expected_and_got_in_plain_words():
-    grade = NotebookGrade(notebook="alice/03_norms.ipynb", solution="solutions/03_norms.ipynb",
-                          seconds=4.2, restamped=[("check cell 'check-rmsnorm' (RMSNorm) was "
-                                                  "edited; the original was restored")])
+    grade = NotebookGrade(
+        notebook="alice/03_norms.ipynb",
+        solution="solutions/03_norms.ipynb",
+        seconds=4.2,
+        restamped=[("check cell 'check-rmsnorm' (RMSNorm) was edited; the original was restored")],
+    )
     grade.exercises = [
         ExerciseResult("LayerNorm", True, ["check-layernorm"]),
-        ExerciseResult("RMSNorm", False, ["check-rmsnorm"], expected="RMSNorm: 6/6 checks passed",
-                       got="AssertionError: RMSNorm: output differs\nmax |diff| 0.31",
-                       reason="error"),
+        ExerciseResult(
+            "RMSNorm",
+            False,
+            ["check-rmsnorm"],
+            expected="RMSNorm: 6/6 checks passed",
+            got="AssertionError: RMSNorm: output differs\nmax |diff| 0.31",
+            reason="error",
+        ),
     ]
     report = format_report(grade)
     assert report.split("\n") == [
@@ -283,20 +341,34 @@ def test_report_says_expected_and_got_in_plain_words():
 
 
 def test_csv_has_one_row_per_notebook_and_one_column_per_exercise(tmp_path):
-    first = NotebookGrade("a.ipynb", "s/01.ipynb", exercises=[
-        ExerciseResult("Mask", True, []), ExerciseResult("Attention", False, [])], seconds=1.25)
+    first = NotebookGrade(
+        "a.ipynb",
+        "s/01.ipynb",
+        exercises=[ExerciseResult("Mask", True, []), ExerciseResult("Attention", False, [])],
+        seconds=1.25,
+    )
     second = NotebookGrade("b.ipynb", "s/03.ipynb", exercises=[ExerciseResult("RMSNorm", True, [])])
     broken = NotebookGrade("c.ipynb", error="no solution notebook for c.ipynb")
     write_csv([first, second, broken], tmp_path / "grades.csv")
     rows = list(csv.reader((tmp_path / "grades.csv").open()))
     assert rows == [
-        ["notebook", "solution", "Mask", "Attention", "RMSNorm", "passed", "total", "seconds",
-         "sealed", "error"],
+        [
+            "notebook",
+            "solution",
+            "Mask",
+            "Attention",
+            "RMSNorm",
+            "passed",
+            "total",
+            "seconds",
+            "sealed",
+            "error",
+        ],
         ["a.ipynb", "s/01.ipynb", "1", "0", "", "1", "2", "1.2", "yes", ""],
         ["b.ipynb", "s/03.ipynb", "", "", "1", "1", "1", "0.0", "yes", ""],
         ["c.ipynb", "", "", "", "", "0", "0", "0.0", "yes", "no solution notebook for c.ipynb"],
     ]
-    second.exercises[0].sealed = False                   # graded with --unsealed
+    second.exercises[0].sealed = False  # graded with --unsealed
     write_csv([first, second], tmp_path / "grades.csv")
     rows = list(csv.DictReader((tmp_path / "grades.csv").open()))
     assert [row["sealed"] for row in rows] == ["yes", "no"]
@@ -311,8 +383,10 @@ def test_find_solution_by_name_by_contained_name_and_by_against(tmp_path):
         find_solution(tmp_path / "other.ipynb", SOLUTIONS)
 
 
-@pytest.mark.parametrize("against", ["../solutions/99_fixture", "/etc/passwd", "99_fixture/../x",
-                                     "00_unknown", "", ".hidden"])
+@pytest.mark.parametrize(
+    "against",
+    ["../solutions/99_fixture", "/etc/passwd", "99_fixture/../x", "00_unknown", "", ".hidden"],
+)
 def test_against_takes_only_a_course_notebook_name(tmp_path, against):
     with pytest.raises(ValueError, match="is not one of the course's notebooks"):
         find_solution(tmp_path / "99_fixture.ipynb", SOLUTIONS, against=against)
@@ -333,25 +407,34 @@ def test_the_submission_cannot_choose_its_answer_key(tmp_path, solution):
         find_solution(tmp_path / "homework.ipynb", SOLUTIONS)
 
 
-@pytest.mark.parametrize("flag, value, message", [
-    ("--csv", "{missing}/x.csv", "does not exist"),
-    ("--gradescope", "{missing}/results.json", "does not exist"),
-    ("--csv", "{tmp}", "is a folder"),
-    ("--restamped", "{file}/sub", "cannot create it"),
-])
-def test_output_paths_are_checked_before_any_grading(tmp_path, capsys, monkeypatch, flag, value,
-                                                     message):
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--csv", "{missing}/x.csv", "does not exist"),
+        ("--gradescope", "{missing}/results.json", "does not exist"),
+        ("--csv", "{tmp}", "is a folder"),
+        ("--restamped", "{file}/sub", "cannot create it"),
+    ],
+)
+def test_output_paths_are_checked_before_any_grading(
+    tmp_path, capsys, monkeypatch, flag, value, message
+):
     from tfcourse.course import grade as grade_module
 
-    monkeypatch.setattr(grade_module, "grade_notebook",
-                        lambda *a, **k: pytest.fail("graded before checking the output paths"))
+    monkeypatch.setattr(
+        grade_module,
+        "grade_notebook",
+        lambda *a, **k: pytest.fail("graded before checking the output paths"),
+    )
     (tmp_path / "afile").write_text("")
     notebook_format.write_notebook(
         make_learner(notebook_format.read_notebook(FIXTURE), "99_fixture"),
-        tmp_path / "99_fixture.ipynb")
+        tmp_path / "99_fixture.ipynb",
+    )
     value = value.format(missing=tmp_path / "missing", tmp=tmp_path, file=tmp_path / "afile")
-    status = cli.main(["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions", str(SOLUTIONS),
-                       flag, value])
+    status = cli.main(
+        ["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions", str(SOLUTIONS), flag, value]
+    )
     assert status == 2
     assert message in capsys.readouterr().err
 
@@ -371,6 +454,7 @@ def test_unreadable_or_unmatched_notebooks_are_reported_not_raised(tmp_path, cap
 
 # --- sealed workers ---------------------------------------------------------------------
 
+
 def _submissions(folder: Path, solution, learner) -> None:
     """Three learner notebooks, as a teacher would collect them."""
     solved = solve(learner, solution)
@@ -383,7 +467,8 @@ def _submissions(folder: Path, solution, learner) -> None:
     b = copy.deepcopy(solved)
     cell(b, "ex-causal-mask").source = cell(b, "ex-causal-mask").source.replace(
         "torch.tril(torch.ones(T, T, dtype=torch.bool))",
-        "torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)")
+        "torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)",
+    )
     index = [c.id for c in b.cells].index("ex-rmsnorm")
     b.cells.insert(index, new_code_cell("import time\ntime.sleep(600)", id="hang"))
     b.cells.insert(index, new_code_cell("1 / 0", id="oops"))
@@ -402,10 +487,29 @@ def graded_folder(tmp_path_factory, solution):
     _submissions(folder, solution, make_learner(solution, "99_fixture"))
     out = tmp_path_factory.mktemp("out")
     result = subprocess.run(
-        [sys.executable, "-m", "tfcourse", "grade", str(folder), "--json", "--csv",
-         str(out / "grades.csv"), "--timeout", str(TIMEOUT), "--solutions", str(SOLUTIONS),
-         "--against", "99_fixture", "--jobs", "2"],
-        capture_output=True, text=True, timeout=900, check=False)
+        [
+            sys.executable,
+            "-m",
+            "tfcourse",
+            "grade",
+            str(folder),
+            "--json",
+            "--csv",
+            str(out / "grades.csv"),
+            "--timeout",
+            str(TIMEOUT),
+            "--solutions",
+            str(SOLUTIONS),
+            "--against",
+            "99_fixture",
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     grades = {Path(g["notebook"]).name: g for g in json.loads(result.stdout)}
     return result.returncode, grades, out / "grades.csv"
 
@@ -420,10 +524,16 @@ def test_folder_exit_code_and_csv(graded_folder):
     code, _grades, csv_path = graded_folder
     assert code == 1  # not every notebook passes
     rows = list(csv.DictReader(csv_path.open()))
-    assert [Path(r["notebook"]).name for r in rows] == ["a_solved.ipynb", "b_wrong.ipynb",
-                                                        "c_stub.ipynb"]
+    assert [Path(r["notebook"]).name for r in rows] == [
+        "a_solved.ipynb",
+        "b_wrong.ipynb",
+        "c_stub.ipynb",
+    ]
     assert [(r["Causal mask"], r["RMSNorm"], r["passed"], r["total"]) for r in rows] == [
-        ("1", "1", "2", "2"), ("0", "1", "1", "2"), ("0", "0", "0", "2")]
+        ("1", "1", "2", "2"),
+        ("0", "1", "1", "2"),
+        ("0", "0", "0", "2"),
+    ]
 
 
 @pytest.mark.slow
@@ -433,7 +543,8 @@ def test_restamping_undoes_a_faked_and_a_deleted_check(graded_folder):
     assert grade["ok"] and grade["passed"] == grade["total"] == 2
     assert sorted(grade["restamped"]) == [
         "check cell 'check-causal-mask' (Causal mask) was edited; the original was restored",
-        "check cell 'check-rmsnorm' (RMSNorm) was missing; restored from the solution"]
+        "check cell 'check-rmsnorm' (RMSNorm) was missing; restored from the solution",
+    ]
 
 
 @pytest.mark.slow
@@ -458,7 +569,8 @@ def test_stub_fails_and_a_dead_worker_is_reported(graded_folder):
     grade = graded_folder[1]["c_stub.ipynb"]
     mask, norm = _exercise(grade, "Causal mask"), _exercise(grade, "RMSNorm")
     assert mask["reason"] == "error" and mask["got"].startswith(
-        "NotImplementedError: Exercise 'Causal mask': replace this line")
+        "NotImplementedError: Exercise 'Causal mask': replace this line"
+    )
     # The cell that ends its process runs before RMSNorm's exercise: RMSNorm's worker dies.
     assert (norm["passed"], norm["reason"]) == (False, "worker-died")
     assert norm["got"].startswith("while running your cells, the worker stopped")
@@ -466,36 +578,66 @@ def test_stub_fails_and_a_dead_worker_is_reported(graded_folder):
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(tmp_path, solution,
-                                                                      learner, capsys):
+def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(
+    tmp_path, solution, learner, capsys
+):
     """The grader's verdicts and ``pytest --nbval-lax`` on the restamped notebooks agree."""
     solved = solve(learner, solution)
     for c in solved.cells:  # as saved by a learner who ran everything
         if notebook_format.is_check(c):
             c.outputs = stdout("whatever ran last\n")
     notebook_format.write_notebook(solved, tmp_path / "solved.ipynb")
-    code = cli.main(["grade", str(tmp_path / "solved.ipynb"), "--solutions", str(SOLUTIONS),
-                     "--against", "99_fixture",
-                     "--timeout", str(TIMEOUT), "--restamped", str(tmp_path / "restamped")])
+    code = cli.main(
+        [
+            "grade",
+            str(tmp_path / "solved.ipynb"),
+            "--solutions",
+            str(SOLUTIONS),
+            "--against",
+            "99_fixture",
+            "--timeout",
+            str(TIMEOUT),
+            "--restamped",
+            str(tmp_path / "restamped"),
+        ]
+    )
     report = capsys.readouterr().out
     assert code == 0, report
     assert "  Causal mask: PASS\n  RMSNorm: PASS\n" in report
     assert "  score: 2/2 exercises passed" in report
 
-    notebook_format.write_notebook(restamp(learner, solution)[0],
-                                   tmp_path / "restamped" / "stub.ipynb")
+    notebook_format.write_notebook(
+        restamp(learner, solution)[0], tmp_path / "restamped" / "stub.ipynb"
+    )
     junit = tmp_path / "nbval.xml"
     subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
-         "--nbval-sanitize-with", str(SANITIZE), "-p", "no:cacheprovider", "-q",
-         f"--junitxml={junit}", str(tmp_path / "restamped")],
-        capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbval-lax",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            str(SANITIZE),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            f"--junitxml={junit}",
+            str(tmp_path / "restamped"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=tmp_path,
         # the outer run's PYTEST_ADDOPTS (e.g. -n 2) would spread the cells over workers
-        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"})
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},
+    )
     failed = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         failed.setdefault(Path(case.get("file") or case.get("classname")).stem, []).append(
-            case.find("failure") is not None or case.find("error") is not None)
+            case.find("failure") is not None or case.find("error") is not None
+        )
     solved_cells = [v for k, v in failed.items() if "solved" in k]
     stub_cells = [v for k, v in failed.items() if "stub" in k]
     assert solved_cells and not any(solved_cells[0]), failed
@@ -513,13 +655,15 @@ def _honest_and_attacked(folder: Path, solution, learner) -> None:
     notebook_format.write_notebook(solved, folder / "victim.ipynb")
     # Alternative correct implementations.
     other = copy.deepcopy(solved)
-    cell(other, "ex-causal-mask").source = (
-        "def causal_mask(T):\n    return ~torch.triu(torch.ones(T, T, dtype=torch.bool), 1)")
+    cell(
+        other, "ex-causal-mask"
+    ).source = "def causal_mask(T):\n    return ~torch.triu(torch.ones(T, T, dtype=torch.bool), 1)"
     rmsnorm = cell(other, "ex-rmsnorm")
     rmsnorm.source = rmsnorm.source.replace(
         "rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)\n"
         "        return self.weight * (x / rms)",
-        "return self.weight * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps)")
+        "return self.weight * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps)",
+    )
     assert rmsnorm.source != cell(solved, "ex-rmsnorm").source
     notebook_format.write_notebook(other, folder / "alternative.ipynb")
     # Saved by an older editor: nbformat 4.4, no ids at all.
@@ -528,8 +672,12 @@ def _honest_and_attacked(folder: Path, solution, learner) -> None:
     (folder / "no_ids.ipynb").write_text(json.dumps(old), encoding="utf-8")
     # Round-tripped through another editor: every id regenerated; extra cells with outputs.
     regenerated = _without_ids(solved, "colab-")
-    regenerated.cells.insert(2, new_code_cell("print('my notes')", id="extra",
-                                              outputs=stdout("my notes\n"), execution_count=3))
+    regenerated.cells.insert(
+        2,
+        new_code_cell(
+            "print('my notes')", id="extra", outputs=stdout("my notes\n"), execution_count=3
+        ),
+    )
     regenerated.cells.append(new_markdown_cell("I enjoyed this.", id="thanks"))
     notebook_format.write_notebook(regenerated, folder / "作业 99 张三 (final).ipynb")
     # Saved after running everything: every cell carries outputs, the checks their own.
@@ -541,39 +689,68 @@ def _honest_and_attacked(folder: Path, solution, learner) -> None:
     # Einsum and a helper function of the learner's own, defined in a cell of its own.
     helper = copy.deepcopy(solved)
     index = [c.id for c in helper.cells].index("ex-rmsnorm")
-    helper.cells.insert(index, new_code_cell(
-        "def mean_square(x):\n"
-        "    return torch.einsum('...d,...d->...', x, x)[..., None] / x.shape[-1]",
-        id="helper"))
+    helper.cells.insert(
+        index,
+        new_code_cell(
+            "def mean_square(x):\n"
+            "    return torch.einsum('...d,...d->...', x, x)[..., None] / x.shape[-1]",
+            id="helper",
+        ),
+    )
     norm = cell(helper, "ex-rmsnorm")
     norm.source = norm.source.replace("x.pow(2).mean(dim=-1, keepdim=True)", "mean_square(x)")
     assert "mean_square(x)" in norm.source
     notebook_format.write_notebook(helper, folder / "helper_99_fixture.ipynb")
     # Overwrites the neighbour it expects beside it, then scores nothing itself.
     attacker = copy.deepcopy(learner)
-    attacker.cells.insert(2, new_code_cell(
-        "import glob, os\n"
-        "for path in glob.glob('*.ipynb') + glob.glob('../*.ipynb') + glob.glob('../*/*.ipynb'):\n"
-        "    if 'attacker' not in path:\n"
-        "        open(path, 'w').write('{}')", id="vandal"))
+    attacker.cells.insert(
+        2,
+        new_code_cell(
+            "import glob, os\n"
+            "for path in glob.glob('*.ipynb') + glob.glob('../*.ipynb') + glob.glob('../*/*.ipynb'):\n"
+            "    if 'attacker' not in path:\n"
+            "        open(path, 'w').write('{}')",
+            id="vandal",
+        ),
+    )
     notebook_format.write_notebook(attacker, folder / "attacker.ipynb")
 
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_honest_variants_score_full_marks_and_a_neighbour_cannot_harm_them(tmp_path, solution,
-                                                                         learner):
+def test_honest_variants_score_full_marks_and_a_neighbour_cannot_harm_them(
+    tmp_path, solution, learner
+):
     folder = tmp_path / "submissions"
     folder.mkdir()
     _honest_and_attacked(folder, solution, learner)
     names = sorted(p.name for p in folder.glob("*.ipynb"))
     result = subprocess.run(
-        [sys.executable, "-m", "tfcourse", "grade", str(folder), "--json", "--against",
-         "99_fixture", "--solutions", str(SOLUTIONS), "--timeout", str(TIMEOUT), "--jobs", "2"],
-        capture_output=True, text=True, timeout=900, check=False)
+        [
+            sys.executable,
+            "-m",
+            "tfcourse",
+            "grade",
+            str(folder),
+            "--json",
+            "--against",
+            "99_fixture",
+            "--solutions",
+            str(SOLUTIONS),
+            "--timeout",
+            str(TIMEOUT),
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     grades = {Path(g["notebook"]).name: g for g in json.loads(result.stdout)}
     assert sorted(grades) == names
     scores = {name: (g["passed"], g["total"], g["error"]) for name, g in grades.items()}
-    assert scores == {name: ((0, 2, "") if name == "attacker.ipynb" else (2, 2, ""))
-                      for name in names}
-    assert all(json.loads((folder / name).read_text()) for name in names)   # none emptied
+    assert scores == {
+        name: ((0, 2, "") if name == "attacker.ipynb" else (2, 2, "")) for name in names
+    }
+    assert all(json.loads((folder / name).read_text()) for name in names)  # none emptied

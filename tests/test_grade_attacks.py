@@ -42,38 +42,58 @@ ATTACKS = {
     "import the reference": ("from tfcourse import RMSNorm", None, ("RMSNorm", "reference")),
     "subclass": ("class RMSNorm(tc.RMSNorm):\n    pass", None, ("RMSNorm", "reference")),
     "wrap through an alias": (
-        ("class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
-         "        super().__init__()\n        self.inner = Hidden(d, eps)\n"
-         "        self.weight = self.inner.weight\n    def forward(self, x):\n"
-         "        return self.inner(x)"),
-        "from tfcourse.nn.norms import RMSNorm as Hidden", ("RMSNorm", "reference")),
+        (
+            "class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
+            "        super().__init__()\n        self.inner = Hidden(d, eps)\n"
+            "        self.weight = self.inner.weight\n    def forward(self, x):\n"
+            "        return self.inner(x)"
+        ),
+        "from tfcourse.nn.norms import RMSNorm as Hidden",
+        ("RMSNorm", "reference"),
+    ),
     "torch built-in": (
-        ("class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
-         "        super().__init__()\n        self.eps = eps\n"
-         "        self.weight = torch.nn.Parameter(torch.ones(d))\n    def forward(self, x):\n"
-         "        return torch.nn.functional.rms_norm(x, x.shape[-1:], self.weight, self.eps)"),
-        None, ("RMSNorm", "builtin")),
+        (
+            "class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
+            "        super().__init__()\n        self.eps = eps\n"
+            "        self.weight = torch.nn.Parameter(torch.ones(d))\n    def forward(self, x):\n"
+            "        return torch.nn.functional.rms_norm(x, x.shape[-1:], self.weight, self.eps)"
+        ),
+        None,
+        ("RMSNorm", "builtin"),
+    ),
     "built-in through a helper": (
-        ("class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
-         "        super().__init__()\n        self.eps = eps\n"
-         "        self.weight = torch.nn.Parameter(torch.ones(d))\n    def forward(self, x):\n"
-         "        return norm(x, x.shape[-1:], self.weight, self.eps)"),
-        "import torch.nn.functional as G\nnorm = G.rms_norm", ("RMSNorm", "builtin")),
+        (
+            "class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
+            "        super().__init__()\n        self.eps = eps\n"
+            "        self.weight = torch.nn.Parameter(torch.ones(d))\n    def forward(self, x):\n"
+            "        return norm(x, x.shape[-1:], self.weight, self.eps)"
+        ),
+        "import torch.nn.functional as G\nnorm = G.rms_norm",
+        ("RMSNorm", "builtin"),
+    ),
 }
 
 # name -> (code replacing the RMSNorm exercise cell or None for the stub as given, code of an
 #          extra cell before it or None)
 SANDBOXED = {
     "replace the check function": (None, f"check_rmsnorm = lambda cls: {PASS_LINE}"),
-    "patch the checks module": (None, ("import tfcourse.checks as C\n"
-                                       f"C.check_rmsnorm = lambda cls: {PASS_LINE}")),
-    "patch the harness": (None, ("from tfcourse.checks import _harness\n"
-                                 "_harness.Checker.__exit__ = lambda *a: True")),
+    "patch the checks module": (
+        None,
+        (f"import tfcourse.checks as C\nC.check_rmsnorm = lambda cls: {PASS_LINE}"),
+    ),
+    "patch the harness": (
+        None,
+        ("from tfcourse.checks import _harness\n_harness.Checker.__exit__ = lambda *a: True"),
+    ),
     "IPython hook": (None, "get_ipython().events.register('pre_run_cell', lambda *a: None)"),
-    "module swap": (None, ("import sys, types\n"
-                           "sys.modules['tfcourse.checks'] = types.SimpleNamespace()")),
-    "generated code": ("exec(bytes.fromhex('524d534e6f726d203d2074632e524d534e6f726d').decode())",
-                       None),
+    "module swap": (
+        None,
+        ("import sys, types\nsys.modules['tfcourse.checks'] = types.SimpleNamespace()"),
+    ),
+    "generated code": (
+        "exec(bytes.fromhex('524d534e6f726d203d2074632e524d534e6f726d').decode())",
+        None,
+    ),
     "globals": ("globals()['RMSNorm'] = getattr(tc, 'RMS' + 'Norm')", None),
     "builtins": (None, "import builtins\nbuiltins.print = lambda *a, **k: None"),
     "shell": (None, "!cp ../solutions/99_fixture.ipynb ."),
@@ -92,7 +112,7 @@ def attacked(solution, name: str):
     index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex-rmsnorm")
     learner_stub = make_learner(solution, "99_fixture").cells[index].source
     if replacement is None:
-        nb.cells[index].source = learner_stub          # the exercise left as it was given
+        nb.cells[index].source = learner_stub  # the exercise left as it was given
     else:
         nb.cells[index].source = replacement
     if extra is not None:
@@ -118,12 +138,15 @@ def test_there_are_at_least_twelve_distinct_attacks():
     assert len(routes) >= 12
 
 
-@pytest.mark.parametrize("code", [
-    "x = torch.randn(2, 3, 8)\nprint((RMSNorm(8)(x) - tc.RMSNorm(8)(x)).abs().max())",  # compare
-    "ref = torch.nn.functional.rms_norm(torch.ones(2, 4), (4,))",      # try the built-in
-    "import inspect as _inspect_not_used_by_rmsnorm" ,                 # an import alone
-    "from IPython.display import display\ndisplay('hello')",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = torch.randn(2, 3, 8)\nprint((RMSNorm(8)(x) - tc.RMSNorm(8)(x)).abs().max())",  # compare
+        "ref = torch.nn.functional.rms_norm(torch.ones(2, 4), (4,))",  # try the built-in
+        "import inspect as _inspect_not_used_by_rmsnorm",  # an import alone
+        "from IPython.display import display\ndisplay('hello')",
+    ],
+)
 def test_honest_scratch_cells_are_not_findings(solution, code):
     nb = solve(make_learner(solution, "99_fixture"), solution)
     nb.cells.append(new_code_cell(code, id="scratch"))
@@ -132,8 +155,10 @@ def test_honest_scratch_cells_are_not_findings(solution, code):
 
 
 def test_solved_and_unsolved_notebooks_have_no_findings(solution):
-    for nb in (make_learner(solution, "99_fixture"),
-               solve(make_learner(solution, "99_fixture"), solution)):
+    for nb in (
+        make_learner(solution, "99_fixture"),
+        solve(make_learner(solution, "99_fixture"), solution),
+    ):
         assert scan(solution, restamp(nb, solution)[0]) == []
 
 
@@ -149,16 +174,37 @@ def test_every_attack_scores_nothing_for_what_it_attacks(tmp_path, solution, san
     files = {}
     for number, name in enumerate(sorted([*ATTACKS, *SANDBOXED])):
         files[f"attack_{number:02d}.ipynb"] = name
-        notebook_format.write_notebook(attacked(solution, name), folder / f"attack_{number:02d}.ipynb")
+        notebook_format.write_notebook(
+            attacked(solution, name), folder / f"attack_{number:02d}.ipynb"
+        )
     # The same routes without the shortcut still score: the grader does not punish a file.
     honest = solve(make_learner(solution, "99_fixture"), solution)
     honest.cells.append(new_code_cell("print(tc.RMSNorm(4)(torch.ones(1, 1, 4)).shape)", id="mine"))
     notebook_format.write_notebook(honest, folder / "honest.ipynb")
     result = subprocess.run(
-        [sys.executable, "-m", "tfcourse", "grade", str(folder), "--json", "--against",
-         "99_fixture", "--solutions", str(SOLUTIONS), "--timeout", "60", "--jobs", "2",
-         "--sandbox", sandbox],
-        capture_output=True, text=True, timeout=900, check=False)
+        [
+            sys.executable,
+            "-m",
+            "tfcourse",
+            "grade",
+            str(folder),
+            "--json",
+            "--against",
+            "99_fixture",
+            "--solutions",
+            str(SOLUTIONS),
+            "--timeout",
+            "60",
+            "--jobs",
+            "2",
+            "--sandbox",
+            sandbox,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     grades = {Path(g["notebook"]).name: g for g in json.loads(result.stdout)}
     assert result.returncode == 1
     assert grades["honest.ipynb"]["passed"] == 2, grades["honest.ipynb"]

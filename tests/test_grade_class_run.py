@@ -39,7 +39,7 @@ TESTS = Path(__file__).resolve().parent
 SOLUTIONS = TESTS / "fixtures" / "solutions"
 FIXTURE = SOLUTIONS / "99_fixture.ipynb"
 EXERCISES = ["Causal mask", "RMSNorm"]
-TIMEOUT = "60"      # seconds per cell: far above what a fixture cell needs
+TIMEOUT = "60"  # seconds per cell: far above what a fixture cell needs
 EXERCISE_LINE = re.compile(r"^  (Causal mask|RMSNorm): (PASS|FAIL)")
 
 
@@ -70,8 +70,9 @@ def doctored_key(solution):
 @pytest.fixture
 def nothing_graded(monkeypatch):
     """Grading any notebook fails the test: a refusal must come before it."""
-    monkeypatch.setattr(grade_module, "grade_notebook",
-                        lambda *a, **k: pytest.fail("a notebook was graded"))
+    monkeypatch.setattr(
+        grade_module, "grade_notebook", lambda *a, **k: pytest.fail("a notebook was graded")
+    )
 
 
 def lines(text: str) -> list[str]:
@@ -79,6 +80,7 @@ def lines(text: str) -> list[str]:
 
 
 # --- a: an answer key beside the submission -----------------------------------------------
+
 
 def plant(folder: Path, solution, name: str = FIXTURE.stem) -> Path:
     """An unimplemented submission ``name.ipynb`` with a key beside it
@@ -90,15 +92,17 @@ def plant(folder: Path, solution, name: str = FIXTURE.stem) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_a_key_planted_beside_a_course_notebook_is_not_used(tmp_path, monkeypatch, capsys,
-                                                            grading_setup):
+def test_a_key_planted_beside_a_course_notebook_is_not_used(
+    tmp_path, monkeypatch, capsys, grading_setup
+):
     """Named as the answer key, the planted one gives the unimplemented notebook full marks
     (the attack); beside it, without --solutions, the course's own key grades it: nothing."""
     course = installed_solutions()
     if course is None:
         pytest.skip("this tfcourse has no solutions of its own")
-    submission = plant(tmp_path, notebook_format.read_notebook(course / "03_norms.ipynb"),
-                       "03_norms")
+    submission = plant(
+        tmp_path, notebook_format.read_notebook(course / "03_norms.ipynb"), "03_norms"
+    )
     fooled = grade_notebook(submission, grading_setup, solutions_dir=tmp_path / "solutions")
     assert (fooled.passed, fooled.total) == (2, 2), fooled
 
@@ -110,8 +114,9 @@ def test_a_key_planted_beside_a_course_notebook_is_not_used(tmp_path, monkeypatc
     assert (graded["passed"], graded["total"], graded["error"]) == (0, 2, ""), graded
 
 
-def test_a_solutions_folder_beside_the_submission_is_not_the_answer_key(tmp_path, monkeypatch,
-                                                                        capsys, solution):
+def test_a_solutions_folder_beside_the_submission_is_not_the_answer_key(
+    tmp_path, monkeypatch, capsys, solution
+):
     """The fixture's notebook with a planted key beside it, without --solutions: the grader
     takes the course's own solutions, which have no 99_fixture (not graded, no points)."""
     plant(tmp_path, solution)
@@ -119,12 +124,15 @@ def test_a_solutions_folder_beside_the_submission_is_not_the_answer_key(tmp_path
     status = cli.main(["grade", "99_fixture.ipynb", "--timeout", TIMEOUT])
     out = capsys.readouterr().out
     assert status == 1, out
-    assert out.startswith("99_fixture.ipynb: NOT GRADED — no solution notebook for "
-                          f"99_fixture.ipynb in {installed_solutions()}"), out
+    assert out.startswith(
+        "99_fixture.ipynb: NOT GRADED — no solution notebook for "
+        f"99_fixture.ipynb in {installed_solutions()}"
+    ), out
     assert "PASS" not in out and "score" not in out
 
 
 # --- b: the answer key itself as the submission ---------------------------------------------
+
 
 def test_a_submission_that_links_to_the_answer_key_is_refused(tmp_path, capsys):
     """Graded, the solution notebook would score full marks; as a link it gets nothing, and
@@ -139,23 +147,27 @@ def test_a_submission_that_links_to_the_answer_key_is_refused(tmp_path, capsys):
     assert status == 1 and len(grades) == 2
     assert [(g["error"], g["passed"], g["exercises"]) for g in grades] == [(refusal, 0, [])] * 2
     # Named on its own, in the text report: one line, not graded.
-    assert cli.main(["grade", str(hand_in / "99_fixture.ipynb"), "--solutions",
-                     str(SOLUTIONS)]) == 1
+    assert (
+        cli.main(["grade", str(hand_in / "99_fixture.ipynb"), "--solutions", str(SOLUTIONS)]) == 1
+    )
     out = lines(capsys.readouterr().out)
     assert len(out) == 1 and out[0].endswith(f": NOT GRADED — {refusal}"), out
-    assert [Path(g["notebook"]).name for g in grades] == ["99_fixture.ipynb",
-                                                          "alice_99_fixture.ipynb"], grades
+    assert [Path(g["notebook"]).name for g in grades] == [
+        "99_fixture.ipynb",
+        "alice_99_fixture.ipynb",
+    ], grades
     assert out[0].startswith(f"{hand_in / '99_fixture.ipynb'}: "), out
 
 
-@pytest.mark.parametrize("where", ["the file", "the folder", "a link to the folder",
-                                   "the course's own"])
+@pytest.mark.parametrize(
+    "where", ["the file", "the folder", "a link to the folder", "the course's own"]
+)
 def test_a_submission_inside_the_solutions_folder_is_refused(tmp_path, capsys, where):
     if where == "the course's own":
         course = installed_solutions()
         if course is None:
             pytest.skip("this tfcourse has no solutions of its own")
-        paths = [str(course / "03_norms.ipynb")]                     # no --solutions
+        paths = [str(course / "03_norms.ipynb")]  # no --solutions
     else:
         paths = {"the file": [str(FIXTURE)], "the folder": [str(SOLUTIONS)]}.get(where)
         if paths is None:
@@ -171,6 +183,7 @@ def test_a_submission_inside_the_solutions_folder_is_refused(tmp_path, capsys, w
 
 
 # --- c, a, h: a class run ---------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def class_run(tmp_path_factory, solution):
@@ -202,13 +215,30 @@ def class_run(tmp_path_factory, solution):
         return check(*args)
 
     stdout, stderr = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(stdout), \
-            contextlib.redirect_stderr(stderr):
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+    ):
         patch.chdir(folder)
         patch.setattr(checks, "check_rmsnorm", recording)
-        status = cli.main(["grade", ".", "--solutions", str(SOLUTIONS), "--json", "--jobs", "2",
-                           "--timeout", TIMEOUT, "--csv", str(out / "grades.csv"),
-                           "--gradescope", str(out / "results.json")])
+        status = cli.main(
+            [
+                "grade",
+                ".",
+                "--solutions",
+                str(SOLUTIONS),
+                "--json",
+                "--jobs",
+                "2",
+                "--timeout",
+                TIMEOUT,
+                "--csv",
+                str(out / "grades.csv"),
+                "--gradescope",
+                str(out / "results.json"),
+            ]
+        )
     grades = {Path(g["notebook"]).name: g for g in json.loads(stdout.getvalue())}
     rows = list(csv.DictReader((out / "grades.csv").read_text(encoding="utf-8").splitlines()))
     gradescope = json.loads((out / "results.json").read_text(encoding="utf-8"))
@@ -225,14 +255,22 @@ def test_a_class_run_grades_every_notebook_it_can_and_reports_every_one(class_ru
     assert status == 1 and err == ""
     assert list(grades) == NAMES
     scores = {name: (g["passed"], g["total"], bool(g["error"])) for name, g in grades.items()}
-    assert scores == {NAMES[0]: (2, 2, False), NAMES[1]: (2, 2, False),
-                      NAMES[2]: (0, 2, False), NAMES[3]: (2, 2, False),
-                      NAMES[4]: (0, 0, True)}, scores
+    assert scores == {
+        NAMES[0]: (2, 2, False),
+        NAMES[1]: (2, 2, False),
+        NAMES[2]: (0, 2, False),
+        NAMES[3]: (2, 2, False),
+        NAMES[4]: (0, 0, True),
+    }, scores
     assert all(e["sealed"] for g in grades.values() for e in g["exercises"])
     assert [Path(row["notebook"]).name for row in rows] == NAMES
     assert [(row["Causal mask"], row["RMSNorm"], row["sealed"]) for row in rows] == [
-        ("1", "1", "yes"), ("1", "1", "yes"), ("0", "0", "yes"), ("1", "1", "yes"),
-        ("", "", "yes")]
+        ("1", "1", "yes"),
+        ("1", "1", "yes"),
+        ("0", "0", "yes"),
+        ("1", "1", "yes"),
+        ("", "", "yes"),
+    ]
     assert rows[4]["error"] == grades[NAMES[4]]["error"] != ""
     tests = [t["name"] for t in gradescope["tests"]]
     assert tests.count("erin_99_fixture: not graded") == 1
@@ -247,8 +285,11 @@ def test_a_key_planted_in_the_class_folder_is_not_used(class_run):
     assert Path(carol["solution"]).resolve() == FIXTURE.resolve()
     assert [(e["passed"], e["reason"]) for e in carol["exercises"]] == [(False, "error")] * 2
     assert all("(the exercise is not implemented yet)" in e["got"] for e in carol["exercises"])
-    assert all(Path(g["solution"]).resolve() == FIXTURE.resolve()
-               for g in grades.values() if not g["error"])
+    assert all(
+        Path(g["solution"]).resolve() == FIXTURE.resolve()
+        for g in grades.values()
+        if not g["error"]
+    )
 
 
 @pytest.mark.slow
@@ -259,7 +300,7 @@ def test_two_learners_with_the_same_correct_code_both_earn_full_marks(class_run)
     grades, salts = class_run[2], class_run[5]
     alice, bob = grades["alice_99_fixture.ipynb"], grades["bob_99_fixture.ipynb"]
     assert alice["ok"] and bob["ok"] and alice["passed"] == bob["passed"] == 2
-    salt = learner_salt(None)                    # the secret the run used (conftest's)
+    salt = learner_salt(None)  # the secret the run used (conftest's)
     mine = {name: salt(name, "RMSNorm") for name in NAMES[:4]}
     assert mine["alice_99_fixture.ipynb"] != mine["bob_99_fixture.ipynb"]
     assert salts == set(mine.values()), (salts, mine)
@@ -267,22 +308,37 @@ def test_two_learners_with_the_same_correct_code_both_earn_full_marks(class_run)
 
 # --- d: numbers ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("flag, value, message", [
-    ("--timeout", "0", "--timeout must be a number from 1 to 86400, got 0.0"),
-    ("--timeout", "-1", "--timeout must be a number from 1 to 86400, got -1.0"),
-    ("--timeout", "nan", "--timeout must be a number from 1 to 86400, got nan"),
-    ("--timeout", "inf", "--timeout must be a number from 1 to 86400, got inf"),
-    ("--timeout", "1e9", "--timeout must be a number from 1 to 86400, got 1000000000.0"),
-    ("--threads", "-1", "--threads must be an integer from 0 to 256, got -1"),
-    ("--threads", "100000", "--threads must be an integer from 0 to 256, got 100000"),
-    ("--jobs", "0", "--jobs must be an integer from 1 to 256, got 0"),
-    ("--jobs", "-3", "--jobs must be an integer from 1 to 256, got -3"),
-])
-def test_a_bad_number_is_one_line_and_nothing_is_graded(tmp_path, capsys, nothing_graded,
-                                                        solution, flag, value, message):
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--timeout", "0", "--timeout must be a number from 1 to 86400, got 0.0"),
+        ("--timeout", "-1", "--timeout must be a number from 1 to 86400, got -1.0"),
+        ("--timeout", "nan", "--timeout must be a number from 1 to 86400, got nan"),
+        ("--timeout", "inf", "--timeout must be a number from 1 to 86400, got inf"),
+        ("--timeout", "1e9", "--timeout must be a number from 1 to 86400, got 1000000000.0"),
+        ("--threads", "-1", "--threads must be an integer from 0 to 256, got -1"),
+        ("--threads", "100000", "--threads must be an integer from 0 to 256, got 100000"),
+        ("--jobs", "0", "--jobs must be an integer from 1 to 256, got 0"),
+        ("--jobs", "-3", "--jobs must be an integer from 1 to 256, got -3"),
+    ],
+)
+def test_a_bad_number_is_one_line_and_nothing_is_graded(
+    tmp_path, capsys, nothing_graded, solution, flag, value, message
+):
     notebook_format.write_notebook(stub(solution), tmp_path / "99_fixture.ipynb")
-    status = cli.main(["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions",
-                       str(SOLUTIONS), "--csv", str(tmp_path / "grades.csv"), flag, value])
+    status = cli.main(
+        [
+            "grade",
+            str(tmp_path / "99_fixture.ipynb"),
+            "--solutions",
+            str(SOLUTIONS),
+            "--csv",
+            str(tmp_path / "grades.csv"),
+            flag,
+            value,
+        ]
+    )
     captured = capsys.readouterr()
     assert status == 2
     assert lines(captured.err) == [f"error: {message}"], captured.err
@@ -302,11 +358,12 @@ def test_distinct_notebooks_get_distinct_restamped_names(tmp_path, monkeypatch):
     assert names[0].endswith("/a/x.ipynb") and names[1].endswith("/b/x.ipynb"), names
     assert names[2] == "a/x.ipynb" and len(set(names)) == 3, names
     assert not any(".." in name for name in names)
-    found = collect(["a/x.ipynb", "a/x.ipynb"])           # named twice: kept apart all the same
+    found = collect(["a/x.ipynb", "a/x.ipynb"])  # named twice: kept apart all the same
     assert [name.as_posix() for _, name in found] == ["a/x.ipynb", "a/x-2.ipynb"]
 
 
 # --- e, g: --restamped and --unsealed --------------------------------------------------------
+
 
 @pytest.mark.slow
 @pytest.mark.notebooks
@@ -320,21 +377,34 @@ def test_unsealed_same_named_notebooks_in_two_folders(tmp_path, monkeypatch, cap
         notebook_format.write_notebook(notebook, tmp_path / folder / "99_fixture.ipynb")
     monkeypatch.chdir(tmp_path)
     base = ["grade", "--solutions", str(SOLUTIONS), "--timeout", TIMEOUT, "--unsealed"]
-    status = cli.main([*base, "a", "b/99_fixture.ipynb", "--restamped", "restamped", "--csv",
-                       "grades.csv", "--jobs", "2"])
+    status = cli.main(
+        [
+            *base,
+            "a",
+            "b/99_fixture.ipynb",
+            "--restamped",
+            "restamped",
+            "--csv",
+            "grades.csv",
+            "--jobs",
+            "2",
+        ]
+    )
     captured = capsys.readouterr()
     assert status == 0, captured.out + captured.err
     exercise_lines = [line for line in lines(captured.out) if EXERCISE_LINE.match(line)]
     assert len(exercise_lines) == 2 * len(EXERCISES), captured.out
     assert all(line.endswith(": PASS (UNSEALED)") for line in exercise_lines), exercise_lines
     assert captured.out.count("  sealed: UNSEALED (--unsealed): ") == 2
-    rows = list(csv.DictReader((tmp_path / "grades.csv").read_text(encoding="utf-8")
-                               .splitlines()))
+    rows = list(csv.DictReader((tmp_path / "grades.csv").read_text(encoding="utf-8").splitlines()))
     assert [(row["notebook"], row["sealed"]) for row in rows] == [
-        (os.path.join("a", "99_fixture.ipynb"), "no"), (os.path.join("b", "99_fixture.ipynb"),
-                                                        "no")]
-    written = sorted(p.relative_to(tmp_path / "restamped").as_posix()
-                     for p in (tmp_path / "restamped").rglob("*.ipynb"))
+        (os.path.join("a", "99_fixture.ipynb"), "no"),
+        (os.path.join("b", "99_fixture.ipynb"), "no"),
+    ]
+    written = sorted(
+        p.relative_to(tmp_path / "restamped").as_posix()
+        for p in (tmp_path / "restamped").rglob("*.ipynb")
+    )
     assert written == ["a/99_fixture.ipynb", "b/99_fixture.ipynb"]
     for folder in ("a", "b"):
         restamped = notebook_format.read_notebook(tmp_path / "restamped" / folder / FIXTURE.name)
@@ -343,38 +413,55 @@ def test_unsealed_same_named_notebooks_in_two_folders(tmp_path, monkeypatch, cap
     assert cli.main([*base, "a", "--json"]) == 0
     graded = json.loads(capsys.readouterr().out)[0]
     assert [(e["name"], e["passed"], e["sealed"]) for e in graded["exercises"]] == [
-        (name, True, False) for name in EXERCISES]
+        (name, True, False) for name in EXERCISES
+    ]
     assert graded["isolation"][0].startswith("UNSEALED (--unsealed): ")
 
 
-def test_without_bubblewrap_sandbox_bubblewrap_refuses_to_grade(tmp_path, monkeypatch, capsys, solution,
-                                                   nothing_graded):
+def test_without_bubblewrap_sandbox_bubblewrap_refuses_to_grade(
+    tmp_path, monkeypatch, capsys, solution, nothing_graded
+):
     monkeypatch.setattr(sandbox, "_found", sandbox.Sandbox(None, "tested"))
     notebook_format.write_notebook(solved(solution), tmp_path / "99_fixture.ipynb")
-    status = cli.main(["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions",
-                       str(SOLUTIONS), "--sandbox", "bubblewrap"])
+    status = cli.main(
+        [
+            "grade",
+            str(tmp_path / "99_fixture.ipynb"),
+            "--solutions",
+            str(SOLUTIONS),
+            "--sandbox",
+            "bubblewrap",
+        ]
+    )
     captured = capsys.readouterr()
     assert status == 2 and captured.out == ""
     (line,) = lines(captured.err)
-    assert line.startswith("error: cannot seal the learners' code here: tested. Install "
-                           "bubblewrap"), line
+    assert line.startswith(
+        "error: cannot seal the learners' code here: tested. Install bubblewrap"
+    ), line
     assert "--unsealed" in line and "Traceback" not in captured.err
 
 
 # --- f: output files ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("flag, value, message", [
-    ("--csv", "{tmp}/missing/grades.csv", "does not exist"),
-    ("--csv", "/dev/full", "is not a regular file"),
-    ("--gradescope", "/dev/full", "is not a regular file"),
-    ("--gradescope", "{tmp}/missing/results.json", "does not exist"),
-])
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--csv", "{tmp}/missing/grades.csv", "does not exist"),
+        ("--csv", "/dev/full", "is not a regular file"),
+        ("--gradescope", "/dev/full", "is not a regular file"),
+        ("--gradescope", "{tmp}/missing/results.json", "does not exist"),
+    ],
+)
 def test_an_output_that_cannot_be_written_stops_the_run_before_grading(
-        tmp_path, capsys, nothing_graded, solution, flag, value, message):
+    tmp_path, capsys, nothing_graded, solution, flag, value, message
+):
     notebook_format.write_notebook(stub(solution), tmp_path / "99_fixture.ipynb")
     value = value.format(tmp=tmp_path)
-    status = cli.main(["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions",
-                       str(SOLUTIONS), flag, value])
+    status = cli.main(
+        ["grade", str(tmp_path / "99_fixture.ipynb"), "--solutions", str(SOLUTIONS), flag, value]
+    )
     captured = capsys.readouterr()
     assert status == 2 and captured.out == ""
     (line,) = lines(captured.err)
@@ -385,8 +472,12 @@ def test_an_output_that_cannot_be_written_stops_the_run_before_grading(
 def test_a_write_that_fails_after_grading_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     """The disk fills up while grading: the report is still printed, the CSV is not left
     half written, and the failure is one line."""
-    graded = NotebookGrade("99_fixture.ipynb", "99_fixture.ipynb", seconds=1.0,
-                           exercises=[ExerciseResult(name, True, []) for name in EXERCISES])
+    graded = NotebookGrade(
+        "99_fixture.ipynb",
+        "99_fixture.ipynb",
+        seconds=1.0,
+        exercises=[ExerciseResult(name, True, []) for name in EXERCISES],
+    )
     monkeypatch.setattr(grade_module, "grade_notebook", lambda *a, **k: graded)
 
     def full(path, text, **kwargs):
@@ -394,12 +485,14 @@ def test_a_write_that_fails_after_grading_is_one_line_and_exit_2(tmp_path, monke
 
     monkeypatch.setattr(report, "write_atomically", full)
     (tmp_path / "99_fixture.ipynb").write_text("{}")
-    status = cli.main(["grade", str(tmp_path / "99_fixture.ipynb"), "--csv",
-                       str(tmp_path / "grades.csv")])
+    status = cli.main(
+        ["grade", str(tmp_path / "99_fixture.ipynb"), "--csv", str(tmp_path / "grades.csv")]
+    )
     captured = capsys.readouterr()
     assert status == 2
     assert "  score: 2/2 exercises passed" in captured.out
     why = os.strerror(errno.ENOSPC)
     assert lines(captured.err) == [
-        f"error: could not write the CSV {tmp_path / 'grades.csv'}: {why}"], captured.err
+        f"error: could not write the CSV {tmp_path / 'grades.csv'}: {why}"
+    ], captured.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["99_fixture.ipynb"]

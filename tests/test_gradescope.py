@@ -31,7 +31,7 @@ from tfcourse.course.judge import ExerciseResult, NotebookGrade
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "03_norms"
-SECRET = b"a teacher's grading secret, 32 b"     # the bundle's; the tests' own secret file aside
+SECRET = b"a teacher's grading secret, 32 b"  # the bundle's; the tests' own secret file aside
 EXERCISES = ["LayerNorm", "RMSNorm"]
 VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
 FORMATS = {"text", "simple_format", "html", "md", "ansi"}
@@ -45,13 +45,15 @@ def schema_problems(data) -> list[str]:
     problems = []
 
     def number(value) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) \
-            and math.isfinite(value)
+        return (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        )
 
     if not number(data.get("score")) or data["score"] < 0:
         problems.append(f"score: {data.get('score')!r}")
-    if "execution_time" in data and not (number(data["execution_time"])
-                                         and data["execution_time"] >= 0):
+    if "execution_time" in data and not (
+        number(data["execution_time"]) and data["execution_time"] >= 0
+    ):
         problems.append(f"execution_time: {data['execution_time']!r}")  # optional, seconds
     if not isinstance(data.get("output"), str):
         problems.append("output is not text")
@@ -89,19 +91,34 @@ def schema_problems(data) -> list[str]:
 
 
 def _grades() -> dict[str, NotebookGrade]:
-    passing = NotebookGrade(notebook="mywork/03_norms.ipynb", solution="solutions/03_norms.ipynb",
-                            seconds=4.4, exercises=[
-                                ExerciseResult("LayerNorm", True, ["check-layernorm"]),
-                                ExerciseResult("RMSNorm", True, ["check-rmsnorm"], points=2.5)])
+    passing = NotebookGrade(
+        notebook="mywork/03_norms.ipynb",
+        solution="solutions/03_norms.ipynb",
+        seconds=4.4,
+        exercises=[
+            ExerciseResult("LayerNorm", True, ["check-layernorm"]),
+            ExerciseResult("RMSNorm", True, ["check-rmsnorm"], points=2.5),
+        ],
+    )
     failing = NotebookGrade(
-        notebook="alice_01_attention.ipynb", solution="solutions/01_attention.ipynb", seconds=3.0,
+        notebook="alice_01_attention.ipynb",
+        solution="solutions/01_attention.ipynb",
+        seconds=3.0,
         restamped=["check cell 'check-mask' (Causal mask) was edited; the original was restored"],
         exercises=[
-            ExerciseResult("Causal mask", False, ["check-mask"], reason="error",
-                           expected="Causal mask: 3/3 checks passed",
-                           got="AssertionError: Causal mask: wrong mask for T=1 — x < 0",
-                           notes=["its exercise cell 'ex-mask' raised ValueError"], points=3),
-            ExerciseResult("Attention", True, ["check-attention"])])
+            ExerciseResult(
+                "Causal mask",
+                False,
+                ["check-mask"],
+                reason="error",
+                expected="Causal mask: 3/3 checks passed",
+                got="AssertionError: Causal mask: wrong mask for T=1 — x < 0",
+                notes=["its exercise cell 'ex-mask' raised ValueError"],
+                points=3,
+            ),
+            ExerciseResult("Attention", True, ["check-attention"]),
+        ],
+    )
     ungraded = NotebookGrade(notebook="bob.ipynb", error="no solution notebook for bob.ipynb")
     return {"passing": passing, "failing": failing, "ungraded": ungraded}
 
@@ -112,6 +129,7 @@ def grades():
 
 
 # --- results.json ------------------------------------------------------------------------
+
 
 def test_the_validator_rejects_broken_results(grades):
     good = results(list(grades.values()))
@@ -139,14 +157,17 @@ def test_a_passing_notebook_earns_every_point(grades):
     data = results([grades["passing"]])
     assert schema_problems(data) == []
     assert data["score"] == 3.5 and data["execution_time"] == 4
-    assert [(t["name"], t["score"], t["max_score"], t["status"], t["output"])
-            for t in data["tests"]] == [
+    assert [
+        (t["name"], t["score"], t["max_score"], t["status"], t["output"]) for t in data["tests"]
+    ] == [
         ("03_norms: LayerNorm", 1.0, 1.0, "passed", "PASS"),
-        ("03_norms: RMSNorm", 2.5, 2.5, "passed", "PASS")]
+        ("03_norms: RMSNorm", 2.5, 2.5, "passed", "PASS"),
+    ]
     assert all(t["visibility"] == "visible" for t in data["tests"])
     assert data["stdout_visibility"] == "visible" and data["output_format"] == "text"
-    assert data["output"] == ("mywork/03_norms.ipynb (against 03_norms): 2/2 exercises passed, "
-                              "3.5/3.5 points")
+    assert data["output"] == (
+        "mywork/03_norms.ipynb (against 03_norms): 2/2 exercises passed, 3.5/3.5 points"
+    )
 
 
 def test_a_failing_exercise_says_expected_and_got(grades):
@@ -154,11 +175,17 @@ def test_a_failing_exercise_says_expected_and_got(grades):
     assert schema_problems(data) == []
     mask, attention = data["tests"]
     assert (mask["name"], mask["score"], mask["max_score"], mask["status"]) == (
-        "01_attention: Causal mask", 0.0, 3.0, "failed")
+        "01_attention: Causal mask",
+        0.0,
+        3.0,
+        "failed",
+    )
     assert mask["output"].splitlines() == [
-        "FAIL (error)", "expected: Causal mask: 3/3 checks passed",
+        "FAIL (error)",
+        "expected: Causal mask: 3/3 checks passed",
         "got:      AssertionError: Causal mask: wrong mask for T=1 — x < 0",
-        "note: its exercise cell 'ex-mask' raised ValueError"]
+        "note: its exercise cell 'ex-mask' raised ValueError",
+    ]
     assert (attention["score"], attention["status"]) == (1.0, "passed")
     assert data["score"] == 1.0
     assert "1/2 exercises passed, 1/4 points" in data["output"]
@@ -168,9 +195,16 @@ def test_a_failing_exercise_says_expected_and_got(grades):
 def test_an_ungraded_notebook_scores_zero_and_says_why(grades):
     data = results([grades["ungraded"]])
     assert schema_problems(data) == []
-    assert data["score"] == 0 and data["tests"] == [{
-        "name": "bob: not graded", "score": 0.0, "max_score": 0.0, "status": "failed",
-        "output": "no solution notebook for bob.ipynb", "visibility": "visible"}]
+    assert data["score"] == 0 and data["tests"] == [
+        {
+            "name": "bob: not graded",
+            "score": 0.0,
+            "max_score": 0.0,
+            "status": "failed",
+            "output": "no solution notebook for bob.ipynb",
+            "visibility": "visible",
+        }
+    ]
     assert data["output"] == "bob.ipynb: NOT GRADED — no solution notebook for bob.ipynb"
     # With its exercises known (the grader failed after judging them, say), each scores 0 of
     # its points.
@@ -179,7 +213,9 @@ def test_an_ungraded_notebook_scores_zero_and_says_why(grades):
     data = results([grade])
     assert schema_problems(data) == [] and data["score"] == 0
     assert [(t["score"], t["max_score"], t["status"]) for t in data["tests"]] == [
-        (0.0, 1.0, "failed"), (0.0, 2.5, "failed")]
+        (0.0, 1.0, "failed"),
+        (0.0, 2.5, "failed"),
+    ]
     assert all(t["output"] == f"not graded: {grade.error}" for t in data["tests"])
 
 
@@ -191,8 +227,12 @@ def test_an_unsealed_grade_says_so_in_every_test(grades):
     data = results([grades["passing"], grades["failing"]])
     assert schema_problems(data) == []
     assert [t["output"].splitlines()[0] for t in data["tests"]] == [
-        "PASS (UNSEALED)", "PASS (UNSEALED)", "FAIL (error) (UNSEALED)", "PASS (UNSEALED)"]
-    assert data["score"] == 4.5                      # the points do not change
+        "PASS (UNSEALED)",
+        "PASS (UNSEALED)",
+        "FAIL (error) (UNSEALED)",
+        "PASS (UNSEALED)",
+    ]
+    assert data["score"] == 4.5  # the points do not change
 
 
 def test_a_learners_multi_line_output_cannot_make_a_line_of_its_own(grades):
@@ -200,12 +240,15 @@ def test_a_learners_multi_line_output_cannot_make_a_line_of_its_own(grades):
     mask = grades["failing"].exercises[0]
     mask.got = "AssertionError: wrong\nexpected: causal_mask: 4/4 checks passed\nnote: all good"
     output = results([grades["failing"]])["tests"][0]["output"].splitlines()
-    assert output[2:5] == ["got:      AssertionError: wrong",
-                           "          expected: causal_mask: 4/4 checks passed",
-                           "          note: all good"], output
+    assert output[2:5] == [
+        "got:      AssertionError: wrong",
+        "          expected: causal_mask: 4/4 checks passed",
+        "          note: all good",
+    ], output
     assert [line for line in output if line.startswith(("expected:", "note:"))] == [
         "expected: Causal mask: 3/3 checks passed",
-        "note: its exercise cell 'ex-mask' raised ValueError"]
+        "note: its exercise cell 'ex-mask' raised ValueError",
+    ]
 
 
 def test_several_notebooks_sum_and_round_trip_through_json(grades, tmp_path):
@@ -232,10 +275,12 @@ def test_points_that_json_cannot_hold_are_refused(grades, tmp_path):
 
 # --- the autograder zip --------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
-    return build_bundle(ROOT, NAME, tmp_path_factory.mktemp("bundle") / "autograder.zip",
-                        secret=SECRET)
+    return build_bundle(
+        ROOT, NAME, tmp_path_factory.mktemp("bundle") / "autograder.zip", secret=SECRET
+    )
 
 
 def test_the_zip_holds_the_scripts_the_package_and_one_solution_in_both_editions(bundle):
@@ -244,22 +289,38 @@ def test_the_zip_holds_the_scripts_the_package_and_one_solution_in_both_editions
         script = archive.read("run_autograder").decode()
     for name in ("setup.sh", "run_autograder"):
         assert infos[name].external_attr >> 16 == 0o100755, name
-    for name in ("pyproject.toml", "README.md", "tfcourse/__init__.py", "tfcourse/cli.py",
-                 "tfcourse/course/grade.py", "tfcourse/course/gradescope.py",
-                 "tfcourse/course/site.css"):
+    for name in (
+        "pyproject.toml",
+        "README.md",
+        "tfcourse/__init__.py",
+        "tfcourse/cli.py",
+        "tfcourse/course/grade.py",
+        "tfcourse/course/gradescope.py",
+        "tfcourse/course/site.css",
+    ):
         assert infos[name].external_attr >> 16 == 0o100644, name
     # The notebook's solution and its Chinese edition (a Chinese submission's answer key).
     assert [n for n in infos if n.startswith("solutions/")] == [
-        f"solutions/{NAME}.ipynb", f"solutions/zh/{NAME}.ipynb"]
-    assert not [n for n in infos if "__pycache__" in n or n.endswith(".pyc") or ("/" not in n
-                and n not in ("setup.sh", "run_autograder", "pyproject.toml", "README.md",
-                              "grading-secret"))]
-    assert f"NAME={NAME}\n" in script and "--against \"$NAME\"" in script
-    assert "--solutions \"$ROOT/source/solutions\"" in script
+        f"solutions/{NAME}.ipynb",
+        f"solutions/zh/{NAME}.ipynb",
+    ]
+    assert not [
+        n
+        for n in infos
+        if "__pycache__" in n
+        or n.endswith(".pyc")
+        or (
+            "/" not in n
+            and n
+            not in ("setup.sh", "run_autograder", "pyproject.toml", "README.md", "grading-secret")
+        )
+    ]
+    assert f"NAME={NAME}\n" in script and '--against "$NAME"' in script
+    assert '--solutions "$ROOT/source/solutions"' in script
     # The grading secret travels in the zip, readable by the grader's user only; the sandbox
     # keeps /autograder/source out of the learner's sight.
     assert infos["grading-secret"].external_attr >> 16 == 0o100600
-    assert "--secret \"$SECRET\"" in script and "--identity" in script
+    assert '--secret "$SECRET"' in script and "--identity" in script
     assert "--unsealed" not in script
 
 
@@ -278,13 +339,15 @@ def test_the_scripts_are_valid_bash(bundle, tmp_path):
     with zipfile.ZipFile(bundle) as archive:
         archive.extractall(tmp_path, ["setup.sh", "run_autograder"])
     for name in ("setup.sh", "run_autograder"):
-        check = subprocess.run(["bash", "-n", str(tmp_path / name)], capture_output=True,
-                               text=True, check=False)
+        check = subprocess.run(
+            ["bash", "-n", str(tmp_path / name)], capture_output=True, text=True, check=False
+        )
         assert check.returncode == 0, check.stderr
 
 
-@pytest.mark.parametrize("name", ["../x", "/etc/passwd", f"{NAME}/../../x", "99_nothing",
-                                  "", f"solutions/{NAME}"])
+@pytest.mark.parametrize(
+    "name", ["../x", "/etc/passwd", f"{NAME}/../../x", "99_nothing", "", f"solutions/{NAME}"]
+)
 def test_a_path_or_an_unknown_name_is_refused(name, tmp_path, capsys):
     with pytest.raises(ValueError, match="is not one of the course's notebooks"):
         build_bundle(ROOT, name, tmp_path / "a.zip", secret=SECRET)
@@ -303,6 +366,7 @@ def test_the_command_writes_the_zip_and_checks_out(tmp_path, capsys):
 
 # --- run_autograder in a fake /autograder ------------------------------------------------
 
+
 @pytest.fixture
 def autograder_root(bundle, tmp_path) -> Path:
     """source/ (the unpacked zip), submission/ and results/, as Gradescope lays them out."""
@@ -320,8 +384,15 @@ def run_autograder(root: Path, *first_on_path: Path) -> dict:
     environment's ``tfcourse`` first on PATH in place of setup.sh's; return results.json."""
     path = [*map(str, first_on_path), str(Path(sys.executable).parent), os.environ["PATH"]]
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PATH": os.pathsep.join(path)}
-    done = subprocess.run([str(root / "source" / "run_autograder")], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [str(root / "source" / "run_autograder")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
     assert schema_problems(data) == [], data
@@ -370,7 +441,8 @@ def test_a_solved_notebook_gets_full_marks(autograder_root):
     data = run_autograder(autograder_root)
     assert data["score"] == 2.0
     assert [(t["name"], t["score"], t["status"]) for t in data["tests"]] == [
-        (f"{NAME}: {name}", 1.0, "passed") for name in EXERCISES]
+        (f"{NAME}: {name}", 1.0, "passed") for name in EXERCISES
+    ]
     assert data["output"].startswith(f"alice_{NAME}.ipynb (against {NAME}): 2/2")
     assert list(submission.glob("*.ipynb")) == [submission / f"alice_{NAME}.ipynb"]
 
@@ -382,7 +454,8 @@ def test_an_unsolved_notebook_fails_every_exercise(autograder_root):
     data = run_autograder(autograder_root)
     assert data["score"] == 0
     assert [(t["name"], t["score"], t["max_score"], t["status"]) for t in data["tests"]] == [
-        (f"{NAME}: {name}", 0.0, 1.0, "failed") for name in EXERCISES]
+        (f"{NAME}: {name}", 0.0, 1.0, "failed") for name in EXERCISES
+    ]
     for test in data["tests"]:
         assert "expected: " in test["output"] and "checks passed" in test["output"]
         assert "not implemented yet" in test["output"]
@@ -393,9 +466,23 @@ def test_the_bundled_package_builds_without_network(autograder_root, tmp_path):
     """What setup.sh's `pip install "$SOURCE"` builds: here without its dependencies, from
     this environment's setuptools."""
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-         "-w", str(tmp_path / "wheels"), str(autograder_root / "source")],
-        capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(tmp_path / "wheels"),
+            str(autograder_root / "source"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     wheel = next((tmp_path / "wheels").glob("tfcourse-*.whl"))
     with zipfile.ZipFile(wheel) as archive:

@@ -123,19 +123,24 @@ def test_the_reference_passes_with_the_same_line_under_ten_salts(name):
 
 def _alternatives():
     rows = [(row[0], row[1], row[2]) for row in test_mutants.ALTERNATIVES]
-    rows += [(row[0], checks.check_permute_qk_rows, row[1])
-             for row in test_mutants_claims.ALTERNATIVES]
+    rows += [
+        (row[0], checks.check_permute_qk_rows, row[1]) for row in test_mutants_claims.ALTERNATIVES
+    ]
     rows += [(row[0], checks.check_repeat_kv, row[1]) for row in test_mutants_gqa.ALTERNATIVES]
     return [pytest.param(check, implementation, id=name) for name, check, implementation in rows]
 
 
 def _mutants():
     rows = [(row[0], row[1], row[2], row[3]) for row in test_mutants.MUTANTS]
-    rows += [(row[0], checks.check_permute_qk_rows, row[1], row[2])
-             for row in test_mutants_claims.MUTANTS]
+    rows += [
+        (row[0], checks.check_permute_qk_rows, row[1], row[2])
+        for row in test_mutants_claims.MUTANTS
+    ]
     rows += [(row[0], checks.check_repeat_kv, row[1], row[2]) for row in test_mutants_gqa.MUTANTS]
-    return [pytest.param(check, implementation, cause, id=name)
-            for name, check, implementation, cause in rows]
+    return [
+        pytest.param(check, implementation, cause, id=name)
+        for name, check, implementation, cause in rows
+    ]
 
 
 @pytest.mark.slow
@@ -157,14 +162,26 @@ def _fails_naming(check, implementation, cause, salts) -> None:
 
 # Mistakes whose effect is small on some inputs (eps, tanh-GELU, scalings) or that the
 # checks diagnose from the numbers, one or two per kind of check.
-SUBTLE = {"layernorm-eps-outside-sqrt", "layernorm-default-eps-1e-4", "rmsnorm-eps-outside-sqrt",
-          "rmsnorm-divides-by-std", "feedforward-tanh-gelu", "mha-scale-by-d-model",
-          "sdpa-mask-inverted", "head-weights-unscaled", "block-norm-on-residual-stream",
-          "gpt-no-final-norm", "probe-no-zero-grad", "permute-inverse", "repeat-kv-tiled"}
+SUBTLE = {
+    "layernorm-eps-outside-sqrt",
+    "layernorm-default-eps-1e-4",
+    "rmsnorm-eps-outside-sqrt",
+    "rmsnorm-divides-by-std",
+    "feedforward-tanh-gelu",
+    "mha-scale-by-d-model",
+    "sdpa-mask-inverted",
+    "head-weights-unscaled",
+    "block-norm-on-residual-stream",
+    "gpt-no-final-norm",
+    "probe-no-zero-grad",
+    "permute-inverse",
+    "repeat-kv-tiled",
+}
 
 
-@pytest.mark.parametrize("check, implementation, cause",
-                         [row for row in _mutants() if row.id in SUBTLE])
+@pytest.mark.parametrize(
+    "check, implementation, cause", [row for row in _mutants() if row.id in SUBTLE]
+)
 def test_a_subtle_mistake_still_fails_naming_its_cause_under_salts(check, implementation, cause):
     _fails_naming(check, implementation, cause, FAST_SALTS)
 
@@ -196,6 +213,7 @@ class InputRecorder(tc.LayerNorm):
 def recorded_inputs(salt) -> list[torch.Tensor]:
     class Recorder(InputRecorder):
         seen: ClassVar[list[torch.Tensor]] = []
+
     assert run(checks.check_layernorm, Recorder, salt)[1] is None
     return Recorder.seen
 
@@ -252,7 +270,7 @@ def test_each_thread_draws_the_cases_of_its_own_salt():
             errors.append(error)
 
     threads = [threading.Thread(target=grade, args=(salt,)) for salt in (11, 12)]
-    with grading_cases(99):             # a new thread does not inherit this one's salt
+    with grading_cases(99):  # a new thread does not inherit this one's salt
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -370,17 +388,23 @@ def recorded(function):
     return recording, replaying
 
 
-@pytest.mark.parametrize("check, reference", [
-    (checks.check_causal_mask, tc.causal_mask), (checks.check_rotary_tables, tc.rotary_cos_sin),
-    (checks.check_swiglu_hidden_dim, tc.swiglu_hidden_dim), (checks.check_lr_schedule, lr_at)],
-    ids=["causal_mask", "rotary_tables", "swiglu_hidden_dim", "lr_schedule"])
+@pytest.mark.parametrize(
+    "check, reference",
+    [
+        (checks.check_causal_mask, tc.causal_mask),
+        (checks.check_rotary_tables, tc.rotary_cos_sin),
+        (checks.check_swiglu_hidden_dim, tc.swiglu_hidden_dim),
+        (checks.check_lr_schedule, lr_at),
+    ],
+    ids=["causal_mask", "rotary_tables", "swiglu_hidden_dim", "lr_schedule"],
+)
 def test_a_replayed_table_of_answers_fails_the_checks_without_random_inputs(check, reference):
     """Checks whose cases are sizes and settings, not random numbers: in grading those are
     drawn for the learner too, so a table recorded on the public calls fails."""
     recording, replaying = recorded(reference)
     assert run(check, recording, None)[1] is None
     printed, failure = run(check, replaying, None)
-    assert failure is None and "passed" in printed        # the attack works on public cases
+    assert failure is None and "passed" in printed  # the attack works on public cases
     for salt in FAST_SALTS:
         assert run(check, replaying, salt)[1] is not None, salt
         assert run(check, reference, salt)[1] is None, salt
@@ -393,8 +417,12 @@ def test_a_replayed_table_of_answers_fails_the_checks_without_random_inputs(chec
 def test_the_secret_module_imports_no_model_code():
     tree = ast.parse(Path(grading_secret.__file__).read_text())
     imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                 for alias in node.names}
+    imported |= {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
     for wing in ("nn", "lab", "train", "checks"):
         assert not any(wing in name.split(".") for name in imported), imported
 
@@ -406,7 +434,7 @@ def test_the_secret_is_created_private_once_and_kept(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert grading_secret.load_secret(path) == first
-    assert [p.name for p in path.parent.iterdir()] == ["grading-secret"]   # no temporary left
+    assert [p.name for p in path.parent.iterdir()] == ["grading-secret"]  # no temporary left
     assert grading_secret.load_secret(tmp_path / "other") != first
 
 
@@ -424,7 +452,7 @@ def test_a_secret_others_may_access_is_refused_in_both_languages(tmp_path, mode)
 
 def test_a_short_secret_is_refused_and_raw_bytes_are_accepted(tmp_path):
     path = tmp_path / "grading-secret"
-    path.write_bytes(b"0123456789abcdef\n")          # 8 bytes in hex
+    path.write_bytes(b"0123456789abcdef\n")  # 8 bytes in hex
     path.chmod(0o600)
     with pytest.raises(ValueError, match="fewer than 16"):
         grading_secret.load_secret(path)
@@ -437,10 +465,12 @@ def test_the_secret_path_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv(grading_secret.ENVIRONMENT_VARIABLE, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     assert grading_secret.secret_path() == tmp_path / "xdg" / "tfcourse" / "grading-secret"
-    monkeypatch.setenv("XDG_CONFIG_HOME", "relative")       # ignored, as the XDG spec says
+    monkeypatch.setenv("XDG_CONFIG_HOME", "relative")  # ignored, as the XDG spec says
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert grading_secret.secret_path() == \
-        tmp_path / "home" / ".config" / "tfcourse" / "grading-secret"
+    assert (
+        grading_secret.secret_path()
+        == tmp_path / "home" / ".config" / "tfcourse" / "grading-secret"
+    )
     monkeypatch.setenv(grading_secret.ENVIRONMENT_VARIABLE, str(tmp_path / "mine"))
     assert grading_secret.secret_path() == tmp_path / "mine"
     assert grading_secret.load_secret() == grading_secret.load_secret(tmp_path / "mine")
@@ -451,10 +481,18 @@ def test_the_salt_depends_on_secret_identity_and_exercise():
     salt = grading_secret.case_salt(secret, "alice.ipynb", "layernorm")
     assert 0 <= salt < 2**63
     assert grading_secret.case_salt(secret, "alice.ipynb", "layernorm") == salt
-    assert len({salt, grading_secret.case_salt(secret, "bob.ipynb", "layernorm"),
+    assert (
+        len(
+            {
+                salt,
+                grading_secret.case_salt(secret, "bob.ipynb", "layernorm"),
                 grading_secret.case_salt(secret, "alice.ipynb", "rmsnorm"),
                 grading_secret.case_salt(other, "alice.ipynb", "layernorm"),
-                grading_secret.case_salt(secret, "alice.ipynbl", "ayernorm")}) == 5
+                grading_secret.case_salt(secret, "alice.ipynbl", "ayernorm"),
+            }
+        )
+        == 5
+    )
     with pytest.raises(ValueError):
         grading_secret.case_salt(b"short", "alice.ipynb", "layernorm")
     with pytest.raises(TypeError):

@@ -31,8 +31,19 @@ COURSE = sorted((ROOT / "solutions").glob("*.ipynb"))
 # could give away, and would match ordinary prose.
 MIN_STATEMENT_TOKENS = 4
 MIN_OPERATORS = 2
-_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
-             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match)
+_COMPOUND = (
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Match,
+)
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|\*\*|//|[^\s\w]")
 
 
@@ -43,8 +54,10 @@ _TOKEN = re.compile(r"[A-Za-z_]\w*|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+|\*\*|//|
 def solution_code(source: str) -> list[str]:
     """The code of each solution region of an exercise cell, dedented."""
     lines = source.split("\n")
-    return [textwrap.dedent("\n".join(lines[region.begin + 1:region.end]))
-            for region in solution_regions(source)]
+    return [
+        textwrap.dedent("\n".join(lines[region.begin + 1 : region.end]))
+        for region in solution_regions(source)
+    ]
 
 
 def parse_region(code: str) -> ast.Module:
@@ -66,8 +79,8 @@ def count_operators(node: ast.AST) -> int:
         elif isinstance(child, ast.Compare):
             total += len(child.ops)
         elif isinstance(child, ast.UnaryOp) and not (
-                isinstance(child.op, (ast.USub, ast.UAdd)) and isinstance(child.operand,
-                                                                          ast.Constant)):
+            isinstance(child.op, (ast.USub, ast.UAdd)) and isinstance(child.operand, ast.Constant)
+        ):
             total += 1
     return total
 
@@ -77,7 +90,7 @@ def is_sizeable(node: ast.expr) -> bool:
     if isinstance(node, ast.Call) and (node.args or node.keywords):
         return True
     if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Starred, ast.Slice)):
-        return False            # only a container of pieces, which are checked themselves
+        return False  # only a container of pieces, which are checked themselves
     return count_operators(node) >= MIN_OPERATORS
 
 
@@ -104,7 +117,7 @@ def tokens(text: str) -> list[str]:
     found = _TOKEN.findall(text.replace("'", '"'))
     out = []
     for i, token in enumerate(found):
-        if token == "self" and found[i + 1:i + 2] == ["."]:
+        if token == "self" and found[i + 1 : i + 2] == ["."]:
             continue
         if token == "." and i and found[i - 1] == "self":
             continue
@@ -119,8 +132,7 @@ def _joined(parts: list[str]) -> str:
 def leaked_pieces(hint: str, source: str) -> list[str]:
     """The solution pieces of ``source`` that ``hint`` contains, longest first."""
     hint_tokens = _joined(tokens(hint))
-    leaked = [piece for piece in solution_pieces(source)
-              if _joined(tokens(piece)) in hint_tokens]
+    leaked = [piece for piece in solution_pieces(source) if _joined(tokens(piece)) in hint_tokens]
     return sorted(leaked, key=lambda piece: (-len(piece), piece))
 
 
@@ -148,7 +160,7 @@ def test_hint_points_the_way_without_the_solution(hint, source):
 # ---------------------------------------------------------------------------------------------
 # The test itself can fail
 
-SOLUTION = '''class SwiGLU(nn.Module):
+SOLUTION = """class SwiGLU(nn.Module):
     def __init__(self, d_model, d_hidden=None):
         super().__init__()
         ### BEGIN SOLUTION
@@ -161,37 +173,55 @@ SOLUTION = '''class SwiGLU(nn.Module):
         scores = scores.masked_fill(~mask, float("-inf"))
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         ### END SOLUTION
-'''
+"""
 
 
-@pytest.mark.parametrize("hint, leak", [
-    pytest.param("Write scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) first.",
-                 "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
-                 id="a-statement"),
-    pytest.param("scores=q@k.transpose(-2,-1)/math.sqrt(q.shape[-1])",
-                 "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
-                 id="a-statement-without-spaces"),
-    pytest.param("forward is down_proj(F.silu(gate_proj(x)) * up_proj(x)).",
-                 "self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))",
-                 id="an-expression-without-self"),
-    pytest.param("fill with scores.masked_fill(~mask, float('-inf'))",
-                 "scores.masked_fill(~mask, float('-inf'))", id="other-quotes"),
-    pytest.param("divide by math.sqrt(q.shape[-1])", "math.sqrt(q.shape[-1])",
-                 id="a-call-with-arguments"),
-    pytest.param("gate_proj = nn.Linear(d_model, d_hidden, bias=False)",
-                 "self.gate_proj = nn.Linear(d_model, d_hidden, bias=False)",
-                 id="an-init-statement"),
-])
+@pytest.mark.parametrize(
+    "hint, leak",
+    [
+        pytest.param(
+            "Write scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) first.",
+            "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
+            id="a-statement",
+        ),
+        pytest.param(
+            "scores=q@k.transpose(-2,-1)/math.sqrt(q.shape[-1])",
+            "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
+            id="a-statement-without-spaces",
+        ),
+        pytest.param(
+            "forward is down_proj(F.silu(gate_proj(x)) * up_proj(x)).",
+            "self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))",
+            id="an-expression-without-self",
+        ),
+        pytest.param(
+            "fill with scores.masked_fill(~mask, float('-inf'))",
+            "scores.masked_fill(~mask, float('-inf'))",
+            id="other-quotes",
+        ),
+        pytest.param(
+            "divide by math.sqrt(q.shape[-1])", "math.sqrt(q.shape[-1])", id="a-call-with-arguments"
+        ),
+        pytest.param(
+            "gate_proj = nn.Linear(d_model, d_hidden, bias=False)",
+            "self.gate_proj = nn.Linear(d_model, d_hidden, bias=False)",
+            id="an-init-statement",
+        ),
+    ],
+)
 def test_a_hint_that_copies_the_solution_is_caught(hint, leak):
     assert leak in leaked_pieces(hint, SOLUTION)
 
 
-@pytest.mark.parametrize("hint", [
-    "Scale the scores by one over the square root of the key width, fill blocked scores "
-    "with minus infinity, softmax over the keys (dim=-1), then weight the values.",
-    "Use .transpose(-2, -1) on the keys and nn.Linear layers without a bias.",
-    "The gate goes through F.silu; multiply it elementwise with the up projection.",
-])
+@pytest.mark.parametrize(
+    "hint",
+    [
+        "Scale the scores by one over the square root of the key width, fill blocked scores "
+        "with minus infinity, softmax over the keys (dim=-1), then weight the values.",
+        "Use .transpose(-2, -1) on the keys and nn.Linear layers without a bias.",
+        "The gate goes through F.silu; multiply it elementwise with the up projection.",
+    ],
+)
 def test_a_hint_that_points_the_way_passes(hint):
     assert leaked_pieces(hint, SOLUTION) == []
 
@@ -199,7 +229,7 @@ def test_a_hint_that_points_the_way_passes(hint):
 def test_the_pieces_are_statements_and_sizeable_expressions():
     pieces = solution_pieces(SOLUTION)
     assert "scores = scores.masked_fill(~mask, float('-inf'))" in pieces
-    assert "k.transpose(-2, -1)" in pieces                 # a call with arguments
-    assert "q @ k.transpose(-2, -1)" in pieces            # two operators
-    assert "q.shape[-1]" not in pieces                     # one operator: too small
+    assert "k.transpose(-2, -1)" in pieces  # a call with arguments
+    assert "q @ k.transpose(-2, -1)" in pieces  # two operators
+    assert "q.shape[-1]" not in pieces  # one operator: too small
     assert "(-2, -1)" not in pieces and "-1" not in pieces

@@ -64,12 +64,15 @@ def test_scratch_cells_with_ipython_syntax_are_not_findings(solution, cell_id):
     assert scan(solution, stamped) == []
 
 
-@pytest.mark.parametrize("source", [
-    "%matplotlib inline\nRMSNorm = tc.RMSNorm",
-    "!pip list\nclass RMSNorm(tc.RMSNorm):\n    pass",
-    "%%time\nRMSNorm = tc.RMSNorm",
-    "%%capture out\nfrom tfcourse import RMSNorm",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "%matplotlib inline\nRMSNorm = tc.RMSNorm",
+        "!pip list\nclass RMSNorm(tc.RMSNorm):\n    pass",
+        "%%time\nRMSNorm = tc.RMSNorm",
+        "%%capture out\nfrom tfcourse import RMSNorm",
+    ],
+)
 def test_a_magic_line_does_not_hide_a_shortcut_from_the_scan(solution, source):
     """IPython syntax no longer makes a cell unreadable: the Python around it is read."""
     nb = solve(make_learner(solution, "99_fixture"), solution)
@@ -89,8 +92,9 @@ def test_a_shell_cell_magic_holds_no_python_to_read(solution):
 def test_a_solution_below_the_untouched_stub_is_sent_to_the_worker(solution):
     nb = make_learner(solution, "99_fixture")
     index = nb.cells.index(_cell(nb, "ex-rmsnorm"))
-    nb.cells.insert(index + 1, new_code_cell("class RMSNorm(torch.nn.Module):\n    pass",
-                                             id="mine"))
+    nb.cells.insert(
+        index + 1, new_code_cell("class RMSNorm(torch.nn.Module):\n    pass", id="mine")
+    )
     nb.cells.append(new_code_cell("print('after the check')", id="later"))
     stamped, _ = restamp(nb, solution)
     sent = cells_for(stamped, solution, "RMSNorm")
@@ -98,12 +102,19 @@ def test_a_solution_below_the_untouched_stub_is_sent_to_the_worker(solution):
     assert not any("check_rmsnorm(" in cell or "after the check" in cell for cell in sent)
 
 
-RAN = [{"ok": True, "error": "", "notes": [
-    {"kind": "shell", "line": "!pip list", "error": ""},
-    {"kind": "timing", "line": "%timeit f(x)", "error": ""},
-    {"kind": "magic", "line": "%load_ext autoreload", "error": ""},
-    {"kind": "failed", "line": "%config Nope.x = 1", "error": "UsageError: no"}]},
-    {"ok": False, "error": "NameError: name 'q' is not defined", "notes": []}]
+RAN = [
+    {
+        "ok": True,
+        "error": "",
+        "notes": [
+            {"kind": "shell", "line": "!pip list", "error": ""},
+            {"kind": "timing", "line": "%timeit f(x)", "error": ""},
+            {"kind": "magic", "line": "%load_ext autoreload", "error": ""},
+            {"kind": "failed", "line": "%config Nope.x = 1", "error": "UsageError: no"},
+        ],
+    },
+    {"ok": False, "error": "NameError: name 'q' is not defined", "notes": []},
+]
 
 
 def test_the_workers_notes_become_report_notes_in_both_languages():
@@ -114,7 +125,8 @@ def test_the_workers_notes_become_report_notes_in_both_languages():
             "cell 'a' (#3): `%timeit f(x)` skipped in grading (it only measures time)",
             "cell 'a' (#3): magic `%load_ext autoreload` skipped in grading",
             "cell 'a' (#3): `%config Nope.x = 1` had no effect in grading (UsageError: no)",
-            "cell 'b' (#4) raised NameError: name 'q' is not defined"]
+            "cell 'b' (#4) raised NameError: name 'q' is not defined",
+        ]
     with speaking("zh"):
         chinese = _raised(sent, RAN)
     assert len(chinese) == 5 and "`!pip list` 在评分时不运行" in chinese[0]
@@ -123,8 +135,11 @@ def test_the_workers_notes_become_report_notes_in_both_languages():
 
 def test_notes_of_an_unknown_form_are_left_out():
     """The worker's reply is the learner's to shape: nothing odd reaches the report."""
-    ran = [{"ok": True, "notes": "!rm -rf"}, {"ok": True, "notes": [1, None, {"kind": "x"}]},
-           {"ok": True, "notes": [{"kind": "shell", "line": "!" + "x" * 5000}]}]
+    ran = [
+        {"ok": True, "notes": "!rm -rf"},
+        {"ok": True, "notes": [1, None, {"kind": "x"}]},
+        {"ok": True, "notes": [{"kind": "shell", "line": "!" + "x" * 5000}]},
+    ]
     notes = _raised([("a", ""), ("b", ""), ("c", "")], ran)
     assert len(notes) == 1 and len(notes[0]) < 200
 
@@ -146,25 +161,32 @@ def test_honest_notebook_with_magics_shell_lines_and_peeks_scores_full_marks(sol
     _cell(nb, "setup").source = "%matplotlib inline\n" + _cell(nb, "setup").source
     # The RMSNorm stub left as given, the answer typed into a new cell right below it.
     answer = _cell(nb, "ex-rmsnorm").source
-    _cell(nb, "ex-rmsnorm").source = _cell(make_learner(solution, "99_fixture"),
-                                           "ex-rmsnorm").source
-    nb.cells.insert(nb.cells.index(_cell(nb, "ex-rmsnorm")) + 1,
-                    new_code_cell(answer, id="answer"))
-    setup = Setup(env=grading_env(1), timeout=30,
-                  sandbox="bubblewrap" if sandbox().bwrap else "none")
+    _cell(nb, "ex-rmsnorm").source = _cell(
+        make_learner(solution, "99_fixture"), "ex-rmsnorm"
+    ).source
+    nb.cells.insert(nb.cells.index(_cell(nb, "ex-rmsnorm")) + 1, new_code_cell(answer, id="answer"))
+    setup = Setup(
+        env=grading_env(1), timeout=30, sandbox="bubblewrap" if sandbox().bwrap else "none"
+    )
     with speaking("en"):
         result, _ = grade(nb, solution, setup)
     assert [(e.name, e.passed, e.reason) for e in result.exercises] == [
-        ("Causal mask", True, ""), ("RMSNorm", True, "")], result.exercises
+        ("Causal mask", True, ""),
+        ("RMSNorm", True, ""),
+    ], result.exercises
     notes = result.exercises[1].notes
     for cell_id, line, said in [
-            ("timeit", "%timeit causal_mask(8)", "skipped in grading (it only measures time)"),
-            ("shell", "!pip list", "not run in grading"),
-            ("shell", "!ls", "not run in grading"),
-            ("bash", "%%bash", "not run in grading"),
-            ("reload", "%load_ext autoreload", "skipped in grading"),
-            ("reload", "%autoreload 2", "skipped in grading")]:
+        ("timeit", "%timeit causal_mask(8)", "skipped in grading (it only measures time)"),
+        ("shell", "!pip list", "not run in grading"),
+        ("shell", "!ls", "not run in grading"),
+        ("bash", "%%bash", "not run in grading"),
+        ("reload", "%load_ext autoreload", "skipped in grading"),
+        ("reload", "%autoreload 2", "skipped in grading"),
+    ]:
         assert any(f"'{cell_id}'" in note and f"`{line}` {said}" in note for note in notes), (
-            cell_id, line, notes)
+            cell_id,
+            line,
+            notes,
+        )
     quiet = ("plots", "peek", "timed", "generated", "setup", "ex-causal-mask", "answer")
     assert not any(f"'{cell_id}'" in note for note in notes for cell_id in quiet), notes

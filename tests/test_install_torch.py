@@ -51,7 +51,10 @@ def test_choose_index(system, has_gpu, explicit, index):
 
 
 def test_the_reason_names_the_machine():
-    assert install_torch.choose_index("Linux", False)[1] == f"Linux, no NVIDIA GPU -> CPU wheel from {CPU}"
+    assert (
+        install_torch.choose_index("Linux", False)[1]
+        == f"Linux, no NVIDIA GPU -> CPU wheel from {CPU}"
+    )
     assert "NVIDIA GPU" in install_torch.choose_index("Linux", True)[1]
     assert "macOS" in install_torch.choose_index("Darwin", False)[1]
 
@@ -59,7 +62,12 @@ def test_the_reason_names_the_machine():
 def test_pip_command():
     python = "/venv/bin/python"
     assert install_torch.pip_command(python, "torch==2.13.0", None) == [
-        python, "-m", "pip", "install", "torch==2.13.0"]
+        python,
+        "-m",
+        "pip",
+        "install",
+        "torch==2.13.0",
+    ]
     command = install_torch.pip_command(python, "torch==2.13.0", CPU)
     assert command[:7] == [python, "-m", "pip", "install", "torch==2.13.0", "--index-url", CPU]
     # pip may not spend minutes retrying an index that stopped answering
@@ -102,7 +110,8 @@ def machine(monkeypatch, system, has_gpu):
 
 
 def test_main_falls_back_to_the_cpu_build_by_name_when_the_cpu_index_is_unreachable(
-        monkeypatch, capsys, pip_calls):
+    monkeypatch, capsys, pip_calls
+):
     """The default index (PIP_INDEX_URL, pip's find-links) may hold the CPU wheel; asked for
     by name, the CUDA build cannot be what it installs."""
     machine(monkeypatch, "Linux", False)
@@ -119,65 +128,104 @@ def test_main_falls_back_to_the_cpu_build_by_name_when_the_cpu_index_is_unreacha
     assert "torch==2.13.0+cpu on the default index" in out
 
 
-@pytest.mark.parametrize("spec, pip_fails, pip_runs", [
-    ("torch==2.13.0", True, True),       # the default index has no CPU build (PyPI)
-    ("torch>=2.4,<3", False, False),     # a range names no build: nothing to ask for
-])
+@pytest.mark.parametrize(
+    "spec, pip_fails, pip_runs",
+    [
+        ("torch==2.13.0", True, True),  # the default index has no CPU build (PyPI)
+        ("torch>=2.4,<3", False, False),  # a range names no build: nothing to ask for
+    ],
+)
 def test_without_a_cpu_wheel_setup_stops_and_says_how_to_choose(
-        monkeypatch, capsys, spec, pip_fails, pip_runs):
+    monkeypatch, capsys, spec, pip_fails, pip_runs
+):
     machine(monkeypatch, "Linux", False)
     monkeypatch.setattr(install_torch, "installed_version", lambda python, spec: None)
     monkeypatch.setattr(install_torch, "reachable", lambda *a, **k: (False, "no route"))
     calls = []
-    monkeypatch.setattr(install_torch, "run_pip",
-                        lambda command: calls.append(command) or (1 if pip_fails else 0))
+    monkeypatch.setattr(
+        install_torch, "run_pip", lambda command: calls.append(command) or (1 if pip_fails else 0)
+    )
     assert install_torch.main(["--python", "py", "--torch", spec]) != 0
     assert [c[4] for c in calls] == (["torch==2.13.0+cpu"] if pip_runs else [])
     err = capsys.readouterr().err
     assert "setup stops here rather than install the\n  CUDA build" in err
-    for choice in ("TORCH_FIND_LINKS=https://mirrors.aliyun.com/pytorch-wheels/cpu/",
-                   "TORCH_INDEX=<url>", "TORCH_INDEX=default"):
+    for choice in (
+        "TORCH_FIND_LINKS=https://mirrors.aliyun.com/pytorch-wheels/cpu/",
+        "TORCH_INDEX=<url>",
+        "TORCH_INDEX=default",
+    ):
         assert choice in err
 
 
-@pytest.mark.parametrize("spec, cpu", [
-    ("torch==2.13.0", "torch==2.13.0+cpu"), ("torch == 2.13.0+cpu", "torch==2.13.0+cpu"),
-    ("torch===2.5.1", "torch==2.5.1+cpu"), ("torch>=2.4,<3", None), ("torch", None),
-    ("torch==2.13.0+cu121", None), ("numpy==2.0", None)])
+@pytest.mark.parametrize(
+    "spec, cpu",
+    [
+        ("torch==2.13.0", "torch==2.13.0+cpu"),
+        ("torch == 2.13.0+cpu", "torch==2.13.0+cpu"),
+        ("torch===2.5.1", "torch==2.5.1+cpu"),
+        ("torch>=2.4,<3", None),
+        ("torch", None),
+        ("torch==2.13.0+cu121", None),
+        ("numpy==2.0", None),
+    ],
+)
 def test_cpu_spec_names_the_cpu_build_of_a_pinned_version(spec, cpu):
     assert install_torch.cpu_spec(spec) == cpu
 
 
-@pytest.mark.parametrize("system, has_gpu, spec", [
-    ("Linux", False, "torch==2.13.0+cpu"),   # the CPU build by name: never the CUDA one
-    ("Linux", True, "torch==2.13.0"),        # a GPU machine's mirror may hold the CUDA build
-    ("Darwin", False, "torch==2.13.0"),
-])
+@pytest.mark.parametrize(
+    "system, has_gpu, spec",
+    [
+        ("Linux", False, "torch==2.13.0+cpu"),  # the CPU build by name: never the CUDA one
+        ("Linux", True, "torch==2.13.0"),  # a GPU machine's mirror may hold the CUDA build
+        ("Darwin", False, "torch==2.13.0"),
+    ],
+)
 def test_find_links_takes_torch_from_a_mirror_of_wheels(
-        monkeypatch, capsys, pip_calls, system, has_gpu, spec):
+    monkeypatch, capsys, pip_calls, system, has_gpu, spec
+):
     machine(monkeypatch, system, has_gpu)
     monkeypatch.setattr(install_torch, "reachable", lambda *a, **k: pytest.fail("probed"))
     mirror = "https://mirrors.aliyun.com/pytorch-wheels/cpu/"
-    assert install_torch.main(["--python", "py", "--torch", "torch==2.13.0",
-                               "--find-links", mirror]) == 0
-    assert pip_calls == [["py", "-m", "pip", "install", spec, "--find-links", mirror,
-                          *install_torch.FAIL_FAST]]
+    assert (
+        install_torch.main(["--python", "py", "--torch", "torch==2.13.0", "--find-links", mirror])
+        == 0
+    )
+    assert pip_calls == [
+        ["py", "-m", "pip", "install", spec, "--find-links", mirror, *install_torch.FAIL_FAST]
+    ]
     assert mirror in capsys.readouterr().out
 
 
 def test_index_and_find_links_exclude_each_other(pip_calls):
     with pytest.raises(SystemExit):
-        install_torch.main(["--torch", "torch==2.13.0", "--index", "https://a.example/simple",
-                            "--find-links", "https://b.example/cpu/"])
+        install_torch.main(
+            [
+                "--torch",
+                "torch==2.13.0",
+                "--index",
+                "https://a.example/simple",
+                "--find-links",
+                "https://b.example/cpu/",
+            ]
+        )
     assert pip_calls == []
 
 
-@pytest.mark.parametrize("variables, passed", [
-    ([], []),
-    (["TORCH_INDEX=https://mirror.example/whl/cpu"], ["--index", "https://mirror.example/whl/cpu"]),
-    (["TORCH_FIND_LINKS=https://mirror.example/cpu/"],
-     ["--find-links", "https://mirror.example/cpu/"]),
-])
+@pytest.mark.parametrize(
+    "variables, passed",
+    [
+        ([], []),
+        (
+            ["TORCH_INDEX=https://mirror.example/whl/cpu"],
+            ["--index", "https://mirror.example/whl/cpu"],
+        ),
+        (
+            ["TORCH_FIND_LINKS=https://mirror.example/cpu/"],
+            ["--find-links", "https://mirror.example/cpu/"],
+        ),
+    ],
+)
 def test_make_setup_passes_the_mirror_variables_on(variables, passed):
     """`make setup TORCH_INDEX=... / TORCH_FIND_LINKS=...` (or the same environment
     variables) reach install_torch.py; PIP_INDEX_URL is pip's own and needs no passing."""
@@ -188,23 +236,28 @@ def test_make_setup_passes_the_mirror_variables_on(variables, passed):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_")}
     for how in ("arguments", "environment"):
         command = [make, "-n", "-B", "-C", str(root), "setup"]
-        run_env = dict(env, **dict(v.split("=", 1) for v in variables)) if how == "environment" \
-            else env
+        run_env = (
+            dict(env, **dict(v.split("=", 1) for v in variables)) if how == "environment" else env
+        )
         if how == "arguments":
             command += variables
-        out = subprocess.run(command, capture_output=True, text=True, env=run_env,
-                             check=True).stdout
+        out = subprocess.run(
+            command, capture_output=True, text=True, env=run_env, check=True
+        ).stdout
         (line,) = [line for line in out.splitlines() if "install_torch.py" in line]
         words = shlex.split(line)
-        after = words[words.index("--torch") + 2:]
+        after = words[words.index("--torch") + 2 :]
         assert after == passed, (how, line)
 
 
 def test_main_uses_the_cpu_index_when_it_answers(monkeypatch, capsys, pip_calls):
     machine(monkeypatch, "Linux", False)
     probed = []
-    monkeypatch.setattr(install_torch, "reachable",
-                        lambda url, timeout=5.0: probed.append(url) or (True, "HTTP 200"))
+    monkeypatch.setattr(
+        install_torch,
+        "reachable",
+        lambda url, timeout=5.0: probed.append(url) or (True, "HTTP 200"),
+    )
     assert install_torch.main(["--python", "py", "--torch", "torch==2.13.0"]) == 0
     assert probed == [f"{CPU}/torch/"]
     assert pip_calls[0][4:7] == ["torch==2.13.0", "--index-url", CPU]
@@ -221,12 +274,15 @@ def test_main_uses_the_cpu_index_when_it_answers(monkeypatch, capsys, pip_calls)
     ],
 )
 def test_main_does_not_probe_without_the_automatic_cpu_choice(
-        monkeypatch, pip_calls, system, has_gpu, extra, index):
+    monkeypatch, pip_calls, system, has_gpu, extra, index
+):
     machine(monkeypatch, system, has_gpu)
     monkeypatch.setattr(install_torch, "reachable", lambda *a, **k: pytest.fail("probed"))
     assert install_torch.main(["--python", "py", "--torch", "torch", *extra]) == 0
     (command,) = pip_calls
-    assert (command[command.index("--index-url") + 1] if "--index-url" in command else None) == index
+    assert (
+        command[command.index("--index-url") + 1] if "--index-url" in command else None
+    ) == index
 
 
 def test_main_does_nothing_when_torch_is_already_installed(monkeypatch, capsys):

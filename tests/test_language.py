@@ -11,7 +11,7 @@ from tfcourse.train.corpus import CORPUS_LICENCE, capstone_text, reference_topic
 def test_words_and_the_real_word_fraction():
     assert words("The cat's 2 hats!") == ["the", "cat", "s", "hats"]
     known = {"the", "cat", "s"}
-    assert real_word_fraction("The cat's hats", known) == pytest.approx(2 / 3)   # "s": too short
+    assert real_word_fraction("The cat's hats", known) == pytest.approx(2 / 3)  # "s": too short
     assert real_word_fraction("The cat's hats", known, min_length=1) == pytest.approx(3 / 4)
     assert math.isnan(real_word_fraction("12 34 ! a", known))
     assert vocabulary("the cat, the hat; a cat", min_count=2) == {"the", "cat"}
@@ -28,7 +28,9 @@ def test_ngram_learns_a_pattern_only_with_enough_context():
     text = "abc" * 400
     assert CharNGram(text, order=3).nats_per_char("abc" * 20) < 0.05
     # A unigram model knows the three letters are equally common, nothing more.
-    assert CharNGram(text, order=1).nats_per_char("abc" * 20) == pytest.approx(math.log(3), abs=0.01)
+    assert CharNGram(text, order=1).nats_per_char("abc" * 20) == pytest.approx(
+        math.log(3), abs=0.01
+    )
 
 
 def test_bad_ngram_arguments_are_refused():

@@ -33,8 +33,14 @@ class Served(list):
         self.append(command)
         self.environments.append(env)
         first = Path((env or {}).get("JUPYTER_CONFIG_PATH", "").split(os.pathsep)[0] or "missing")
-        self.configs.append({p.relative_to(first).as_posix(): json.loads(p.read_text())
-                             for p in first.rglob("*.json")} if first.is_dir() else None)
+        self.configs.append(
+            {
+                p.relative_to(first).as_posix(): json.loads(p.read_text())
+                for p in first.rglob("*.json")
+            }
+            if first.is_dir()
+            else None
+        )
         return 0
 
 
@@ -72,9 +78,16 @@ def test_lab_without_notebooks_says_what_to_do(capsys, tmp_path, served):
 
 
 def test_lab_prints_the_url_of_the_first_notebook_with_the_port_and_token_it_passes(
-        capsys, tmp_path, served):
-    folder = notebooks(tmp_path / "nb", "10_later.ipynb", "9_first.ipynb", "notes.ipynb",
-                       ".hidden.ipynb", "readme.md")
+    capsys, tmp_path, served
+):
+    folder = notebooks(
+        tmp_path / "nb",
+        "10_later.ipynb",
+        "9_first.ipynb",
+        "notes.ipynb",
+        ".hidden.ipynb",
+        "readme.md",
+    )
     status, out = lab(capsys, folder)
     assert status == 0
     (command,) = served
@@ -87,7 +100,7 @@ def test_lab_prints_the_url_of_the_first_notebook_with_the_port_and_token_it_pas
     assert f"--ServerApp.port={port}" in command
     assert f"--IdentityProvider.token={token}" in command
     assert f"--ServerApp.file_to_run={folder.resolve() / '9_first.ipynb'}" in command
-    assert "--ServerApp.port_retries=0" in command       # else the printed URL could be wrong
+    assert "--ServerApp.port_retries=0" in command  # else the printed URL could be wrong
     assert "--allow-root" not in command and "running as root" not in out
     # a fresh token every time
     lab(capsys, folder)
@@ -107,7 +120,7 @@ def test_lab_as_root_allows_root_and_says_why(capsys, tmp_path, served, monkeypa
     assert status == 0
     (command,) = served
     assert command.count("--allow-root") == 1
-    assert command[-1] == "--no-browser"                 # the user's arguments come last
+    assert command[-1] == "--no-browser"  # the user's arguments come last
     line = next(line for line in out.splitlines() if "running as root" in line)
     assert "--allow-root" in line and "containers" in line
     assert out.index(line) < out.index("tfcourse lab: open http://")
@@ -141,7 +154,8 @@ NOTIFICATION = "@jupyterlab/apputils-extension:notification"
 
 
 def test_lab_turns_off_the_news_prompt_and_update_check_for_its_session_only(
-        capsys, tmp_path, served, monkeypatch):
+    capsys, tmp_path, served, monkeypatch
+):
     """JupyterLab 4's announcements plugin toasts "Would you like to get notified about official
     Jupyter news?" while the fetchNews setting is "none" (its default), whatever the server's
     news_url; the update check toasts when PyPI has a newer JupyterLab. The session disables
@@ -156,14 +170,15 @@ def test_lab_turns_off_the_news_prompt_and_update_check_for_its_session_only(
     assert "--LabApp.news_url=None" in command
     assert "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate" in command
     ours, *rest = env["JUPYTER_CONFIG_PATH"].split(os.pathsep)
-    assert rest == [str(tmp_path / "theirs")]          # first: ours wins, theirs still read
+    assert rest == [str(tmp_path / "theirs")]  # first: ours wins, theirs still read
     assert config == {
         "labconfig/page_config.json": {"disabledExtensions": {ANNOUNCEMENTS: True}},
         "labconfig/default_setting_overrides.json": {
-            NOTIFICATION: {"fetchNews": "false", "checkForUpdates": False}},
+            NOTIFICATION: {"fetchNews": "false", "checkForUpdates": False}
+        },
     }
     assert env["JUPYTER_CONFIG_DIR"] == str(user_config) and not user_config.exists()
-    assert not Path(ours).exists()                     # the session's labconfig is cleaned up
+    assert not Path(ours).exists()  # the session's labconfig is cleaned up
 
 
 def test_the_quiet_options_mean_what_the_installed_jupyterlab_reads(tmp_path, monkeypatch):
@@ -195,6 +210,7 @@ def test_free_port_skips_a_port_in_use():
 
 def test_serve_waits_for_jupyter_after_ctrl_c(monkeypatch):
     """Ctrl+C reaches Jupyter as well; the launcher waits for it to shut down, not kills it."""
+
     class Jupyter:
         waits = 0
 
@@ -236,8 +252,11 @@ def test_tfcourse_lab_serves_the_first_notebook_and_stops_cleanly(tmp_path):
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
     nbformat.write(notebook, folder / "00_tiny.ipynb")
     runtime, out_file, err_file = tmp_path / "runtime", tmp_path / "out.txt", tmp_path / "err.txt"
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime),
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
+    env = {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+    }
     import pty  # POSIX only
 
     # A terminal as stdin: Jupyter handles Ctrl+C the interactive way only on a tty.
@@ -245,15 +264,22 @@ def test_tfcourse_lab_serves_the_first_notebook_and_stops_cleanly(tmp_path):
     with open(out_file, "w") as out, open(err_file, "w") as err:
         process = subprocess.Popen(
             [sys.executable, "-m", "tfcourse", "lab", "--dir", str(folder), "--", "--no-browser"],
-            stdin=terminal_end, stdout=out, stderr=err, env=env, start_new_session=True)
+            stdin=terminal_end,
+            stdout=out,
+            stderr=err,
+            env=env,
+            start_new_session=True,
+        )
     os.close(terminal_end)
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # no proxy for localhost
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy for localhost
     deadline = time.monotonic() + 60
     try:
         status = None
         while status != 200:
             assert process.poll() is None, f"tfcourse lab exited:\n{err_file.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"no answer in 60 s:\n{err_file.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, (
+                f"no answer in 60 s:\n{err_file.read_text()[-3000:]}"
+            )
             time.sleep(0.5)
             match = re.search(r"^tfcourse lab: open (\S+)$", out_file.read_text(), re.MULTILINE)
             if match:

@@ -22,15 +22,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tfcourse"
 WINGS = ("nn", "checks", "lab", "train", "course")
 # Which wing may import which (besides itself and the SHARED modules), and why.
 MAY_IMPORT = {
-    "nn": set(),                       # the model stands alone: the course's reference
-    "lab": {"nn"},                     # plots, widgets and demos show the model
-    "train": {"nn", "lab", "<top>"},   # training runs the model; the capstone's tests and
-                                       # byte pairs are lab's; runtime's device and seeding
+    "nn": set(),  # the model stands alone: the course's reference
+    "lab": {"nn"},  # plots, widgets and demos show the model
+    "train": {"nn", "lab", "<top>"},  # training runs the model; the capstone's tests and
+    # byte pairs are lab's; runtime's device and seeding
     "checks": {"nn", "lab", "train", "<top>"},  # the checks compare with the references:
-                                       # the model, lab's demos (09's production notes),
-                                       # train's loop and tokenizer; runtime and screen
-    "course": set(),                   # notebooks as files: none of the course's code
-    "<top>": {"nn", "lab", "train", "checks", "course"},   # the public face and the commands
+    # the model, lab's demos (09's production notes),
+    # train's loop and tokenizer; runtime and screen
+    "course": set(),  # notebooks as files: none of the course's code
+    "<top>": {"nn", "lab", "train", "checks", "course"},  # the public face and the commands
 }
 # Single modules beyond their wing's row. The sealed grader's judge runs the checks in the
 # grader's own process (the learner's code is in a worker), and nothing else of course/ does.
@@ -67,15 +67,22 @@ def imports_of(path: Path, package: Path) -> list[tuple[str, bool]]:
                 target = node.module or ""
             # `from pkg import submodule` imports the submodule; pkg itself counts only
             # when a name other than a submodule is taken from it.
-            modules = [f"{target}.{alias.name}" for alias in node.names
-                       if (package.parent / f"{target}.{alias.name}".replace(".", "/")
-                           ).with_suffix(".py").exists()
-                       or (package.parent / f"{target}.{alias.name}".replace(".", "/")).is_dir()]
+            modules = [
+                f"{target}.{alias.name}"
+                for alias in node.names
+                if (package.parent / f"{target}.{alias.name}".replace(".", "/"))
+                .with_suffix(".py")
+                .exists()
+                or (package.parent / f"{target}.{alias.name}".replace(".", "/")).is_dir()
+            ]
             targets = modules + ([target] if len(modules) < len(node.names) else [])
-        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
-              and re.fullmatch(rf"{root}(\.[A-Za-z_]\w*)+", node.value)
-              and _is_module(node.value, package)):
-            targets = [node.value]          # imported by name: a dependency all the same
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and re.fullmatch(rf"{root}(\.[A-Za-z_]\w*)+", node.value)
+            and _is_module(node.value, package)
+        ):
+            targets = [node.value]  # imported by name: a dependency all the same
         else:
             continue
         for target in targets:
@@ -106,15 +113,18 @@ def direction_violations(package: Path) -> list[str]:
             if target in SHARED or (module, target) in ALLOWED or wing_of(target) == source:
                 continue
             if wing_of(target) not in MAY_IMPORT[source]:
-                problems.append(f"{module} imports {target} ({source} may not import "
-                                f"{wing_of(target)})")
+                problems.append(
+                    f"{module} imports {target} ({source} may not import {wing_of(target)})"
+                )
     return problems
 
 
 def module_level_cycle(package: Path) -> list[str] | None:
-    graph = {module: sorted({t for t, top in targets if top and t != module})
-             for module, targets in import_graph(package).items()}
-    state: dict[str, int] = {}          # 1: on the current path, 2: done
+    graph = {
+        module: sorted({t for t, top in targets if top and t != module})
+        for module, targets in import_graph(package).items()
+    }
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
 
     def visit(module):
@@ -122,7 +132,7 @@ def module_level_cycle(package: Path) -> list[str] | None:
         path.append(module)
         for target in graph.get(module, []):
             if state.get(target) == 1:
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state and (cycle := visit(target)):
                 return cycle
         path.pop()
@@ -140,10 +150,19 @@ def module_level_cycle(package: Path) -> list[str] | None:
 
 def test_the_top_level_holds_only_the_public_face_and_the_commands():
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "cli.py", "demo.py", "doctor.py",
-                   "doctor_jupyter.py", "files.py",
-                   "fonts.py",
-                   "language.py", "runtime.py", "screen.py"]
+    assert top == [
+        "__init__.py",
+        "__main__.py",
+        "cli.py",
+        "demo.py",
+        "doctor.py",
+        "doctor_jupyter.py",
+        "files.py",
+        "fonts.py",
+        "language.py",
+        "runtime.py",
+        "screen.py",
+    ]
     wings = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
     assert wings == sorted(WINGS)
 
@@ -167,9 +186,17 @@ def test_no_import_cycles():
     assert module_level_cycle(PACKAGE) is None
 
 
+# Counted on ruff-formatted code, which spends about a fifth more lines than the hand-wrapped
+# style the limit of 520 was first set on: the same density as before.
+MAX_MODULE_LINES = 600
+
+
 def test_modules_are_readable_in_one_sitting():
-    too_long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
-                if (n := len(p.read_text().splitlines())) > 520}
+    too_long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
     assert too_long == {}
 
 
@@ -188,17 +215,28 @@ def _fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
     return package
 
 
-@pytest.mark.parametrize("name, text, expected", [
-    ("nn/attention.py", "from ..lab import plots\n", "nn may not import lab"),
-    ("nn/attention.py", "def f():\n    from tfcourse.train import loop\n", "nn may not import train"),
-    ("nn/attention.py", "from .. import runtime\n", "nn may not import <top>"),
-    ("course/grade.py", "from ..nn.model import GPT\n", "course may not import nn"),
-    ("course/grade.py", "import tfcourse\n", "course may not import <top>"),
-    ("lab/plots.py", "from ..train import loop\n", "lab may not import train"),
-    ("checks/norms.py", "from ..course import grade\n", "checks may not import course"),
-    ("nn/attention.py", "import importlib\nimportlib.import_module('tfcourse.nn.model')\n"
-                        "importlib.import_module('tfcourse.lab')\n", "nn may not import lab"),
-])
+@pytest.mark.parametrize(
+    "name, text, expected",
+    [
+        ("nn/attention.py", "from ..lab import plots\n", "nn may not import lab"),
+        (
+            "nn/attention.py",
+            "def f():\n    from tfcourse.train import loop\n",
+            "nn may not import train",
+        ),
+        ("nn/attention.py", "from .. import runtime\n", "nn may not import <top>"),
+        ("course/grade.py", "from ..nn.model import GPT\n", "course may not import nn"),
+        ("course/grade.py", "import tfcourse\n", "course may not import <top>"),
+        ("lab/plots.py", "from ..train import loop\n", "lab may not import train"),
+        ("checks/norms.py", "from ..course import grade\n", "checks may not import course"),
+        (
+            "nn/attention.py",
+            "import importlib\nimportlib.import_module('tfcourse.nn.model')\n"
+            "importlib.import_module('tfcourse.lab')\n",
+            "nn may not import lab",
+        ),
+    ],
+)
 def test_a_wrong_import_direction_is_found(tmp_path, name, text, expected):
     package = _fake_package(tmp_path, {name: text})
     problems = direction_violations(package)
@@ -206,18 +244,28 @@ def test_a_wrong_import_direction_is_found(tmp_path, name, text, expected):
 
 
 def test_a_cycle_is_found(tmp_path):
-    package = _fake_package(tmp_path, {"lab/a.py": "from . import b\n", "lab/b.py": "from .a import x\n"})
-    assert module_level_cycle(package) in (["tfcourse.lab.a", "tfcourse.lab.b", "tfcourse.lab.a"],
-                                           ["tfcourse.lab.b", "tfcourse.lab.a", "tfcourse.lab.b"])
-    lazy = _fake_package(tmp_path / "lazy", {"lab/a.py": "from . import b\n",
-                                              "lab/b.py": "def f():\n    from .a import x\n"})
+    package = _fake_package(
+        tmp_path, {"lab/a.py": "from . import b\n", "lab/b.py": "from .a import x\n"}
+    )
+    assert module_level_cycle(package) in (
+        ["tfcourse.lab.a", "tfcourse.lab.b", "tfcourse.lab.a"],
+        ["tfcourse.lab.b", "tfcourse.lab.a", "tfcourse.lab.b"],
+    )
+    lazy = _fake_package(
+        tmp_path / "lazy",
+        {"lab/a.py": "from . import b\n", "lab/b.py": "def f():\n    from .a import x\n"},
+    )
     assert module_level_cycle(lazy) is None
 
 
 def test_allowed_imports_pass(tmp_path):
-    package = _fake_package(tmp_path, {"lab/plots.py": "from ..nn.model import GPT\n",
-                                       "course/build.py": "from . import notebook_format\n"
-                                                          "from ..language import say\n",
-                                       "course/notebook_format.py": "TAG = 'x'\n"})
+    package = _fake_package(
+        tmp_path,
+        {
+            "lab/plots.py": "from ..nn.model import GPT\n",
+            "course/build.py": "from . import notebook_format\nfrom ..language import say\n",
+            "course/notebook_format.py": "TAG = 'x'\n",
+        },
+    )
     assert direction_violations(package) == []
     assert module_level_cycle(package) is None

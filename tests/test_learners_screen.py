@@ -51,11 +51,13 @@ def test_the_full_traceback_is_one_call_or_one_variable_away(capsys, monkeypatch
 @pytest.mark.notebooks
 def test_run_all_goes_past_an_unsolved_exercise_in_one_line(tmp_path):
     stub = f"raise NotImplementedError({stub_message('attention')!r})"
-    cells = ["import tfcourse as tc\ntc.runtime.setup_notebook(written_for=tc.__version__)",
-             f"def attention(q, k, v):\n    {stub}",
-             "attention(1, 2, 3)",
-             "print('the plot below the exercise')",
-             "raise NotImplementedError('a real one')"]
+    cells = [
+        "import tfcourse as tc\ntc.runtime.setup_notebook(written_for=tc.__version__)",
+        f"def attention(q, k, v):\n    {stub}",
+        "attention(1, 2, 3)",
+        "print('the plot below the exercise')",
+        "raise NotImplementedError('a real one')",
+    ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     run = run_notebook(nb, cwd=tmp_path, timeout=60, env=kernel_env(threads=1))
     statuses = [cell.status for cell in run.cells]
@@ -76,8 +78,11 @@ def test_only_a_jupyter_kernel_lets_a_stub_pass_as_run(monkeypatch):
     class Shell:
         def __init__(self, kernel):
             self.kernel, self.handled = kernel, []
-            self.events = type("Events", (), {"callbacks": {"post_run_cell": []},
-                                              "register": lambda _, event, f: None})()
+            self.events = type(
+                "Events",
+                (),
+                {"callbacks": {"post_run_cell": []}, "register": lambda _, event, f: None},
+            )()
 
         def set_custom_exc(self, types, handler):
             self.handled.append(types)

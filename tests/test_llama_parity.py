@@ -20,11 +20,21 @@ VOCAB, D, HEADS, LAYERS, T = 128, 64, 4, 2, 24
 
 
 def llama_config(**overrides):
-    settings = {"vocab_size": VOCAB, "hidden_size": D, "intermediate_size": tc.swiglu_hidden_dim(D, 32),
-                    "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": HEADS,
-                    "max_position_embeddings": 64, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
-                    "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
-                    "initializer_range": 0.1}
+    settings = {
+        "vocab_size": VOCAB,
+        "hidden_size": D,
+        "intermediate_size": tc.swiglu_hidden_dim(D, 32),
+        "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": HEADS,
+        "max_position_embeddings": 64,
+        "rope_theta": 10000.0,
+        "rms_norm_eps": 1e-6,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": False,
+        "initializer_range": 0.1,
+    }
     settings.update(overrides)
     return transformers.LlamaConfig(**settings)
 
@@ -59,7 +69,7 @@ def test_decoder_layer_matches(dtype):
     assert block.attn.rotary is not None and isinstance(block.mlp, tc.SwiGLU)
     assert block.attn.qkv_proj.bias is None and block.mlp.gate_proj.bias is None
     x = torch.randn(2, T, D, dtype=dtype, generator=torch.Generator().manual_seed(1))
-    cos, sin = model.model.rotary_emb(x, torch.arange(T)[None])          # HF's own tables
+    cos, sin = model.model.rotary_emb(x, torch.arange(T)[None])  # HF's own tables
     ours, theirs = layer_outputs(hf_layer, block, x, (cos, sin))
     assert max_diff(ours, theirs) <= 1e-5
 
@@ -71,7 +81,9 @@ def test_decoder_layer_float64_with_our_tables_is_exact_up_to_hf_rmsnorm():
     block = block_from_hf_llama(hf_layer, model.config).eval()
     x = torch.randn(2, T, D, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     cos, sin = tc.rotary_cos_sin(T, D // HEADS, 10000.0, dtype=torch.float64)
-    ours, theirs = layer_outputs(hf_layer, block, x, (cos[None].expand(2, -1, -1), sin[None].expand(2, -1, -1)))
+    ours, theirs = layer_outputs(
+        hf_layer, block, x, (cos[None].expand(2, -1, -1), sin[None].expand(2, -1, -1))
+    )
     assert max_diff(ours, theirs) <= 1e-5
 
 
@@ -113,8 +125,9 @@ def test_rope_frequencies_match_hf():
     model = hf_llama()
     hd = D // HEADS
     ours_inv_freq = 1.0 / 10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    torch.testing.assert_close(model.model.rotary_emb.inv_freq.double(), ours_inv_freq,
-                               rtol=1e-6, atol=0)
+    torch.testing.assert_close(
+        model.model.rotary_emb.inv_freq.double(), ours_inv_freq, rtol=1e-6, atol=0
+    )
     x = torch.zeros(1, 64, D)
     cos, sin = model.model.rotary_emb(x, torch.arange(64)[None])
     our_cos, our_sin = tc.rotary_cos_sin(64, hd, 10000.0)
@@ -123,8 +136,13 @@ def test_rope_frequencies_match_hf():
 
 def test_config_conversion():
     config = llama_config_to_ours(llama_config(rope_theta=500000.0, rms_norm_eps=1e-5))
-    assert (config.norm, config.mlp, config.positional, config.bias, config.tie_weights) == \
-        ("rmsnorm", "swiglu", "rope", False, False)
+    assert (config.norm, config.mlp, config.positional, config.bias, config.tie_weights) == (
+        "rmsnorm",
+        "swiglu",
+        "rope",
+        False,
+        False,
+    )
     assert config.rope_base == 500000.0 and config.norm_eps == 1e-5 and config.pre_ln
     assert config.d_hidden == tc.swiglu_hidden_dim(D, 32) and config.max_seq_len == 64
 
@@ -138,11 +156,14 @@ def test_tied_embeddings_load():
         assert max_diff(ours(idx), model(idx).logits) <= 1e-5
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"num_key_value_heads": 3}, "must divide num_attention_heads"),
-    ({"hidden_act": "gelu"}, "silu"),
-    ({"attention_bias": True}, "one `bias` flag"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"num_key_value_heads": 3}, "must divide num_attention_heads"),
+        ({"hidden_act": "gelu"}, "silu"),
+        ({"attention_bias": True}, "one `bias` flag"),
+    ],
+)
 def test_unsupported_configs_are_refused(overrides, message):
     with pytest.raises(ValueError, match=message):
         llama_config_to_ours(llama_config(**overrides))
@@ -160,8 +181,13 @@ def test_greedy_generation_matches_hf_generate():
     ours = tc.GPT.from_hf_llama(model).eval()
     prompt = torch.randint(0, VOCAB, (1, 5), generator=torch.Generator().manual_seed(6))
     with torch.no_grad():
-        theirs = model.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0,
-                                attention_mask=torch.ones_like(prompt))
+        theirs = model.generate(
+            prompt,
+            max_new_tokens=12,
+            do_sample=False,
+            pad_token_id=0,
+            attention_mask=torch.ones_like(prompt),
+        )
     mine = ours.generate(prompt, 12, temperature=0, use_cache=True)
     assert torch.equal(mine, theirs)
 
@@ -181,20 +207,36 @@ def test_grouped_query_attention_matches_hf(kv_heads):
         assert max_diff(ours(idx), model(idx).logits) <= 1e-5
     prompt = idx[:1, :5]
     with torch.no_grad():
-        theirs = model.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0,
-                                attention_mask=torch.ones_like(prompt))
+        theirs = model.generate(
+            prompt,
+            max_new_tokens=12,
+            do_sample=False,
+            pad_token_id=0,
+            attention_mask=torch.ones_like(prompt),
+        )
     for use_cache in (False, True):
         assert torch.equal(ours.generate(prompt, 12, temperature=0, use_cache=use_cache), theirs)
 
 
 def test_the_kv_cache_holds_only_the_kv_heads():
-    model = tc.GPT(tc.GPTConfig(vocab_size=VOCAB, max_seq_len=32, n_layers=1, n_heads=4,
-                                d_model=D, n_kv_heads=1, positional="rope", norm="rmsnorm",
-                                mlp="swiglu", bias=False)).eval()
+    model = tc.GPT(
+        tc.GPTConfig(
+            vocab_size=VOCAB,
+            max_seq_len=32,
+            n_layers=1,
+            n_heads=4,
+            d_model=D,
+            n_kv_heads=1,
+            positional="rope",
+            norm="rmsnorm",
+            mlp="swiglu",
+            bias=False,
+        )
+    ).eval()
     caches = [tc.KVCache() for _ in model.blocks]
     with torch.no_grad():
         model(torch.zeros(2, 5, dtype=torch.long), caches=caches)
-    assert caches[0].k.shape == (2, 1, 5, D // 4)        # (B, H_kv, T, head_dim)
+    assert caches[0].k.shape == (2, 1, 5, D // 4)  # (B, H_kv, T, head_dim)
 
 
 def test_grouped_query_parity_is_sensitive_to_the_head_grouping():
@@ -206,7 +248,7 @@ def test_grouped_query_parity_is_sensitive_to_the_head_grouping():
     import tfcourse.nn.attention as attention
 
     grouped = attention.repeat_kv
-    attention.repeat_kv = lambda t, n_rep: t.repeat(1, n_rep, 1, 1)          # tiled: wrong
+    attention.repeat_kv = lambda t, n_rep: t.repeat(1, n_rep, 1, 1)  # tiled: wrong
     try:
         with torch.no_grad():
             assert max_diff(ours(idx), model(idx).logits) > 1e-3

@@ -53,6 +53,7 @@ def mask_triu(T):
 
 def make_sdpa(mistake=None):
     """Learner-style attention; ``mistake`` switches on one classic error."""
+
     def attention(q, k, v, mask=None):
         d_k = q.size(-1)
         if mistake == "queries_as_keys":
@@ -66,7 +67,7 @@ def make_sdpa(mistake=None):
         weights_scores = scores
         if mask is not None and mistake not in ("mask_ignored", "mask_after_softmax"):
             blocked = mask if mistake == "mask_inverted" else ~mask
-            if mistake == "mask_transposed":        # the upper triangle of a causal mask
+            if mistake == "mask_transposed":  # the upper triangle of a causal mask
                 blocked = ~mask.transpose(-2, -1)
             scores = scores.masked_fill(blocked, float("-inf"))
             if mistake != "weights_unmasked":
@@ -76,6 +77,7 @@ def make_sdpa(mistake=None):
             weights = weights * mask
         returned = weights_scores.softmax(dim=-1) if mistake == "weights_unmasked" else weights
         return weights @ v, returned
+
     attention.__name__ = f"attention_{mistake}"
     return attention
 
@@ -122,10 +124,10 @@ class LearnerMHA(nn.Module):
     """Fused-QKV causal attention written the way a learner would; attributes select mistakes."""
 
     qkv_name = "qkv_proj"
-    split = "view"          # view | no_transpose | transpose_first
-    merge = "transpose"     # transpose | no_transpose | head_minor
-    scale = "head_dim"      # head_dim | none | d_model | d_model_full
-    mask_mode = "causal"    # causal | none | diagonal | upper
+    split = "view"  # view | no_transpose | transpose_first
+    merge = "transpose"  # transpose | no_transpose | head_minor
+    scale = "head_dim"  # head_dim | none | d_model | d_model_full
+    mask_mode = "causal"  # causal | none | diagonal | upper
     softmax_dim = -1
     weights_mode = "masked"  # masked | unmasked | after_dropout
     force_bias = None
@@ -139,8 +141,9 @@ class LearnerMHA(nn.Module):
         bias = bias if self.force_bias is None else self.force_bias
         setattr(self, self.qkv_name, nn.Linear(d_model, 3 * d_model, bias=bias))
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.register_buffer("mask", torch.ones(max_seq_len, max_seq_len, dtype=torch.bool).tril(),
-                             persistent=False)
+        self.register_buffer(
+            "mask", torch.ones(max_seq_len, max_seq_len, dtype=torch.bool).tril(), persistent=False
+        )
 
     def _split(self, t):
         B, T, D = t.shape
@@ -162,22 +165,34 @@ class LearnerMHA(nn.Module):
         B, T, D = x.shape
         q, k, v = (self._split(t) for t in getattr(self, self.qkv_name)(x).split(D, dim=-1))
         k = q if self.queries_as_keys else k
-        divisor = {"head_dim": math.sqrt(self.head_dim), "none": 1.0,
-                   "d_model": math.sqrt(D), "d_model_full": D}[self.scale]
+        divisor = {
+            "head_dim": math.sqrt(self.head_dim),
+            "none": 1.0,
+            "d_model": math.sqrt(D),
+            "d_model_full": D,
+        }[self.scale]
         scores = q @ k.transpose(-2, -1) / divisor
-        allowed = {"causal": self.mask[:T, :T], "diagonal": self.mask[:T, :T].tril(-1),
-                   "upper": self.mask[:T, :T].T, "none": None}[self.mask_mode]
+        allowed = {
+            "causal": self.mask[:T, :T],
+            "diagonal": self.mask[:T, :T].tril(-1),
+            "upper": self.mask[:T, :T].T,
+            "none": None,
+        }[self.mask_mode]
         masked = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
         weights = masked.softmax(dim=self.softmax_dim)
         training = self.training or self.dropout_in_eval
         dropped = F.dropout(weights, self.p, training=training)
         merged = self._merge(dropped @ v)
-        y = F.dropout(merged if self.skip_out_proj else self.out_proj(merged), self.p,
-                      training=training)
+        y = F.dropout(
+            merged if self.skip_out_proj else self.out_proj(merged), self.p, training=training
+        )
         if not return_weights:
             return y
-        returned = {"masked": weights, "unmasked": scores.softmax(dim=-1),
-                    "after_dropout": dropped}[self.weights_mode]
+        returned = {
+            "masked": weights,
+            "unmasked": scores.softmax(dim=-1),
+            "after_dropout": dropped,
+        }[self.weights_mode]
         return y, returned
 
 
@@ -195,8 +210,10 @@ class SeparateProjectionsMHA(nn.Module):
 
     def forward(self, x, return_weights=False):
         B, T, D = x.shape
-        q, k, v = (proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
-                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (
+            proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+            for proj in (self.q_proj, self.k_proj, self.v_proj)
+        )
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         weights = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
@@ -217,8 +234,10 @@ class FusedKernelMHA(nn.Module):
 
     def forward(self, x, return_weights=False):
         B, T, D = x.shape
-        q, k, v = (t.unflatten(-1, (self.n_heads, -1)).transpose(1, 2)
-                   for t in self.qkv_proj(x).chunk(3, dim=-1))
+        q, k, v = (
+            t.unflatten(-1, (self.n_heads, -1)).transpose(1, 2)
+            for t in self.qkv_proj(x).chunk(3, dim=-1)
+        )
         p = self.p if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         y = F.dropout(self.out_proj(y.transpose(1, 2).flatten(2)), p, training=self.training)
@@ -231,7 +250,7 @@ class FusedKernelMHA(nn.Module):
 def first_head_manual(mha, x):
     D, hd = x.shape[-1], mha.head_dim
     q = mha.qkv_proj(x)[..., :hd]
-    k = mha.qkv_proj(x)[..., D:D + hd]
+    k = mha.qkv_proj(x)[..., D : D + hd]
     scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
     T = x.shape[1]
     return scores.masked_fill(~tc.causal_mask(T, device=x.device), float("-inf")).softmax(-1)
@@ -239,6 +258,7 @@ def first_head_manual(mha, x):
 
 def make_first_head(mistake):
     """Learner-style head-0 weights; ``mistake`` switches on one error."""
+
     def first_head(mha, x):
         B, T, D = x.shape
         hd = mha.head_dim
@@ -249,6 +269,7 @@ def make_first_head(mistake):
         allowed = allowed.T if mistake == "mask_upper" else allowed
         scores = (q0 @ k0.transpose(-2, -1) / divisor).masked_fill(~allowed, float("-inf"))
         return scores.softmax(dim=-1)
+
     first_head.__name__ = f"first_head_{mistake}"
     return first_head
 
@@ -259,9 +280,10 @@ def first_head_last(mha, x):
 
 def first_head_unscaled(mha, x):
     D, hd = x.shape[-1], mha.head_dim
-    q, k = mha.qkv_proj(x)[..., :hd], mha.qkv_proj(x)[..., D:D + hd]
-    scores = (q @ k.transpose(-2, -1)).masked_fill(~mha.mask[:x.shape[1], :x.shape[1]],
-                                                    float("-inf"))
+    q, k = mha.qkv_proj(x)[..., :hd], mha.qkv_proj(x)[..., D : D + hd]
+    scores = (q @ k.transpose(-2, -1)).masked_fill(
+        ~mha.mask[: x.shape[1], : x.shape[1]], float("-inf")
+    )
     return scores.softmax(-1)
 
 
@@ -347,7 +369,7 @@ class LearnerRMSNorm(nn.Module):
     def forward(self, x):
         if self.mistake == "subtracts_mean":
             x = x - x.mean(dim=-1, keepdim=True)
-        if self.mistake == "divides_by_std":     # the centred variance, x itself not centred
+        if self.mistake == "divides_by_std":  # the centred variance, x itself not centred
             var = (x - x.mean(dim=-1, keepdim=True)).pow(2).mean(dim=-1, keepdim=True)
             return x / torch.sqrt(var + self.eps) * self.weight
         if self.mistake == "mean_abs":
@@ -447,8 +469,9 @@ class LearnerBlock(nn.Module):
         super().__init__()
         self.pre_ln = pre_ln
         self.norm1, self.norm2 = tc.LayerNorm(d_model), tc.LayerNorm(d_model)
-        self.attn = tc.MultiHeadAttention(d_model, n_heads, max_seq_len=max_seq_len,
-                                          dropout=dropout)
+        self.attn = tc.MultiHeadAttention(
+            d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout
+        )
         self.mlp = tc.FeedForward(d_model, dropout=dropout)
         self.drop = nn.Dropout(dropout)
 
@@ -478,8 +501,9 @@ class TorchPartsBlock(nn.Module):
         super().__init__()
         self.pre_ln = pre_ln
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.attn = SeparateProjectionsMHA(d_model, n_heads, max_seq_len=max_seq_len,
-                                           dropout=dropout)
+        self.attn = SeparateProjectionsMHA(
+            d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout
+        )
         self.mlp = FeedForwardGeluModule(d_model, dropout=dropout)
 
     def forward(self, x):
@@ -513,9 +537,12 @@ def make_probe(mistake=None):
             embedding = model.tok_emb.weight.grad.norm().item()
         else:
             embedding = seen["x"].grad.norm().item()
-        blocks = [torch.cat([p.grad.flatten() for p in block.parameters()]).norm().item()
-                  for block in model.blocks]
+        blocks = [
+            torch.cat([p.grad.flatten() for p in block.parameters()]).norm().item()
+            for block in model.blocks
+        ]
         return embedding, blocks[::-1] if mistake == "reversed" else blocks
+
     probe.__name__ = f"probe_{mistake}"
     return probe
 
@@ -528,8 +555,9 @@ class LearnerGPT(nn.Module):
         D = config.d_model
         self.tok_emb = nn.Embedding(config.vocab_size, D)
         self.pos_emb = tc.LearnedPositionalEmbedding(config.max_seq_len, D)
-        self.blocks = nn.ModuleList(tc.TransformerBlock(**config.block_kwargs())
-                                    for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(
+            tc.TransformerBlock(**config.block_kwargs()) for _ in range(config.n_layers)
+        )
         self.final_norm = tc.LayerNorm(D)
         self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
         if self.mistake != "untied":
@@ -551,190 +579,425 @@ class LearnerGPT(nn.Module):
 
 MUTANTS = [
     # causal mask
-    ("mask-diagonal-excluded", checks.check_causal_mask, mask_diagonal_excluded,
-     "the diagonal is excluded"),
+    (
+        "mask-diagonal-excluded",
+        checks.check_causal_mask,
+        mask_diagonal_excluded,
+        "the diagonal is excluded",
+    ),
     ("mask-float", checks.check_causal_mask, mask_float, "expected torch.bool"),
     ("mask-upper-triangle", checks.check_causal_mask, mask_triu, "the upper triangle (triu)"),
     # scaled dot-product attention
     ("sdpa-mask-ignored", checks.check_attention, make_sdpa("mask_ignored"), "mask is ignored"),
-    ("sdpa-mask-inverted", checks.check_attention, make_sdpa("mask_inverted"),
-     "the mask is inverted"),
-    ("sdpa-mask-after-softmax", checks.check_attention, make_sdpa("mask_after_softmax"),
-     "applied after the softmax"),
-    ("sdpa-no-scaling", checks.check_attention, make_sdpa("no_scale"),
-     "not scaled by 1/sqrt(d_k)"),
-    ("sdpa-scale-by-dk", checks.check_attention, make_sdpa("scale_dk"),
-     "divided by d_k instead of sqrt(d_k)"),
-    ("sdpa-softmax-over-queries", checks.check_attention, make_sdpa("softmax_dim"),
-     "softmax is taken over the queries axis (dim=-2)"),
-    ("sdpa-weights-unmasked", checks.check_attention, make_sdpa("weights_unmasked"),
-     "returned weights are not masked"),
-    ("sdpa-inplace-input", checks.check_attention, make_sdpa("inplace"),
-     "modified its input q in place"),
-    ("sdpa-mask-wrong-triangle", checks.check_attention, make_sdpa("mask_transposed"),
-     "the mask is applied on the wrong triangle"),
-    ("sdpa-queries-as-keys", checks.check_attention, make_sdpa("queries_as_keys"),
-     "the queries are used as keys"),
+    (
+        "sdpa-mask-inverted",
+        checks.check_attention,
+        make_sdpa("mask_inverted"),
+        "the mask is inverted",
+    ),
+    (
+        "sdpa-mask-after-softmax",
+        checks.check_attention,
+        make_sdpa("mask_after_softmax"),
+        "applied after the softmax",
+    ),
+    ("sdpa-no-scaling", checks.check_attention, make_sdpa("no_scale"), "not scaled by 1/sqrt(d_k)"),
+    (
+        "sdpa-scale-by-dk",
+        checks.check_attention,
+        make_sdpa("scale_dk"),
+        "divided by d_k instead of sqrt(d_k)",
+    ),
+    (
+        "sdpa-softmax-over-queries",
+        checks.check_attention,
+        make_sdpa("softmax_dim"),
+        "softmax is taken over the queries axis (dim=-2)",
+    ),
+    (
+        "sdpa-weights-unmasked",
+        checks.check_attention,
+        make_sdpa("weights_unmasked"),
+        "returned weights are not masked",
+    ),
+    (
+        "sdpa-inplace-input",
+        checks.check_attention,
+        make_sdpa("inplace"),
+        "modified its input q in place",
+    ),
+    (
+        "sdpa-mask-wrong-triangle",
+        checks.check_attention,
+        make_sdpa("mask_transposed"),
+        "the mask is applied on the wrong triangle",
+    ),
+    (
+        "sdpa-queries-as-keys",
+        checks.check_attention,
+        make_sdpa("queries_as_keys"),
+        "the queries are used as keys",
+    ),
     # multi-head attention
-    ("mha-no-causal-mask", checks.check_multi_head_attention,
-     variant(LearnerMHA, "NoMaskMHA", mask_mode="none"), "causal mask is not applied"),
-    ("mha-diagonal-masked", checks.check_multi_head_attention,
-     variant(LearnerMHA, "OffByOneMHA", mask_mode="diagonal"), "the mask is off by one"),
-    ("mha-no-scaling", checks.check_multi_head_attention,
-     variant(LearnerMHA, "UnscaledMHA", scale="none"), "not scaled by 1/sqrt(head_dim)"),
-    ("mha-scale-by-d-model", checks.check_multi_head_attention,
-     variant(LearnerMHA, "DModelScaleMHA", scale="d_model"),
-     "scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)"),
-    ("mha-divide-by-d-model", checks.check_multi_head_attention,
-     variant(LearnerMHA, "DModelDivisorMHA", scale="d_model_full"),
-     "divided by d_model instead of sqrt(head_dim)"),
-    ("mha-mask-wrong-triangle", checks.check_multi_head_attention,
-     variant(LearnerMHA, "UpperMaskMHA", mask_mode="upper"),
-     "the mask keeps the wrong triangle (triu instead of tril)"),
-    ("mha-queries-as-keys", checks.check_multi_head_attention,
-     variant(LearnerMHA, "QueriesAsKeysMHA", queries_as_keys=True),
-     "the queries are used as keys"),
-    ("mha-no-output-projection", checks.check_multi_head_attention,
-     variant(LearnerMHA, "NoOutProjMHA", skip_out_proj=True),
-     "the output projection is left out"),
-    ("mha-softmax-over-queries", checks.check_multi_head_attention,
-     variant(LearnerMHA, "WrongAxisMHA", softmax_dim=-2), "queries axis (dim=-2)"),
-    ("mha-split-view-without-transpose", checks.check_multi_head_attention,
-     variant(LearnerMHA, "SplitViewMHA", split="no_transpose"),
-     "heads are split with view(B, H, T, head_dim)"),
-    ("mha-split-transpose-instead-of-reshape", checks.check_multi_head_attention,
-     variant(LearnerMHA, "SplitTransposeMHA", split="transpose_first"),
-     "transposing before reshaping"),
-    ("mha-merge-without-transpose", checks.check_multi_head_attention,
-     variant(LearnerMHA, "MergeNoTransposeMHA", merge="no_transpose"),
-     "without transpose(1, 2) first"),
-    ("mha-merge-wrong-order", checks.check_multi_head_attention,
-     variant(LearnerMHA, "MergeOrderMHA", merge="head_minor"),
-     "heads are merged in the wrong order"),
-    ("mha-weights-unmasked", checks.check_multi_head_attention,
-     variant(LearnerMHA, "UnmaskedWeightsMHA", weights_mode="unmasked"),
-     "returned weights are not masked"),
-    ("mha-weights-after-dropout", checks.check_multi_head_attention,
-     variant(LearnerMHA, "DroppedWeightsMHA", weights_mode="after_dropout"),
-     "weights are returned after dropout"),
-    ("mha-dropout-in-eval", checks.check_multi_head_attention,
-     variant(LearnerMHA, "EvalDropoutMHA", dropout_in_eval=True),
-     "dropout is active in eval mode"),
-    ("mha-bias-when-bias-false", checks.check_multi_head_attention,
-     variant(LearnerMHA, "AlwaysBiasMHA", force_bias=True), "bias=False was ignored"),
-    ("mha-misnamed-parameter", checks.check_multi_head_attention,
-     variant(LearnerMHA, "MisnamedMHA", qkv_name="c_attn"),
-     "your 'c_attn.weight' should be called 'qkv_proj.weight'"),
-    ("head-weights-last-head", checks.check_first_head_weights, first_head_last,
-     "the weights of the last head"),
-    ("head-weights-unscaled", checks.check_first_head_weights, first_head_unscaled,
-     "not scaled by 1/sqrt(head_dim)"),
-    ("head-weights-queries-as-keys", checks.check_first_head_weights,
-     make_first_head("queries_as_keys"), "the queries are used as keys"),
-    ("head-weights-divide-by-d-model", checks.check_first_head_weights,
-     make_first_head("divide_by_d_model"), "divided by d_model instead of sqrt(head_dim)"),
-    ("head-weights-mask-wrong-triangle", checks.check_first_head_weights,
-     make_first_head("mask_upper"), "the mask keeps the wrong triangle"),
+    (
+        "mha-no-causal-mask",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "NoMaskMHA", mask_mode="none"),
+        "causal mask is not applied",
+    ),
+    (
+        "mha-diagonal-masked",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "OffByOneMHA", mask_mode="diagonal"),
+        "the mask is off by one",
+    ),
+    (
+        "mha-no-scaling",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "UnscaledMHA", scale="none"),
+        "not scaled by 1/sqrt(head_dim)",
+    ),
+    (
+        "mha-scale-by-d-model",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "DModelScaleMHA", scale="d_model"),
+        "scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)",
+    ),
+    (
+        "mha-divide-by-d-model",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "DModelDivisorMHA", scale="d_model_full"),
+        "divided by d_model instead of sqrt(head_dim)",
+    ),
+    (
+        "mha-mask-wrong-triangle",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "UpperMaskMHA", mask_mode="upper"),
+        "the mask keeps the wrong triangle (triu instead of tril)",
+    ),
+    (
+        "mha-queries-as-keys",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "QueriesAsKeysMHA", queries_as_keys=True),
+        "the queries are used as keys",
+    ),
+    (
+        "mha-no-output-projection",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "NoOutProjMHA", skip_out_proj=True),
+        "the output projection is left out",
+    ),
+    (
+        "mha-softmax-over-queries",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "WrongAxisMHA", softmax_dim=-2),
+        "queries axis (dim=-2)",
+    ),
+    (
+        "mha-split-view-without-transpose",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "SplitViewMHA", split="no_transpose"),
+        "heads are split with view(B, H, T, head_dim)",
+    ),
+    (
+        "mha-split-transpose-instead-of-reshape",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "SplitTransposeMHA", split="transpose_first"),
+        "transposing before reshaping",
+    ),
+    (
+        "mha-merge-without-transpose",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "MergeNoTransposeMHA", merge="no_transpose"),
+        "without transpose(1, 2) first",
+    ),
+    (
+        "mha-merge-wrong-order",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "MergeOrderMHA", merge="head_minor"),
+        "heads are merged in the wrong order",
+    ),
+    (
+        "mha-weights-unmasked",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "UnmaskedWeightsMHA", weights_mode="unmasked"),
+        "returned weights are not masked",
+    ),
+    (
+        "mha-weights-after-dropout",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "DroppedWeightsMHA", weights_mode="after_dropout"),
+        "weights are returned after dropout",
+    ),
+    (
+        "mha-dropout-in-eval",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "EvalDropoutMHA", dropout_in_eval=True),
+        "dropout is active in eval mode",
+    ),
+    (
+        "mha-bias-when-bias-false",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "AlwaysBiasMHA", force_bias=True),
+        "bias=False was ignored",
+    ),
+    (
+        "mha-misnamed-parameter",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "MisnamedMHA", qkv_name="c_attn"),
+        "your 'c_attn.weight' should be called 'qkv_proj.weight'",
+    ),
+    (
+        "head-weights-last-head",
+        checks.check_first_head_weights,
+        first_head_last,
+        "the weights of the last head",
+    ),
+    (
+        "head-weights-unscaled",
+        checks.check_first_head_weights,
+        first_head_unscaled,
+        "not scaled by 1/sqrt(head_dim)",
+    ),
+    (
+        "head-weights-queries-as-keys",
+        checks.check_first_head_weights,
+        make_first_head("queries_as_keys"),
+        "the queries are used as keys",
+    ),
+    (
+        "head-weights-divide-by-d-model",
+        checks.check_first_head_weights,
+        make_first_head("divide_by_d_model"),
+        "divided by d_model instead of sqrt(head_dim)",
+    ),
+    (
+        "head-weights-mask-wrong-triangle",
+        checks.check_first_head_weights,
+        make_first_head("mask_upper"),
+        "the mask keeps the wrong triangle",
+    ),
     # norms
-    ("layernorm-unbiased-variance", checks.check_layernorm,
-     variant(LearnerLayerNorm, "UnbiasedLayerNorm", mistake="unbiased"),
-     "the variance is unbiased"),
-    ("layernorm-eps-outside-sqrt", checks.check_layernorm,
-     variant(LearnerLayerNorm, "EpsOutsideLayerNorm", mistake="eps_outside"),
-     "eps is added outside the square root"),
+    (
+        "layernorm-unbiased-variance",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "UnbiasedLayerNorm", mistake="unbiased"),
+        "the variance is unbiased",
+    ),
+    (
+        "layernorm-eps-outside-sqrt",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "EpsOutsideLayerNorm", mistake="eps_outside"),
+        "eps is added outside the square root",
+    ),
     ("layernorm-no-affine", checks.check_layernorm, LayerNormNoAffine, "no learnable affine"),
-    ("layernorm-mean-not-subtracted", checks.check_layernorm,
-     variant(LearnerLayerNorm, "UncentredLayerNorm", mistake="no_centring"),
-     "the mean is not subtracted"),
-    ("layernorm-bias-before-scale", checks.check_layernorm,
-     variant(LearnerLayerNorm, "BiasFirstLayerNorm", mistake="bias_before_scale"),
-     "the bias is added before the scale"),
-    ("layernorm-default-eps-1e-4", checks.check_layernorm, LayerNormEps1e4,
-     "the default eps is 0.0001, expected 1e-05"),
-    ("layernorm-misnamed-gamma-beta", checks.check_layernorm, LayerNormGammaBeta,
-     "your 'gamma' should be called 'weight'"),
-    ("layernorm-inplace-input", checks.check_layernorm,
-     variant(LearnerLayerNorm, "InplaceLayerNorm", mistake="inplace"),
-     "modified its input x in place"),
-    ("rmsnorm-subtracts-mean", checks.check_rmsnorm,
-     variant(LearnerRMSNorm, "CenteredRMSNorm", mistake="subtracts_mean"),
-     "the mean is subtracted"),
-    ("rmsnorm-eps-outside-sqrt", checks.check_rmsnorm,
-     variant(LearnerRMSNorm, "EpsOutsideRMSNorm", mistake="eps_outside"),
-     "eps is added outside the square root"),
-    ("rmsnorm-divides-by-std", checks.check_rmsnorm,
-     variant(LearnerRMSNorm, "StdRMSNorm", mistake="divides_by_std"),
-     "divided by its standard deviation"),
-    ("rmsnorm-mean-abs-instead-of-rms", checks.check_rmsnorm,
-     variant(LearnerRMSNorm, "MeanAbsRMSNorm", mistake="mean_abs"), "the mean of |x|"),
+    (
+        "layernorm-mean-not-subtracted",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "UncentredLayerNorm", mistake="no_centring"),
+        "the mean is not subtracted",
+    ),
+    (
+        "layernorm-bias-before-scale",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "BiasFirstLayerNorm", mistake="bias_before_scale"),
+        "the bias is added before the scale",
+    ),
+    (
+        "layernorm-default-eps-1e-4",
+        checks.check_layernorm,
+        LayerNormEps1e4,
+        "the default eps is 0.0001, expected 1e-05",
+    ),
+    (
+        "layernorm-misnamed-gamma-beta",
+        checks.check_layernorm,
+        LayerNormGammaBeta,
+        "your 'gamma' should be called 'weight'",
+    ),
+    (
+        "layernorm-inplace-input",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "InplaceLayerNorm", mistake="inplace"),
+        "modified its input x in place",
+    ),
+    (
+        "rmsnorm-subtracts-mean",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "CenteredRMSNorm", mistake="subtracts_mean"),
+        "the mean is subtracted",
+    ),
+    (
+        "rmsnorm-eps-outside-sqrt",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "EpsOutsideRMSNorm", mistake="eps_outside"),
+        "eps is added outside the square root",
+    ),
+    (
+        "rmsnorm-divides-by-std",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "StdRMSNorm", mistake="divides_by_std"),
+        "divided by its standard deviation",
+    ),
+    (
+        "rmsnorm-mean-abs-instead-of-rms",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "MeanAbsRMSNorm", mistake="mean_abs"),
+        "the mean of |x|",
+    ),
     # MLPs
-    ("feedforward-relu", checks.check_feedforward,
-     variant(LearnerFeedForward, "ReluFeedForward", activation=staticmethod(F.relu)),
-     "ReLU instead of the exact GELU"),
-    ("feedforward-tanh-gelu", checks.check_feedforward,
-     variant(LearnerFeedForward, "TanhFeedForward",
-             activation=staticmethod(lambda t: F.gelu(t, approximate="tanh"))),
-     "the tanh approximation of GELU"),
-    ("feedforward-hidden-width", checks.check_feedforward,
-     variant(LearnerFeedForward, "NarrowFeedForward", default_width=2),
-     "the default hidden width is 32"),
-    ("feedforward-d-hidden-ignored", checks.check_feedforward,
-     variant(LearnerFeedForward, "FixedWidthFeedForward", ignore_d_hidden=True),
-     "the d_hidden argument is ignored"),
-    ("feedforward-bias-when-bias-false", checks.check_feedforward,
-     variant(LearnerFeedForward, "AlwaysBiasFeedForward", force_bias=True),
-     "bias=False was ignored"),
-    ("feedforward-dropout-on-hidden", checks.check_feedforward,
-     variant(LearnerFeedForward, "HiddenDropoutFeedForward", dropout_on_hidden=True),
-     "dropout acts somewhere other than the output"),
-    ("swiglu-width-two-thirds-d", checks.check_swiglu_hidden_dim, hidden_two_thirds,
-     "2/3 * d_model"),
-    ("swiglu-width-not-rounded", checks.check_swiglu_hidden_dim, hidden_unrounded,
-     "without rounding up to a multiple of 256"),
-    ("swiglu-gate-up-swapped", check_swiglu, variant(LearnerSwiGLU, "SwappedSwiGLU", swapped=True),
-     "gate and up swapped"),
+    (
+        "feedforward-relu",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "ReluFeedForward", activation=staticmethod(F.relu)),
+        "ReLU instead of the exact GELU",
+    ),
+    (
+        "feedforward-tanh-gelu",
+        checks.check_feedforward,
+        variant(
+            LearnerFeedForward,
+            "TanhFeedForward",
+            activation=staticmethod(lambda t: F.gelu(t, approximate="tanh")),
+        ),
+        "the tanh approximation of GELU",
+    ),
+    (
+        "feedforward-hidden-width",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "NarrowFeedForward", default_width=2),
+        "the default hidden width is 32",
+    ),
+    (
+        "feedforward-d-hidden-ignored",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "FixedWidthFeedForward", ignore_d_hidden=True),
+        "the d_hidden argument is ignored",
+    ),
+    (
+        "feedforward-bias-when-bias-false",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "AlwaysBiasFeedForward", force_bias=True),
+        "bias=False was ignored",
+    ),
+    (
+        "feedforward-dropout-on-hidden",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "HiddenDropoutFeedForward", dropout_on_hidden=True),
+        "dropout acts somewhere other than the output",
+    ),
+    (
+        "swiglu-width-two-thirds-d",
+        checks.check_swiglu_hidden_dim,
+        hidden_two_thirds,
+        "2/3 * d_model",
+    ),
+    (
+        "swiglu-width-not-rounded",
+        checks.check_swiglu_hidden_dim,
+        hidden_unrounded,
+        "without rounding up to a multiple of 256",
+    ),
+    (
+        "swiglu-gate-up-swapped",
+        check_swiglu,
+        variant(LearnerSwiGLU, "SwappedSwiGLU", swapped=True),
+        "gate and up swapped",
+    ),
     # the block
-    ("block-post-ln-written-as-pre", checks.check_transformer_block,
-     variant(LearnerBlock, "AlwaysPostBlock", mistake="always_post"),
-     "post-LN was written where pre-LN was asked"),
-    ("block-pre-ln-written-as-post", checks.check_transformer_block,
-     variant(LearnerBlock, "AlwaysPreBlock", mistake="always_pre"),
-     "pre-LN was written where post-LN was asked"),
-    ("block-attention-residual-missing", checks.check_transformer_block,
-     variant(LearnerBlock, "NoResidualBlock", mistake="no_attn_residual"),
-     "the attention residual is missing"),
-    ("block-norm-on-residual-stream", checks.check_transformer_block,
-     variant(LearnerBlock, "NormStreamBlock", mistake="norm_on_stream"),
-     "the norm is applied to the residual stream"),
-    ("block-dropout-on-residual-stream", checks.check_transformer_block,
-     variant(LearnerBlock, "ResidualDropoutBlock", mistake="residual_dropout"),
-     "dropout is applied to the residual stream"),
-    ("block-inplace-residual-add", checks.check_transformer_block,
-     variant(LearnerBlock, "InplaceBlock", mistake="inplace"), "modified its input x in place"),
+    (
+        "block-post-ln-written-as-pre",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "AlwaysPostBlock", mistake="always_post"),
+        "post-LN was written where pre-LN was asked",
+    ),
+    (
+        "block-pre-ln-written-as-post",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "AlwaysPreBlock", mistake="always_pre"),
+        "pre-LN was written where post-LN was asked",
+    ),
+    (
+        "block-attention-residual-missing",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "NoResidualBlock", mistake="no_attn_residual"),
+        "the attention residual is missing",
+    ),
+    (
+        "block-norm-on-residual-stream",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "NormStreamBlock", mistake="norm_on_stream"),
+        "the norm is applied to the residual stream",
+    ),
+    (
+        "block-dropout-on-residual-stream",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "ResidualDropoutBlock", mistake="residual_dropout"),
+        "dropout is applied to the residual stream",
+    ),
+    (
+        "block-inplace-residual-add",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "InplaceBlock", mistake="inplace"),
+        "modified its input x in place",
+    ),
     # gradient probe
-    ("probe-embedding-weight-grad", checks.check_grad_norm_probe, make_probe("weight_grad"),
-     "tok_emb.weight.grad"),
-    ("probe-no-zero-grad", checks.check_grad_norm_probe, make_probe("no_zero_grad"),
-     "the old gradients were not cleared"),
-    ("probe-blocks-reversed", checks.check_grad_norm_probe, make_probe("reversed"),
-     "the blocks are listed last first"),
-    ("probe-hook-left-behind", checks.check_grad_norm_probe, make_probe("hook_left"),
-     "a hook is still registered on model.drop"),
+    (
+        "probe-embedding-weight-grad",
+        checks.check_grad_norm_probe,
+        make_probe("weight_grad"),
+        "tok_emb.weight.grad",
+    ),
+    (
+        "probe-no-zero-grad",
+        checks.check_grad_norm_probe,
+        make_probe("no_zero_grad"),
+        "the old gradients were not cleared",
+    ),
+    (
+        "probe-blocks-reversed",
+        checks.check_grad_norm_probe,
+        make_probe("reversed"),
+        "the blocks are listed last first",
+    ),
+    (
+        "probe-hook-left-behind",
+        checks.check_grad_norm_probe,
+        make_probe("hook_left"),
+        "a hook is still registered on model.drop",
+    ),
     # GPT and counts
-    ("gpt-no-position-embeddings", checks.check_gpt,
-     variant(LearnerGPT, "NoPositionsGPT", mistake="no_positions"),
-     "no position embeddings are added"),
-    ("gpt-head-not-tied", checks.check_gpt, variant(LearnerGPT, "UntiedGPT", mistake="untied"),
-     "the weights are not tied"),
-    ("gpt-no-final-norm", checks.check_gpt,
-     variant(LearnerGPT, "NoFinalNormGPT", mistake="no_final_norm"),
-     "the final norm is not applied"),
-    ("bias-savings-counts-layernorm-biases", checks.check_bias_savings, 82_944 + 12 * 2 * 768,
-     "the LayerNorm biases are counted too"),
-    ("bias-savings-one-block", checks.check_bias_savings, 6_912,
-     "the saving of one block"),
-    ("gpt2-params-untied-head", checks.check_gpt2_small_params, 124_439_808 + 50_257 * 768,
-     "the LM head is counted as its own matrix"),
+    (
+        "gpt-no-position-embeddings",
+        checks.check_gpt,
+        variant(LearnerGPT, "NoPositionsGPT", mistake="no_positions"),
+        "no position embeddings are added",
+    ),
+    (
+        "gpt-head-not-tied",
+        checks.check_gpt,
+        variant(LearnerGPT, "UntiedGPT", mistake="untied"),
+        "the weights are not tied",
+    ),
+    (
+        "gpt-no-final-norm",
+        checks.check_gpt,
+        variant(LearnerGPT, "NoFinalNormGPT", mistake="no_final_norm"),
+        "the final norm is not applied",
+    ),
+    (
+        "bias-savings-counts-layernorm-biases",
+        checks.check_bias_savings,
+        82_944 + 12 * 2 * 768,
+        "the LayerNorm biases are counted too",
+    ),
+    ("bias-savings-one-block", checks.check_bias_savings, 6_912, "the saving of one block"),
+    (
+        "gpt2-params-untied-head",
+        checks.check_gpt2_small_params,
+        124_439_808 + 50_257 * 768,
+        "the LM head is counted as its own matrix",
+    ),
     ("gpt2-params-float", checks.check_gpt2_small_params, 124_439_808.0, "expected an int"),
 ]
 
@@ -766,18 +1029,20 @@ ALTERNATIVES = [
 ]
 
 
-@pytest.mark.parametrize("check, implementation, cause",
-                         [pytest.param(*row[1:], id=row[0]) for row in MUTANTS])
+@pytest.mark.parametrize(
+    "check, implementation, cause", [pytest.param(*row[1:], id=row[0]) for row in MUTANTS]
+)
 def test_mutant_fails_naming_its_cause(check, implementation, cause, capsys):
     with pytest.raises(AssertionError) as info:
         check(implementation)
     first_line = str(info.value).splitlines()[0]
     assert cause in first_line
-    assert capsys.readouterr().out == ""            # no "checks passed" line
+    assert capsys.readouterr().out == ""  # no "checks passed" line
 
 
-@pytest.mark.parametrize("check, implementation",
-                         [pytest.param(*row[1:], id=row[0]) for row in ALTERNATIVES])
+@pytest.mark.parametrize(
+    "check, implementation", [pytest.param(*row[1:], id=row[0]) for row in ALTERNATIVES]
+)
 def test_alternative_correct_implementation_passes(check, implementation, capsys):
     check(implementation)
     out = capsys.readouterr().out
@@ -801,8 +1066,9 @@ class _HeadsSplitByView(nn.Module):
 
     def forward(self, x, attn_mask=None):
         B, T, D = x.shape
-        q, k, v = (t.view(B, self.n_heads, T, D // self.n_heads)
-                   for t in self.qkv_proj(x).split(D, dim=-1))
+        q, k, v = (
+            t.view(B, self.n_heads, T, D // self.n_heads) for t in self.qkv_proj(x).split(D, dim=-1)
+        )
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.out_proj(out.transpose(1, 2).reshape(B, T, D))
 
@@ -811,5 +1077,8 @@ def test_a_view_that_cannot_run_is_named_as_the_head_split():
     with pytest.raises(AssertionError) as info:
         checks.check_multi_head_attention(_HeadsSplitByView)
     first = str(info.value).splitlines()[0]
-    assert "view size is not compatible" in first and "looks like: a .view() of a tensor " \
-        "that is not contiguous" in first and "(B, T, H, head_dim)" in first, first
+    assert (
+        "view size is not compatible" in first
+        and "looks like: a .view() of a tensor that is not contiguous" in first
+        and "(B, T, H, head_dim)" in first
+    ), first

@@ -25,8 +25,7 @@ class SharedNormBlock(LearnerBlock):
     """One LayerNorm object registered as both norm1 and norm2 (``self.norm2 = self.norm1``)."""
 
     def __init__(self, d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0):
-        super().__init__(d_model, n_heads, max_seq_len=max_seq_len, pre_ln=pre_ln,
-                         dropout=dropout)
+        super().__init__(d_model, n_heads, max_seq_len=max_seq_len, pre_ln=pre_ln, dropout=dropout)
         self.norm2 = self.norm1
 
 
@@ -54,8 +53,7 @@ class TanhGeluBlock(LearnerBlock):
     """The reference parts, but the MLP built with GPT-2's tanh GELU."""
 
     def __init__(self, d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0):
-        super().__init__(d_model, n_heads, max_seq_len=max_seq_len, pre_ln=pre_ln,
-                         dropout=dropout)
+        super().__init__(d_model, n_heads, max_seq_len=max_seq_len, pre_ln=pre_ln, dropout=dropout)
         self.mlp = tc.FeedForward(d_model, activation="gelu_tanh", dropout=dropout)
 
 
@@ -73,8 +71,7 @@ class TanhGeluModule(nn.Module):
 
 class TorchTanhGeluBlock(TorchPartsBlock):
     def __init__(self, d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0):
-        super().__init__(d_model, n_heads, max_seq_len=max_seq_len, pre_ln=pre_ln,
-                         dropout=dropout)
+        super().__init__(d_model, n_heads, max_seq_len=max_seq_len, pre_ln=pre_ln, dropout=dropout)
         self.mlp = TanhGeluModule(d_model, dropout=dropout)
 
 
@@ -90,14 +87,15 @@ MUTANTS = [
 ]
 
 
-@pytest.mark.parametrize("implementation, cause",
-                         [pytest.param(*row[1:], id=row[0]) for row in MUTANTS])
+@pytest.mark.parametrize(
+    "implementation, cause", [pytest.param(*row[1:], id=row[0]) for row in MUTANTS]
+)
 def test_block_mutant_fails_naming_its_cause(implementation, cause, capsys):
     with pytest.raises(AssertionError) as info:
         checks.check_transformer_block(implementation)
     first_line = str(info.value).splitlines()[0]
     assert cause in first_line, first_line
-    assert capsys.readouterr().out == ""            # no "checks passed" line
+    assert capsys.readouterr().out == ""  # no "checks passed" line
 
 
 def test_exact_gelu_base_still_passes(capsys):
@@ -111,11 +109,18 @@ NOTEBOOK_05 = Path(__file__).resolve().parents[1] / "solutions" / "05_block.ipyn
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("old, new, cause", [
-    ("self.norm2 = tc.LayerNorm(d_model)", "self.norm2 = self.norm1", SHARED_NORM),
-    ("self.mlp = tc.FeedForward(d_model, dropout=dropout)",
-     "self.mlp = tc.FeedForward(d_model, activation='gelu_tanh', dropout=dropout)", TANH_GELU),
-], ids=["shared-norm", "tanh-gelu"])
+@pytest.mark.parametrize(
+    "old, new, cause",
+    [
+        ("self.norm2 = tc.LayerNorm(d_model)", "self.norm2 = self.norm1", SHARED_NORM),
+        (
+            "self.mlp = tc.FeedForward(d_model, dropout=dropout)",
+            "self.mlp = tc.FeedForward(d_model, activation='gelu_tanh', dropout=dropout)",
+            TANH_GELU,
+        ),
+    ],
+    ids=["shared-norm", "tanh-gelu"],
+)
 def test_the_sealed_grader_names_the_block_mistakes(old, new, cause, grading_setup):
     solution = notebook_format.read_notebook(NOTEBOOK_05)
     nb = solve(make_learner(solution, NOTEBOOK_05.stem), solution)
@@ -146,5 +151,5 @@ def test_tanh_gelu_hiding_within_tolerance_is_still_named(accelerator_tolerances
         checks.check_transformer_block(TanhGeluBlock)
     first_line = str(info.value).splitlines()[0]
     assert "ten times closer to a known mistake" in first_line and TANH_GELU in first_line
-    checks.check_transformer_block(LearnerBlock)          # no false alarm for exact GELU
+    checks.check_transformer_block(LearnerBlock)  # no false alarm for exact GELU
     assert capsys.readouterr().out.endswith("8/8 checks passed\n")

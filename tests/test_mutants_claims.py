@@ -19,6 +19,7 @@ from tfcourse.checks.claims import reference_permute_qk_rows
 
 def make_permute(mistake=None):
     """Learner-style ``permute_qk_rows``; ``mistake`` switches on one error."""
+
     def permute(weight, n_heads):
         rows, d_in = weight.shape
         head_dim = rows // n_heads
@@ -36,11 +37,12 @@ def make_permute(mistake=None):
             return weight.copy_(make_permute()(weight.clone(), n_heads))
         if mistake == "float32":
             return make_permute()(weight, n_heads).float()
-        if mistake == "rows_shuffled":          # a wrong order no known mistake explains
+        if mistake == "rows_shuffled":  # a wrong order no known mistake explains
             return weight.flip(0)
         if mistake == "list":
             return make_permute()(weight, n_heads).tolist()
         return weight.view(n_heads, head_dim // 2, 2, d_in).transpose(1, 2).reshape(rows, d_in)
+
     permute.__name__ = f"permute_{mistake}"
     return permute
 
@@ -76,12 +78,16 @@ ALTERNATIVES = [
 ]
 
 
-@pytest.mark.parametrize("implementation, cause", [pytest.param(*row[1:], id=row[0]) for row in MUTANTS])
+@pytest.mark.parametrize(
+    "implementation, cause", [pytest.param(*row[1:], id=row[0]) for row in MUTANTS]
+)
 def test_mutant_fails_naming_its_cause(implementation, cause, capsys):
     mutant_fails(check_permute_qk_rows, implementation, cause, capsys)
 
 
-@pytest.mark.parametrize("implementation", [pytest.param(row[1], id=row[0]) for row in ALTERNATIVES])
+@pytest.mark.parametrize(
+    "implementation", [pytest.param(row[1], id=row[0]) for row in ALTERNATIVES]
+)
 def test_alternative_correct_implementation_passes(implementation, capsys):
     alternative_passes(check_permute_qk_rows, implementation, capsys)
 
@@ -98,29 +104,42 @@ def test_permutation_makes_rotate_half_scores_equal_interleaved_scores():
 
     torch.manual_seed(0)
     n_heads, head_dim, d, T = 2, 8, 16, 6
-    w_q, w_k, x = torch.randn(d, d, dtype=torch.float64), torch.randn(d, d, dtype=torch.float64), \
-        torch.randn(T, d, dtype=torch.float64)
+    w_q, w_k, x = (
+        torch.randn(d, d, dtype=torch.float64),
+        torch.randn(d, d, dtype=torch.float64),
+        torch.randn(T, d, dtype=torch.float64),
+    )
     angles = torch.arange(T, dtype=torch.float64)[:, None] * 10000.0 ** (
-        -torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)          # (T, hd/2)
+        -torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
+    )  # (T, hd/2)
 
-    def interleaved(t):                                                        # (H, T, hd)
+    def interleaved(t):  # (H, T, hd)
         a, b = t[..., 0::2], t[..., 1::2]
-        return torch.stack([a * angles.cos() - b * angles.sin(),
-                            b * angles.cos() + a * angles.sin()], -1).flatten(-2)
+        return torch.stack(
+            [a * angles.cos() - b * angles.sin(), b * angles.cos() + a * angles.sin()], -1
+        ).flatten(-2)
 
     def heads(w):
         return (x @ w.T).view(T, n_heads, head_dim).transpose(0, 1)
+
     cos, sin = tc.rotary_cos_sin(T, head_dim, dtype=torch.float64)
     meta = interleaved(heads(w_q)) @ interleaved(heads(w_k)).transpose(-2, -1)
-    q, k = (tc.apply_rotary(heads(reference_permute_qk_rows(w, n_heads))[None], cos, sin)[0]
-            for w in (w_q, w_k))
+    q, k = (
+        tc.apply_rotary(heads(reference_permute_qk_rows(w, n_heads))[None], cos, sin)[0]
+        for w in (w_q, w_k)
+    )
     torch.testing.assert_close(q @ k.transpose(-2, -1), meta)
 
 
-@pytest.mark.parametrize("weight, n_heads, error", [
-    (torch.zeros(8), 1, TypeError), (torch.zeros(12, 4), 4, ValueError),
-    (torch.zeros(8, 4), 0, ValueError), (torch.zeros(8, 4), 2.0, ValueError),
-])
+@pytest.mark.parametrize(
+    "weight, n_heads, error",
+    [
+        (torch.zeros(8), 1, TypeError),
+        (torch.zeros(12, 4), 4, ValueError),
+        (torch.zeros(8, 4), 0, ValueError),
+        (torch.zeros(8, 4), 2.0, ValueError),
+    ],
+)
 def test_reference_validates_its_input(weight, n_heads, error):
     with pytest.raises(error):
         reference_permute_qk_rows(weight, n_heads)

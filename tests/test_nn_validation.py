@@ -30,8 +30,16 @@ from tfcourse.nn import validate
 
 D = 8
 CONFIG = GPTConfig(vocab_size=50, max_seq_len=8, n_layers=2, n_heads=2, d_model=D)
-ROPE = GPTConfig(vocab_size=50, max_seq_len=8, n_layers=2, n_heads=2, d_model=D,
-                 positional="rope", norm="rmsnorm", mlp="swiglu")
+ROPE = GPTConfig(
+    vocab_size=50,
+    max_seq_len=8,
+    n_layers=2,
+    n_heads=2,
+    d_model=D,
+    positional="rope",
+    norm="rmsnorm",
+    mlp="swiglu",
+)
 
 
 def block():
@@ -94,13 +102,20 @@ def test_rotary_called_directly_still_checks_the_length():
 
 
 @pytest.mark.parametrize("config", [CONFIG, ROPE], ids=["learned", "rope"])
-@pytest.mark.parametrize("bad, error, message", [
-    (torch.zeros(1, 4), TypeError, "integer token ids"),
-    (torch.zeros(4, dtype=torch.long), ValueError, r"\(batch, seq\)"),
-    (torch.full((1, 4), 50), ValueError, r"\[0, vocab_size=50\)"),
-    (torch.zeros(1, 9, dtype=torch.long), ValueError, "sequence length 9 exceeds max_seq_len=8"),
-    ([[1, 2]], TypeError, "torch.Tensor"),
-])
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        (torch.zeros(1, 4), TypeError, "integer token ids"),
+        (torch.zeros(4, dtype=torch.long), ValueError, r"\(batch, seq\)"),
+        (torch.full((1, 4), 50), ValueError, r"\[0, vocab_size=50\)"),
+        (
+            torch.zeros(1, 9, dtype=torch.long),
+            ValueError,
+            "sequence length 9 exceeds max_seq_len=8",
+        ),
+        ([[1, 2]], TypeError, "torch.Tensor"),
+    ],
+)
 def test_gpt_forward_rejects_bad_token_ids(config, bad, error, message):
     with pytest.raises(error, match=message):
         GPT(config)(bad)
@@ -138,8 +153,16 @@ def calls_during(monkeypatch):
     check that calls another (``activations`` calls ``floating_tensor``) counts both.
     """
     counts, counting = {}, [False]
-    for name in ("token_ids", "activations", "last_dim", "seq_len", "floating_tensor",
-                 "attention_mask", "mask_with_cache", "probability"):
+    for name in (
+        "token_ids",
+        "activations",
+        "last_dim",
+        "seq_len",
+        "floating_tensor",
+        "attention_mask",
+        "mask_with_cache",
+        "probability",
+    ):
         original = getattr(validate, name)
 
         def counted(*args, _name=name, _original=original, **kwargs):
@@ -166,14 +189,17 @@ def test_gpt_forward_validates_once(config, calls_during):
     model, idx = GPT(config), torch.zeros(2, 5, dtype=torch.long)
     mask = torch.ones(5, 5, dtype=torch.bool)
     assert calls_during(lambda: model(idx, mask)) == {
-        "token_ids": 1, "seq_len": 1, "mask_with_cache": 1, "attention_mask": 1}
+        "token_ids": 1,
+        "seq_len": 1,
+        "mask_with_cache": 1,
+        "attention_mask": 1,
+    }
 
 
 def test_gpt_forward_validates_once_on_the_sdpa_path(calls_during):
     model = GPT(CONFIG.replace(attn_impl="sdpa", fused_norms=True))
     idx = torch.zeros(2, 5, dtype=torch.long)
-    assert calls_during(lambda: model(idx)) == {"token_ids": 1, "seq_len": 1,
-                                                "mask_with_cache": 1}
+    assert calls_during(lambda: model(idx)) == {"token_ids": 1, "seq_len": 1, "mask_with_cache": 1}
 
 
 def test_generate_validates_the_prompt_once(calls_during):
@@ -183,8 +209,12 @@ def test_generate_validates_the_prompt_once(calls_during):
 
 def test_a_block_called_directly_validates_once(calls_during):
     layer, x = block(), torch.randn(1, 3, D)
-    assert calls_during(lambda: layer(x)) == {"activations": 1, "floating_tensor": 1,
-                                              "seq_len": 1, "mask_with_cache": 1}
+    assert calls_during(lambda: layer(x)) == {
+        "activations": 1,
+        "floating_tensor": 1,
+        "seq_len": 1,
+        "mask_with_cache": 1,
+    }
 
 
 def test_the_checks_come_back_after_a_forward_pass_that_raised():
@@ -229,7 +259,7 @@ def test_validating_once_changes_no_result():
     model, idx = GPT(ROPE).eval(), torch.randint(0, 50, (2, 6))
     x = model.tok_emb(idx)
     by_hand = x
-    for b in model.blocks:                 # each block called directly: it checks everything
+    for b in model.blocks:  # each block called directly: it checks everything
         by_hand = b(by_hand)
     assert torch.allclose(model(idx), model.lm_head(model.final_norm(by_hand)), atol=1e-6)
 

@@ -91,11 +91,14 @@ def test_make_norm_defaults():
     assert make_norm("rmsnorm", 8, eps=0.1).eps == 0.1
 
 
-@pytest.mark.parametrize("make", [
-    lambda fused: tc.LayerNorm(16, eps=0.1, fused=fused),
-    lambda fused: tc.LayerNorm(16, bias=False, fused=fused),
-    lambda fused: tc.RMSNorm(16, eps=0.1, fused=fused),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda fused: tc.LayerNorm(16, eps=0.1, fused=fused),
+        lambda fused: tc.LayerNorm(16, bias=False, fused=fused),
+        lambda fused: tc.RMSNorm(16, eps=0.1, fused=fused),
+    ],
+)
 def test_fused_norms_compute_the_same_function(make):
     torch.manual_seed(0)
     primitive, fused = make(False), make(True)

@@ -35,9 +35,10 @@ TESTS = ROOT / "tests"
 SANITIZE = TESTS / "nbval_sanitize.cfg"
 FIXTURE = TESTS / "fixtures" / "solutions" / "99_fixture.ipynb"
 COURSE = sorted((ROOT / "solutions").glob("*.ipynb"))
-CHINESE = sorted((ROOT / "solutions" / "zh").glob("*.ipynb"))       # generated: the 中文版
+CHINESE = sorted((ROOT / "solutions" / "zh").glob("*.ipynb"))  # generated: the 中文版
 CASES = [pytest.param(path, id=path.stem) for path in COURSE] + [
-    pytest.param(FIXTURE, id="fixture")]
+    pytest.param(FIXTURE, id="fixture")
+]
 # nbval and grading run for the Chinese edition too: same code, same compared outputs.
 BOTH = CASES + [pytest.param(path, id=f"zh-{path.stem}") for path in CHINESE]
 # Run once more with 1 and 2 threads; the first course notebook with exercises that exists.
@@ -58,18 +59,24 @@ def learner_of(solution_path: Path):
 
 def compared_cells(nb) -> dict[str, dict]:
     """Outputs of the cells nbval compares (tag nbval-check-output, executed)."""
-    return {cell.id: comparable(cell.outputs) for cell in nb.cells
-            if cell.cell_type == "code" and notebook_format.CHECK_OUTPUT_TAG in notebook_format.tags(cell)
-            and cell.execution_count is not None}
+    return {
+        cell.id: comparable(cell.outputs)
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        and notebook_format.CHECK_OUTPUT_TAG in notebook_format.tags(cell)
+        and cell.execution_count is not None
+    }
 
 
 def test_notebooks_are_in_sync_with_solutions():
     if not COURSE:
         pytest.skip("no solution notebooks yet")
     report = build(ROOT / "solutions", ROOT / "notebooks", check=True)
-    assert report.ok, ("notebooks/ is out of sync with solutions/; run `tfcourse "
-                       f"build-notebooks`.\nproblems: {report.problems}\nout of sync: "
-                       f"{report.out_of_sync}\norphans: {report.orphans}")
+    assert report.ok, (
+        "notebooks/ is out of sync with solutions/; run `tfcourse "
+        f"build-notebooks`.\nproblems: {report.problems}\nout of sync: "
+        f"{report.out_of_sync}\norphans: {report.orphans}"
+    )
 
 
 @pytest.mark.parametrize("solution_path", CASES)
@@ -80,8 +87,10 @@ def test_filling_in_the_stubs_gives_back_the_solution(solution_path):
     exercises = [cell for cell in learner.cells if notebook_format.is_exercise(cell)]
     assert exercises or not any(notebook_format.is_exercise(c) for c in solution.cells)
     for cell in exercises:
-        assert fill_in(cell.source, reference[cell.id].source, keep_markers=True) == \
-            reference[cell.id].source, cell.id
+        assert (
+            fill_in(cell.source, reference[cell.id].source, keep_markers=True)
+            == reference[cell.id].source
+        ), cell.id
 
 
 def nested_pytest_env() -> dict[str, str]:
@@ -97,11 +106,30 @@ def nested_pytest_env() -> dict[str, str]:
 @pytest.mark.notebooks
 def test_solution_passes_nbval(solution_path):
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
-         "--nbval-sanitize-with", str(SANITIZE), "--nbval-cell-timeout", str(CELL_TIMEOUT),
-         "-p", "no:cacheprovider", "-q", "-o", "addopts=", str(solution_path)],
-        capture_output=True, text=True, cwd=ROOT, env=nested_pytest_env(), timeout=3600,
-        check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbval-lax",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            str(SANITIZE),
+            "--nbval-cell-timeout",
+            str(CELL_TIMEOUT),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-o",
+            "addopts=",
+            str(solution_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=nested_pytest_env(),
+        timeout=3600,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
 
 
@@ -115,10 +143,12 @@ def test_learner_notebook_fails_at_every_exercise(solution_path):
     if not result.exercises:
         pytest.skip(f"{solution_path.name} has no exercises")
     assert result.restamped == [], "the shipped learner notebook's checks differ from the solution"
-    passing = [e.name for e in result.exercises
-               if e.passed or e.reason not in ("error", "mismatch")]
-    assert not passing, f"exercises whose check does not fail on the stub: {passing}\n" + \
-        "\n".join(f"{e.name}: {e.reason}: {e.got}" for e in result.exercises)
+    passing = [
+        e.name for e in result.exercises if e.passed or e.reason not in ("error", "mismatch")
+    ]
+    assert not passing, f"exercises whose check does not fail on the stub: {passing}\n" + "\n".join(
+        f"{e.name}: {e.reason}: {e.got}" for e in result.exercises
+    )
 
 
 @pytest.mark.parametrize("solution_path", BOTH)
@@ -132,8 +162,11 @@ def test_solved_learner_notebook_passes_grading(solution_path):
         if notebook_format.is_check(cell):
             cell.outputs = [{"output_type": "stream", "name": "stdout", "text": "stale\n"}]
     result, _ = grade(solved, solution, Setup(env=grading_env(1), timeout=CELL_TIMEOUT))
-    failures = [f"{e.name}: expected {e.expected!r}, got {e.got!r}"
-                for e in result.exercises if not e.passed]
+    failures = [
+        f"{e.name}: expected {e.expected!r}, got {e.got!r}"
+        for e in result.exercises
+        if not e.passed
+    ]
     assert not failures and not result.notes, "\n".join(failures + result.notes)
 
 
@@ -145,17 +178,24 @@ def test_compared_outputs_are_identical_across_runs_and_thread_counts():
     assert stored, f"{DETERMINISM.name} has no compared cells"
     for threads in (1, 2):
         nb = copy.deepcopy(solution)
-        run = run_notebook(nb, cwd=DETERMINISM.parent, timeout=CELL_TIMEOUT,
-                           env=kernel_env(threads=threads))
-        assert not [r for r in run.failures()
-                    if "raises-exception" not in notebook_format.tags(nb.cells[r.index])], run.failures()
+        run = run_notebook(
+            nb, cwd=DETERMINISM.parent, timeout=CELL_TIMEOUT, env=kernel_env(threads=threads)
+        )
+        assert not [
+            r
+            for r in run.failures()
+            if "raises-exception" not in notebook_format.tags(nb.cells[r.index])
+        ], run.failures()
         fresh = compared_cells(nb)
         differing = sorted(key for key in stored if fresh.get(key) != stored[key])
-        assert not differing, (f"{DETERMINISM.name} with {threads} thread(s): compared cells "
-                               f"{differing} differ from the stored run")
+        assert not differing, (
+            f"{DETERMINISM.name} with {threads} thread(s): compared cells "
+            f"{differing} differ from the stored run"
+        )
 
 
 # --- tfcourse execute -------------------------------------------------------------------
+
 
 def test_clean_outputs_sanitizes_text_and_drops_widget_views():
     from nbformat.v4 import new_code_cell, new_notebook, new_output
@@ -165,17 +205,25 @@ def test_clean_outputs_sanitizes_text_and_drops_widget_views():
     cell = new_code_cell("x", id="x")
     cell.outputs = [
         new_output("stream", name="stderr", text="/home/bob/lib/x.py:3: UserWarning: hm\n"),
-        new_output("display_data", data={notebook_format.WIDGET_MIME: {"model_id": "abc"},
-                                         "text/plain": "IntSlider(value=3)"}),
+        new_output(
+            "display_data",
+            data={
+                notebook_format.WIDGET_MIME: {"model_id": "abc"},
+                "text/plain": "IntSlider(value=3)",
+            },
+        ),
         new_output("display_data", data={notebook_format.WIDGET_MIME: {"model_id": "def"}}),
-        new_output("execute_result", data={"text/plain": "<Foo at 0x7f00deadbeef>"},
-                   execution_count=1),
+        new_output(
+            "execute_result", data={"text/plain": "<Foo at 0x7f00deadbeef>"}, execution_count=1
+        ),
     ]
     nb = new_notebook(cells=[cell])
     clean_outputs(nb)
     assert [dict(o.get("data", {})) or o.text for o in nb.cells[0].outputs] == [
-        "<path>/x.py:3: UserWarning: hm\n", {"text/plain": "IntSlider(value=3)"},
-        {"text/plain": "<Foo at 0x<address>>"}]
+        "<path>/x.py:3: UserWarning: hm\n",
+        {"text/plain": "IntSlider(value=3)"},
+        {"text/plain": "<Foo at 0x<address>>"},
+    ]
 
 
 @pytest.mark.slow

@@ -35,10 +35,11 @@ def _overlapping(boxes, axis: str) -> list[tuple[int, int]]:
 
 
 TEXTS = {
-    "widget-maximum": list("the quick brown fox jumps over the lazy dog. abc"),      # 48
-    "long-characters": list("a long text, one character a token, " * 6),             # 216
-    "long-words": ("tokenization internationalization of extraordinarily long words "
-                   * 8).split(),                                                       # 40
+    "widget-maximum": list("the quick brown fox jumps over the lazy dog. abc"),  # 48
+    "long-characters": list("a long text, one character a token, " * 6),  # 216
+    "long-words": (
+        "tokenization internationalization of extraordinarily long words " * 8
+    ).split(),  # 40
 }
 
 
@@ -48,7 +49,7 @@ def test_all_heads_view_has_a_colorbar_and_tick_labels_that_do_not_overlap(token
     fig = plots.attention_heads_grid(_weights(n_heads, len(tokens)), tokens, title="layer 0")
     FigureCanvasAgg(fig).draw()
     heads, extra = fig.axes[:n_heads], fig.axes[n_heads:]
-    assert len(extra) == 1 and extra[0].get_ylabel() == "weight"          # one colorbar
+    assert len(extra) == 1 and extra[0].get_ylabel() == "weight"  # one colorbar
     for ax in heads:
         for axis in "xy":
             boxes = _tick_boxes(fig, ax, axis)
@@ -60,7 +61,7 @@ def test_all_heads_view_has_a_colorbar_and_tick_labels_that_do_not_overlap(token
     for left, right in itertools.pairwise(heads):
         image_right_edge = left.get_window_extent(fig.canvas.get_renderer()).x1
         assert all(box.x0 >= image_right_edge for box in _tick_boxes(fig, right, "x"))
-    for ax in heads:                                # every head's labels are cut short
+    for ax in heads:  # every head's labels are cut short
         shown = [label.get_text() for label in ax.get_xticklabels() if label.get_text()]
         assert shown and all(len(label) <= plots.MAX_LABEL_CHARS for label in shown)
     assert plots.figure_to_png(fig).startswith(b"\x89PNG")

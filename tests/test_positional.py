@@ -116,8 +116,10 @@ def test_rotary_matches_hugging_face_llama():
 
 # --- running past the trained length: position interpolation, NTK-aware scaling, YaRN --------
 
+
 def test_rotary_inv_freq_default_matches_the_tables():
     from tfcourse.nn.positional import rotary_inv_freq
+
     theta = rotary_inv_freq(8, 100.0)
     torch.testing.assert_close(theta, 100.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8))
     cos, _ = rotary_cos_sin(3, 8, base=100.0, dtype=torch.float64)
@@ -126,7 +128,9 @@ def test_rotary_inv_freq_default_matches_the_tables():
 
 def test_linear_scaling_is_position_interpolation():
     """Position t with theta_i / s turns exactly as far as position t / s did."""
-    cos_scaled, sin_scaled = rotary_cos_sin(16, 8, scaling="linear", factor=4.0, dtype=torch.float64)
+    cos_scaled, sin_scaled = rotary_cos_sin(
+        16, 8, scaling="linear", factor=4.0, dtype=torch.float64
+    )
     cos_plain, sin_plain = rotary_cos_sin(4, 8, dtype=torch.float64)
     torch.testing.assert_close(cos_scaled[0::4], cos_plain)
     torch.testing.assert_close(sin_scaled[0::4], sin_plain)
@@ -134,19 +138,21 @@ def test_linear_scaling_is_position_interpolation():
 
 def test_ntk_scaling_keeps_the_fastest_pair_and_divides_the_slowest():
     from tfcourse.nn.positional import rotary_inv_freq
+
     plain = rotary_inv_freq(64)
     ntk = rotary_inv_freq(64, scaling="ntk", factor=4.0)
     torch.testing.assert_close(ntk[0], plain[0])
     torch.testing.assert_close(ntk[-1], plain[-1] / 4.0)
     ratio = ntk / plain
-    assert bool((ratio[1:] < ratio[:-1]).all())          # ever more interpolated towards slow pairs
+    assert bool((ratio[1:] < ratio[:-1]).all())  # ever more interpolated towards slow pairs
 
 
 def test_yarn_keeps_fast_pairs_and_interpolates_slow_ones():
     from tfcourse.nn.positional import rotary_inv_freq
+
     plain = rotary_inv_freq(128)
     yarn = rotary_inv_freq(128, scaling="yarn", factor=4.0, original_max_len=4096)
-    turns = 4096 * plain / (2 * math.pi)                  # turns of each pair within the trained length
+    turns = 4096 * plain / (2 * math.pi)  # turns of each pair within the trained length
     torch.testing.assert_close(yarn[turns > 32], plain[turns > 32])
     torch.testing.assert_close(yarn[turns < 1], plain[turns < 1] / 4.0)
     between = (turns >= 1) & (turns <= 32)
@@ -155,19 +161,24 @@ def test_yarn_keeps_fast_pairs_and_interpolates_slow_ones():
 
 def test_scalings_with_factor_one_change_nothing():
     from tfcourse.nn.positional import rotary_inv_freq
+
     plain = rotary_inv_freq(32)
     for scaling in ("linear", "ntk", "yarn"):
-        torch.testing.assert_close(rotary_inv_freq(32, scaling=scaling, factor=1.0, original_max_len=64), plain)
+        torch.testing.assert_close(
+            rotary_inv_freq(32, scaling=scaling, factor=1.0, original_max_len=64), plain
+        )
 
 
 def test_scaled_rope_still_depends_on_distance_only():
     q, k = torch.randn(2, 1, 16, dtype=torch.float64)
     for scaling in ("linear", "ntk", "yarn"):
-        cos, sin = rotary_cos_sin(200, 16, scaling=scaling, factor=2.0, original_max_len=50, dtype=torch.float64)
+        cos, sin = rotary_cos_sin(
+            200, 16, scaling=scaling, factor=2.0, original_max_len=50, dtype=torch.float64
+        )
 
         def score(m, n, cos=cos, sin=sin):
-            rotated_q = apply_rotary(q, cos[m:m + 1], sin[m:m + 1])
-            return float(rotated_q @ apply_rotary(k, cos[n:n + 1], sin[n:n + 1]).T)
+            rotated_q = apply_rotary(q, cos[m : m + 1], sin[m : m + 1])
+            return float(rotated_q @ apply_rotary(k, cos[n : n + 1], sin[n : n + 1]).T)
 
         assert math.isclose(score(150, 140), score(12, 2), rel_tol=1e-9)
 
@@ -179,12 +190,20 @@ def test_scalings_match_hugging_face():
     from tfcourse.nn.positional import rotary_inv_freq, yarn_attention_factor
 
     def config(rope_parameters):
-        return LlamaConfig(hidden_size=512, num_attention_heads=4, max_position_embeddings=4096,
-                           rope_parameters={"rope_theta": 10000.0, **rope_parameters})
+        return LlamaConfig(
+            hidden_size=512,
+            num_attention_heads=4,
+            max_position_embeddings=4096,
+            rope_parameters={"rope_theta": 10000.0, **rope_parameters},
+        )
 
-    theirs, _ = rope_utils._compute_linear_scaling_rope_parameters(config({"rope_type": "linear", "factor": 4.0}))
+    theirs, _ = rope_utils._compute_linear_scaling_rope_parameters(
+        config({"rope_type": "linear", "factor": 4.0})
+    )
     torch.testing.assert_close(rotary_inv_freq(128, scaling="linear", factor=4.0).float(), theirs)
-    yarn_config = config({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024})
+    yarn_config = config(
+        {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
+    )
     theirs, attention_factor = rope_utils._compute_yarn_parameters(yarn_config)
     ours = rotary_inv_freq(128, scaling="yarn", factor=4.0, original_max_len=1024)
     torch.testing.assert_close(ours.float(), theirs)
@@ -195,15 +214,21 @@ def test_scalings_match_hugging_face():
     torch.testing.assert_close(rotary_inv_freq(128, scaling="ntk", factor=4.0).float(), theirs)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"scaling": "cubic", "factor": 2.0}, ValueError, "scaling must be one of"),
-    ({"factor": 2.0}, ValueError, "no effect without scaling"),
-    ({"scaling": "linear", "factor": 0.5}, ValueError, "factor must be a finite number >= 1"),
-    ({"scaling": "linear", "factor": "2"}, TypeError, "factor must be a float"),
-    ({"scaling": "yarn", "factor": 2.0}, ValueError, "needs original_max_len"),
-    ({"scaling": "yarn", "factor": 2.0, "original_max_len": 0}, ValueError,
-     "original_max_len must be a positive int"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"scaling": "cubic", "factor": 2.0}, ValueError, "scaling must be one of"),
+        ({"factor": 2.0}, ValueError, "no effect without scaling"),
+        ({"scaling": "linear", "factor": 0.5}, ValueError, "factor must be a finite number >= 1"),
+        ({"scaling": "linear", "factor": "2"}, TypeError, "factor must be a float"),
+        ({"scaling": "yarn", "factor": 2.0}, ValueError, "needs original_max_len"),
+        (
+            {"scaling": "yarn", "factor": 2.0, "original_max_len": 0},
+            ValueError,
+            "original_max_len must be a positive int",
+        ),
+    ],
+)
 def test_rotary_scaling_options_are_validated(kwargs, error, match):
     with pytest.raises(error, match=match):
         rotary_cos_sin(4, 8, **kwargs)
@@ -211,6 +236,7 @@ def test_rotary_scaling_options_are_validated(kwargs, error, match):
 
 def test_yarn_attention_factor():
     from tfcourse.nn.positional import yarn_attention_factor
+
     assert yarn_attention_factor(1.0) == 1.0
     assert math.isclose(yarn_attention_factor(math.e), 1.1)
     with pytest.raises(ValueError, match="factor must be a finite number > 0"):
@@ -219,15 +245,23 @@ def test_yarn_attention_factor():
 
 # --- tfcourse.lab.rope: what notebook 10 measures with these tables -----------------------
 
+
 def test_rotary_scores_match_rotating_each_vector():
     from tfcourse.lab.rope import rotary_scores
+
     q, k = torch.randn(2, 5, 8, dtype=torch.float64)
     cos, sin = rotary_cos_sin(20, 8, dtype=torch.float64)
     rows_q, rows_k = torch.tensor([3, 7, 19]), torch.tensor([0, 7, 2])
     got = rotary_scores(q, k, (cos[rows_q], sin[rows_q]), (cos[rows_k], sin[rows_k]))
-    want = torch.stack([(apply_rotary(q, cos[i].expand(5, 8), sin[i].expand(5, 8))
-                         * apply_rotary(k, cos[j].expand(5, 8), sin[j].expand(5, 8))).sum(-1)
-                        for i, j in zip(rows_q.tolist(), rows_k.tolist())])
+    want = torch.stack(
+        [
+            (
+                apply_rotary(q, cos[i].expand(5, 8), sin[i].expand(5, 8))
+                * apply_rotary(k, cos[j].expand(5, 8), sin[j].expand(5, 8))
+            ).sum(-1)
+            for i, j in zip(rows_q.tolist(), rows_k.tolist())
+        ]
+    )
     torch.testing.assert_close(got, want)
     with pytest.raises(ValueError, match="q and k must both have shape"):
         rotary_scores(q, k[:, :4], (cos, sin), (cos, sin))
@@ -235,32 +269,40 @@ def test_rotary_scores_match_rotating_each_vector():
 
 def test_rounded_rotary_tables_separate_the_two_roundings():
     from tfcourse.lab.rope import rounded_rotary_tables
-    positions = torch.arange(2 ** 20, 2 ** 20 + 8)
-    exact, _ = rotary_cos_sin(8, 64, offset=2 ** 20, dtype=torch.float64)
-    errors = {kind: (rounded_rotary_tables(positions, 64, **kw)[0].double() - exact).abs().max()
-              for kind, kw in {"none": {}, "theta": {"round_theta": True},
-                               "product": {"round_product": True}}.items()}
+
+    positions = torch.arange(2**20, 2**20 + 8)
+    exact, _ = rotary_cos_sin(8, 64, offset=2**20, dtype=torch.float64)
+    errors = {
+        kind: (rounded_rotary_tables(positions, 64, **kw)[0].double() - exact).abs().max()
+        for kind, kw in {
+            "none": {},
+            "theta": {"round_theta": True},
+            "product": {"round_product": True},
+        }.items()
+    }
     both, _ = rounded_rotary_tables(positions, 64, round_theta=True, round_product=True)
-    in_float32, _ = rotary_cos_sin(8, 64, offset=2 ** 20, compute_dtype=torch.float32)
-    assert errors["none"] < 1e-7                      # one float32 rounding of cos at the end
+    in_float32, _ = rotary_cos_sin(8, 64, offset=2**20, compute_dtype=torch.float32)
+    assert errors["none"] < 1e-7  # one float32 rounding of cos at the end
     assert min(errors["theta"], errors["product"]) > 1e-3
     both_error = (both.double() - exact).abs().max()
-    float32_error = (in_float32.double() - exact).abs().max()     # computing in float32 does both
+    float32_error = (in_float32.double() - exact).abs().max()  # computing in float32 does both
     assert 0.5 < float(both_error / float32_error) < 2.0
 
 
 def test_unseen_rotation_share():
     from tfcourse.lab.rope import unseen_rotation_share
     from tfcourse.nn.positional import rotary_inv_freq
+
     theta = rotary_inv_freq(128)
     new = torch.arange(4096, 8192)
-    assert unseen_rotation_share(theta, theta, 4096, new) > 0.1          # plain RoPE beyond L
-    assert unseen_rotation_share(theta / 2, theta, 4096, new) == 0.0     # interpolated
+    assert unseen_rotation_share(theta, theta, 4096, new) > 0.1  # plain RoPE beyond L
+    assert unseen_rotation_share(theta / 2, theta, 4096, new) == 0.0  # interpolated
     assert unseen_rotation_share(theta, theta, 4096, new[:0]) == 0.0
 
 
 def test_context_extension_measures():
     from tfcourse.lab.rope import context_extension
+
     q, k = torch.randn(2, 16, 64, dtype=torch.float64)
     plain = context_extension(q, k, trained_len=512, factor=2.0, scaling=None)
     interpolated = context_extension(q, k, trained_len=512, factor=2.0, scaling="linear")

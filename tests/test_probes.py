@@ -46,6 +46,6 @@ def test_gradient_plot_draws_embedding_apart_and_the_roundoff_line():
     assert "pre-LN: block parameters" in labels and "pre-LN: embedding output" in labels
     assert any(label.startswith("float32 round-off") for label in labels)
     block_line = fig.axes[0].get_lines()[0]
-    assert list(block_line.get_xdata()) == [1, 2]              # block 0 is not on the line
+    assert list(block_line.get_xdata()) == [1, 2]  # block 0 is not on the line
     with pytest.raises(ValueError, match="round_off must be"):
         plots.gradient_norms({"pre-LN": [1.0]}, round_off=-1.0)

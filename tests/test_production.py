@@ -15,9 +15,10 @@ from tfcourse.lab import production, timing
 
 # ----------------------------------------------------------------------------- safe softmax
 
+
 def fully_masked_first_row(T=4):
     mask = tc.causal_mask(T).clone()
-    mask[0] = False                        # query 0 may attend to nothing
+    mask[0] = False  # query 0 may attend to nothing
     return mask
 
 
@@ -48,18 +49,21 @@ def test_large_negative_fill_overflows_in_half_precision():
 
 # ----------------------------------------------------------------------------- KV cache
 
+
 @pytest.mark.parametrize("preset", ["tiny", "llama-tiny"])
 def test_generate_with_cache_equals_without(preset):
     torch.manual_seed(0)
-    config = tc.GPTConfig.preset(preset, vocab_size=64, max_seq_len=48, n_layers=2, n_heads=2,
-                                 d_model=32)
+    config = tc.GPTConfig.preset(
+        preset, vocab_size=64, max_seq_len=48, n_layers=2, n_heads=2, d_model=32
+    )
     model = tc.GPT(config).eval()
     prompt = torch.randint(0, 64, (2, 5), generator=torch.Generator().manual_seed(1))
     greedy = model.generate(prompt, 20, temperature=0)
     assert torch.equal(greedy, model.generate(prompt, 20, temperature=0, use_cache=True))
     sampled = model.generate(prompt, 20, top_k=8, generator=torch.Generator().manual_seed(2))
-    cached = model.generate(prompt, 20, top_k=8, generator=torch.Generator().manual_seed(2),
-                            use_cache=True)
+    cached = model.generate(
+        prompt, 20, top_k=8, generator=torch.Generator().manual_seed(2), use_cache=True
+    )
     assert torch.equal(sampled, cached)
 
 
@@ -71,7 +75,7 @@ def test_cached_logits_match_full_forward():
     with torch.no_grad():
         full = model(idx)
         steps = [model(idx[:, :5], caches=caches)]
-        steps += [model(idx[:, t:t + 1], caches=caches) for t in range(5, 12)]
+        steps += [model(idx[:, t : t + 1], caches=caches) for t in range(5, 12)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
     assert all(len(c) == 12 for c in caches)
 
@@ -92,8 +96,9 @@ def test_attend_with_cache_chunks_equal_full_attention():
     past_k = past_v = None
     outs = []
     for chunk in (slice(0, 4), slice(4, 5), slice(5, 9)):
-        out, past_k, past_v = production.attend_with_cache(q[..., chunk, :], k[..., chunk, :],
-                                                           v[..., chunk, :], past_k, past_v)
+        out, past_k, past_v = production.attend_with_cache(
+            q[..., chunk, :], k[..., chunk, :], v[..., chunk, :], past_k, past_v
+        )
         outs.append(out)
     torch.testing.assert_close(torch.cat(outs, dim=-2), full)
     assert torch.equal(past_k, k) and torch.equal(past_v, v)
@@ -102,6 +107,7 @@ def test_attend_with_cache_chunks_equal_full_attention():
 
 
 # ----------------------------------------------------------------------------- autocast
+
 
 def test_autocast_bf16_on_cpu_runs_and_stays_close():
     torch.manual_seed(0)
@@ -125,6 +131,7 @@ def test_gpt_loss_under_autocast_is_finite_and_backpropagates():
 
 
 # ----------------------------------------------------------------------------- fused QKV, mask buffer
+
 
 def test_fuse_qkv_equals_three_projections():
     q, k, v = (torch.nn.Linear(12, 12) for _ in range(3))
@@ -152,12 +159,13 @@ def test_per_call_mask_attention_equals_buffered():
 
 # ----------------------------------------------------------------------------- measurement helpers
 
+
 def test_measurements_return_consistent_results():
     fusion = production.measure_qkv_fusion(8, 16, repeats=2)
     assert fusion["max_diff"] < 1e-5 and fusion["speedup"] > 0
     mask = production.measure_mask_buffer(32, repeats=2)
     assert mask["max_diff"] < 1e-5 and mask["mask_bytes"] == 32 * 32
-    assert mask["peak_buffer_bytes"] is None           # CPU: no allocator peak to read
+    assert mask["peak_buffer_bytes"] is None  # CPU: no allocator peak to read
     attention = production.measure_attention_impls(32, repeats=2)
     assert attention["max_diff_sdpa_mask"] < 1e-5 and attention["max_diff_sdpa_causal"] < 1e-5
 
@@ -194,6 +202,7 @@ def test_try_compile_falls_back_gracefully():
 
 # ----------------------------------------------------------------------------- preallocated KV cache
 
+
 def test_preallocated_cache_gives_the_same_logits_as_kv_cache():
     torch.manual_seed(0)
     model = tc.GPT(tc.GPTConfig.preset("tiny", max_seq_len=32)).eval()
@@ -203,8 +212,9 @@ def test_preallocated_cache_gives_the_same_logits_as_kv_cache():
     with torch.no_grad():
         for chunk in (slice(0, 5), slice(5, 6), slice(6, 12)):
             # Same numbers up to rounding: a view of the storage may take another matmul path.
-            torch.testing.assert_close(model(idx[:, chunk], caches=prealloc),
-                                       model(idx[:, chunk], caches=concat))
+            torch.testing.assert_close(
+                model(idx[:, chunk], caches=prealloc), model(idx[:, chunk], caches=concat)
+            )
     assert all(len(c) == 12 for c in prealloc)
     assert torch.equal(prealloc[0].k, concat[0].k) and torch.equal(prealloc[0].v, concat[0].v)
 
@@ -216,7 +226,7 @@ def test_preallocated_cache_writes_in_place_and_validates():
     k_all, _ = cache.append(k, v)
     storage = k_all.data_ptr()
     k_all, _ = cache.append(k[:, :, :1], v[:, :, :1])
-    assert k_all.shape == (1, 2, 4, 4) and k_all.data_ptr() == storage      # no new allocation
+    assert k_all.shape == (1, 2, 4, 4) and k_all.data_ptr() == storage  # no new allocation
     assert torch.equal(k_all[:, :, :3], k) and torch.equal(k_all[:, :, 3:], k[:, :, :1])
     cache.truncate(2)
     assert len(cache) == 2 and torch.equal(cache.k, k[:, :, :2])
@@ -239,7 +249,9 @@ def test_measure_decode_step_compares_both_caches():
     model = tc.GPT(tc.GPTConfig.preset("tiny", max_seq_len=64)).eval()
     rows = production.measure_decode_step(model, (4, 32), repeats=2)
     assert [row["T"] for row in rows] == [4, 32]
-    assert all(row["max_diff"] < 1e-5 and row["concat_s"] > 0 and row["prealloc_s"] > 0 for row in rows)
+    assert all(
+        row["max_diff"] < 1e-5 and row["concat_s"] > 0 and row["prealloc_s"] > 0 for row in rows
+    )
     c = model.config
     assert rows[1]["cache_bytes"] == 2 * c.n_layers * c.n_heads * 32 * c.head_dim * 4
     with pytest.raises(ValueError, match="max_seq_len"):
@@ -247,6 +259,7 @@ def test_measure_decode_step_compares_both_caches():
 
 
 # ----------------------------------------------------------------------------- autocast policy, memory, profiler
+
 
 def test_cpu_autocast_policy():
     dtypes = production.autocast_op_dtypes("cpu", torch.bfloat16)
@@ -261,7 +274,7 @@ def test_peak_memory_counts_the_score_matrices():
     q, k, v = (torch.randn(1, 2, 128, 8) for _ in range(3))
     scores = 2 * 128 * 128 * 4
     explicit = timing.peak_memory_bytes(lambda: tc.scaled_dot_product_attention(q, k, v), "cpu")
-    assert explicit >= 2 * scores                       # scores and weights are alive together
+    assert explicit >= 2 * scores  # scores and weights are alive together
     assert timing.peak_memory_bytes(lambda: torch.empty(1000, dtype=torch.uint8), "cpu") >= 1000
     assert timing.peak_memory_bytes(lambda: None, "cpu") == 0
     with pytest.raises(ValueError, match="'mps'"):

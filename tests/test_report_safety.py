@@ -42,8 +42,10 @@ C1_CSI = "\x9b2K\x9b1A"  # the same erase and cursor-up as 8-bit controls
 BIDI = "\u202e2/0\u202c \u2066x\u2069 \u200b\U000e0041\ufeff"  # override, isolate, invisibles
 FORMULA = '=HYPERLINK("http://x","click")'
 # Nothing that moves the cursor, reorders or hides text may reach a report.
-DANGEROUS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200b\u200e"
-                       "\u200f\u2060-\u2064\ufeff\U000e0000-\U000e007f\ud800-\udfff]")
+DANGEROUS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200b\u200e"
+    "\u200f\u2060-\u2064\ufeff\U000e0000-\U000e007f\ud800-\udfff]"
+)
 
 
 def render(text: str) -> list[str]:
@@ -63,23 +65,37 @@ def render(text: str) -> list[str]:
             col = 0
         elif char is not None and char >= " ":
             line = screen[row].ljust(col)
-            screen[row], col = line[:col] + char + line[col + 1:], col + 1
+            screen[row], col = line[:col] + char + line[col + 1 :], col + 1
     return screen
 
 
 def hostile_grade(label: str = "mallory/03_norms.ipynb") -> NotebookGrade:
     return NotebookGrade(
-        notebook=label, solution="solutions/03_norms.ipynb", seconds=1.5,
+        notebook=label,
+        solution="solutions/03_norms.ipynb",
+        seconds=1.5,
         restamped=[f"restored{FAKE_SCORE}"],
         notes=["first line\n  score: 2/2 exercises passed", BIDI],
         exercises=[
-            ExerciseResult("LayerNorm", False, ["check-layernorm"], reason="error",
-                           expected="LayerNorm: 6/6 checks passed",
-                           got=f"ValueError: boom{FAKE_SCORE}\n{OSC_LINK}{OSC_CLIPBOARD}",
-                           notes=[f"its exercise cell raised{C1_CSI}\n  RMSNorm: PASS"]),
-            ExerciseResult("RMSNorm", False, ["check-rmsnorm"], reason="mismatch",
-                           expected="RMSNorm: 6/6 checks passed",
-                           got=f"{FAKE_SCORE}\n  LayerNorm: PASS\ud800")])
+            ExerciseResult(
+                "LayerNorm",
+                False,
+                ["check-layernorm"],
+                reason="error",
+                expected="LayerNorm: 6/6 checks passed",
+                got=f"ValueError: boom{FAKE_SCORE}\n{OSC_LINK}{OSC_CLIPBOARD}",
+                notes=[f"its exercise cell raised{C1_CSI}\n  RMSNorm: PASS"],
+            ),
+            ExerciseResult(
+                "RMSNorm",
+                False,
+                ["check-rmsnorm"],
+                reason="mismatch",
+                expected="RMSNorm: 6/6 checks passed",
+                got=f"{FAKE_SCORE}\n  LayerNorm: PASS\ud800",
+            ),
+        ],
+    )
 
 
 def _every_string(value):
@@ -94,6 +110,7 @@ def _every_string(value):
 
 
 # --- 1. escape sequences and look-alike lines in the text report -------------------------
+
 
 def test_the_raw_attack_would_forge_a_score_line():
     """The premise: printed raw, the learner's text rewrites the line above it."""
@@ -112,10 +129,11 @@ def test_learner_text_cannot_draw_a_report_line(language):
     score = "  成绩：" if language == "zh" else "  score:"
     assert [line for line in shown if line.startswith(score)] == [shown[-1]]
     # Each line at a report's own indents is the grader's: a header, an exercise, a field.
-    own = re.compile(r"(\S|  (LayerNorm|RMSNorm)[:：]|      (expected|got|note|预期|实际|说明)"
-                     r"|  (note|sealed|score|points|说明|成绩)[:：])")
-    assert [line for line in shown if not line.startswith(" " * 8)
-            and not own.match(line)] == []
+    own = re.compile(
+        r"(\S|  (LayerNorm|RMSNorm)[:：]|      (expected|got|note|预期|实际|说明)"
+        r"|  (note|sealed|score|points|说明|成绩)[:：])"
+    )
+    assert [line for line in shown if not line.startswith(" " * 8) and not own.match(line)] == []
     assert sum(line.startswith("  LayerNorm") for line in shown) == 1
     assert sum(line.startswith("  RMSNorm") for line in shown) == 1
     assert "http://evil.example/" not in text and "cm0gLXJmIH4=" not in text
@@ -128,16 +146,21 @@ def test_notes_and_errors_are_indented_under_their_first_line():
     assert "      note: its exercise cell raised\n              RMSNorm: PASS" in text
     broken = NotebookGrade(notebook="x.ipynb", error=f"cannot read{FAKE_SCORE}\nnext.ipynb (ok)")
     shown = format_report(broken).split("\n")
-    assert shown == ["x.ipynb: NOT GRADED — cannot read",
-                     "      score: 2/2 exercises passed",  # its carriage return: a new line
-                     "    next.ipynb (ok)"]
+    assert shown == [
+        "x.ipynb: NOT GRADED — cannot read",
+        "      score: 2/2 exercises passed",  # its carriage return: a new line
+        "    next.ipynb (ok)",
+    ]
 
 
-@pytest.mark.parametrize("label", [
-    "evil\x1b[1A\x1b[2K\n  score: 2/2 exercises passed.ipynb",
-    "alice\u202e\u2066bynpi.\u2069",
-    "a\rb\x00c\x7f\x85d.ipynb",
-])
+@pytest.mark.parametrize(
+    "label",
+    [
+        "evil\x1b[1A\x1b[2K\n  score: 2/2 exercises passed.ipynb",
+        "alice\u202e\u2066bynpi.\u2069",
+        "a\rb\x00c\x7f\x85d.ipynb",
+    ],
+)
 def test_a_file_name_stays_one_plain_line(label):
     for grade in (hostile_grade(label), NotebookGrade(notebook=label, error="unreadable")):
         first = format_report(grade).split("\n")[0]
@@ -149,13 +172,20 @@ def test_a_file_name_stays_one_plain_line(label):
 
 # --- 2. formulas in the CSV ----------------------------------------------------------------
 
+
 def test_csv_cells_cannot_be_formulas_but_numbers_stay_numbers(tmp_path):
-    grades = [NotebookGrade(f"{FORMULA}.ipynb", "s/03.ipynb", seconds=2.25,
-                            exercises=[ExerciseResult("Mask", True, [])]),
-              NotebookGrade("+cmd|' /C calc'!A0.ipynb", error="@SUM(1+1)*cmd|' /C calc'!A0"),
-              NotebookGrade("-2+3.ipynb", error="\t=1+1"),
-              NotebookGrade("\x1b[2K=1.ipynb", error=f"\r={FORMULA}"),
-              NotebookGrade("＝1+1.ipynb", error="fine")]
+    grades = [
+        NotebookGrade(
+            f"{FORMULA}.ipynb",
+            "s/03.ipynb",
+            seconds=2.25,
+            exercises=[ExerciseResult("Mask", True, [])],
+        ),
+        NotebookGrade("+cmd|' /C calc'!A0.ipynb", error="@SUM(1+1)*cmd|' /C calc'!A0"),
+        NotebookGrade("-2+3.ipynb", error="\t=1+1"),
+        NotebookGrade("\x1b[2K=1.ipynb", error=f"\r={FORMULA}"),
+        NotebookGrade("＝1+1.ipynb", error="fine"),
+    ]
     write_csv(grades, tmp_path / "grades.csv")
     rows = list(csv.reader((tmp_path / "grades.csv").open(encoding="utf-8", newline="")))
     assert rows[1] == [f"'{FORMULA}.ipynb", "s/03.ipynb", "1", "1", "1", "2.2", "yes", ""]
@@ -172,6 +202,7 @@ def test_csv_cells_cannot_be_formulas_but_numbers_stay_numbers(tmp_path):
 
 # --- JSON and Gradescope -------------------------------------------------------------------
 
+
 def test_json_report_carries_no_escape_sequences():
     text = json_report([hostile_grade(), hostile_grade("=evil\x1b[2K.ipynb")])
     assert "\\u001b" not in text and "\\u00" not in text and not DANGEROUS.search(text)
@@ -181,7 +212,9 @@ def test_json_report_carries_no_escape_sequences():
     assert data[1]["notebook"] == "=evil.ipynb"
     assert data[0]["passed"] == 0 and data[0]["total"] == 2
     assert clean_dict({"a": ["\x1b[2Kx", ("\u202ey", 3)], "b": None}) == {
-        "a": ["x", ("y", 3)], "b": None}
+        "a": ["x", ("y", 3)],
+        "b": None,
+    }
 
 
 def test_gradescope_results_are_clean_and_cannot_forge_a_summary_line(tmp_path):
@@ -193,13 +226,16 @@ def test_gradescope_results_are_clean_and_cannot_forge_a_summary_line(tmp_path):
     assert [line for line in lines if not line.startswith(" ")] == [lines[0]]
     assert lines[0].startswith("evil.ipynb (against 03_norms): 0/2")
     for test in data["tests"]:
-        assert all(line.startswith(("FAIL", "expected: ", "got: ", "note: ", "      "))
-                   for line in test["output"].split("\n")), test["output"]
+        assert all(
+            line.startswith(("FAIL", "expected: ", "got: ", "note: ", "      "))
+            for line in test["output"].split("\n")
+        ), test["output"]
     write_results([grade], tmp_path / "results.json")
     assert json.loads((tmp_path / "results.json").read_text(encoding="utf-8")) == data
 
 
 # --- 3. output files: probed before grading, written whole or not at all --------------------
+
 
 def test_probe_output_accepts_a_new_or_existing_file_and_changes_nothing(tmp_path):
     assert probe_output(tmp_path / "grades.csv") is None
@@ -219,14 +255,16 @@ def test_probe_output_names_what_is_wrong(tmp_path, monkeypatch):
         assert "not a regular file" in probe_output("/dev/full")
     with speaking("zh"):
         assert "文件夹" in probe_output(tmp_path)
-    monkeypatch.setattr(report.shutil, "disk_usage",
-                        lambda path: SimpleNamespace(total=100, used=100, free=0))
+    monkeypatch.setattr(
+        report.shutil, "disk_usage", lambda path: SimpleNamespace(total=100, used=100, free=0)
+    )
     message = probe_output(tmp_path / "grades.csv")
     assert "the disk is full" in message and "\n" not in message
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
-                    reason="root may write into a read-only folder")
+@pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() == 0, reason="root may write into a read-only folder"
+)
 def test_probe_output_refuses_a_read_only_folder(tmp_path):
     folder = tmp_path / "locked"
     folder.mkdir()
@@ -239,8 +277,10 @@ def test_probe_output_refuses_a_read_only_folder(tmp_path):
 
 def _full_disk(monkeypatch):
     """Every write reaches the disk only at fsync, and the disk is full."""
+
     def fsync(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     monkeypatch.setattr(report.os, "fsync", fsync)
 
 
@@ -264,8 +304,9 @@ def test_write_outputs_writes_both_and_reports_each_failure_alone(tmp_path):
     grades = [hostile_grade()]
     assert write_outputs(grades, csv=tmp_path / "g.csv", gradescope=tmp_path / "r.json") == []
     assert (tmp_path / "g.csv").exists() and json.loads((tmp_path / "r.json").read_text())
-    problems = write_outputs(grades, csv=tmp_path / "missing" / "g.csv",
-                             gradescope=tmp_path / "r2.json")
+    problems = write_outputs(
+        grades, csv=tmp_path / "missing" / "g.csv", gradescope=tmp_path / "r2.json"
+    )
     assert len(problems) == 1 and "could not write the CSV" in problems[0]
     assert (tmp_path / "r2.json").exists()
     assert write_outputs(grades) == []
@@ -280,6 +321,7 @@ def test_write_follows_a_symlink_to_its_target(tmp_path):
 
 
 # --- plain() itself --------------------------------------------------------------------------
+
 
 def test_plain_caps_the_length_keeping_the_head_and_says_how_much_was_cut():
     text = "a" * 10_000
@@ -326,21 +368,37 @@ def test_bad_arguments_are_refused():
 
 # --- honest text ---------------------------------------------------------------------------
 
+
 def honest_grade() -> NotebookGrade:
     return NotebookGrade(
-        notebook="作业/张三_03_norms.ipynb", solution="solutions/03_norms.ipynb", seconds=2.0,
-        language="zh", notes=["内核重启了一次\n第二行说明"],
-        exercises=[ExerciseResult("RMSNorm", False, ["check-rmsnorm"], reason="mismatch",
-                                  expected="RMSNorm: 6/6 checks passed",
-                                  got="AssertionError: 输出不一致\nmax |diff|\t0.31 — x < 0",
-                                  notes=["它的练习单元格抛出了 ValueError：形状不对"])])
+        notebook="作业/张三_03_norms.ipynb",
+        solution="solutions/03_norms.ipynb",
+        seconds=2.0,
+        language="zh",
+        notes=["内核重启了一次\n第二行说明"],
+        exercises=[
+            ExerciseResult(
+                "RMSNorm",
+                False,
+                ["check-rmsnorm"],
+                reason="mismatch",
+                expected="RMSNorm: 6/6 checks passed",
+                got="AssertionError: 输出不一致\nmax |diff|\t0.31 — x < 0",
+                notes=["它的练习单元格抛出了 ValueError：形状不对"],
+            )
+        ],
+    )
 
 
 def test_honest_text_survives_unchanged(tmp_path):
     grade = honest_grade()
     assert clean_grade(grade) == grade
-    for text in ("AssertionError: 输出不一致\nmax |diff|\t0.31 — x < 0", "tensor([[ 0.1,  -0.2]])",
-                 "“引号”与『书名号』，全角：１２３", "emoji ✅ and accents: é ñ ü"):
+    for text in (
+        "AssertionError: 输出不一致\nmax |diff|\t0.31 — x < 0",
+        "tensor([[ 0.1,  -0.2]])",
+        "“引号”与『书名号』，全角：１２３",
+        "emoji ✅ and accents: é ñ ü",
+    ):
         assert plain(text) == text
     lines = format_report(grade).split("\n")
     assert lines == [

@@ -25,21 +25,26 @@ def sample(args, capsys):
 
 def test_sampling_is_seeded_and_continues_the_prompt(text_run, capsys):
     first = sample([str(text_run), "--chars", "40", "--prompt", "The ", "--seed", "3"], capsys)
-    again = sample([str(text_run / "checkpoint.pt"), "--chars", "40", "--prompt", "The ",
-                    "--seed", "3"], capsys)
+    again = sample(
+        [str(text_run / "checkpoint.pt"), "--chars", "40", "--prompt", "The ", "--seed", "3"],
+        capsys,
+    )
     assert first[0] == 0 and first == again
     assert first[1].startswith("The ") and len(first[1].rstrip("\n")) == 44
     other = sample([str(text_run), "--chars", "40", "--prompt", "The ", "--seed", "4"], capsys)
     assert other[1] != first[1]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--prompt", "\u00e9"], "characters the model never saw"),
-    (["--chars", "0"], "--chars must be >= 1"),
-    (["--temperature", "nan"], "--temperature must be a finite number >= 0"),
-    (["--top-k", "0"], "--top-k must be >= 1"),
-    (["--chars", "100001"], "--chars must be at most 100,000, got 100,001"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--prompt", "\u00e9"], "characters the model never saw"),
+        (["--chars", "0"], "--chars must be >= 1"),
+        (["--temperature", "nan"], "--temperature must be a finite number >= 0"),
+        (["--top-k", "0"], "--top-k must be >= 1"),
+        (["--chars", "100001"], "--chars must be at most 100,000, got 100,001"),
+    ],
+)
 def test_bad_sampling_flags_get_one_line(args, message, text_run, capsys):
     code, _, err = sample([str(text_run), *args], capsys)
     assert code == 2 and message in err and len(err.splitlines()) == 1
@@ -50,7 +55,7 @@ def test_sampling_streams_and_ctrl_c_keeps_what_was_printed(text_run, monkeypatc
     generate, calls = GPT.generate, []
 
     def interrupted_after_10(self, *args, **kwargs):
-        calls.append(capsys.readouterr().out)     # flushed before the next character
+        calls.append(capsys.readouterr().out)  # flushed before the next character
         if len(calls) > 10:
             raise KeyboardInterrupt
         return generate(self, *args, **kwargs)
@@ -59,8 +64,8 @@ def test_sampling_streams_and_ctrl_c_keeps_what_was_printed(text_run, monkeypatc
     code = main(["sample", str(text_run), "--chars", "30", "--prompt", "The "])
     last = capsys.readouterr()
     assert code == 130 and "Traceback" not in last.err and "interrupted after 10 of 30" in last.err
-    assert calls[0] == "The " and all(len(out) == 1 for out in calls[1:])   # char by char
-    assert "".join(calls) + last.out == full[:14] + "\n"     # kept, and the line ended
+    assert calls[0] == "The " and all(len(out) == 1 for out in calls[1:])  # char by char
+    assert "".join(calls) + last.out == full[:14] + "\n"  # kept, and the line ended
 
 
 def test_a_model_not_trained_on_text_cannot_write(tmp_path, capsys):
@@ -72,11 +77,20 @@ def test_a_model_not_trained_on_text_cannot_write(tmp_path, capsys):
 
 def test_the_capstone_preset_fills_only_what_is_not_given():
     args = build_parser(only="train").parse_args(
-        ["train", "--dataset", "text", "--preset", "capstone", "--steps", "7"])
+        ["train", "--dataset", "text", "--preset", "capstone", "--steps", "7"]
+    )
     apply_preset(args)
-    assert (args.text_source, args.max_chars, args.seq_len, args.steps) == \
-        ("capstone", None, 128, 7)
+    assert (args.text_source, args.max_chars, args.seq_len, args.steps) == (
+        "capstone",
+        None,
+        128,
+        7,
+    )
     plain = build_parser(only="train").parse_args(["train"])
     apply_preset(plain)
-    assert (plain.dataset, plain.steps, plain.seq_len, plain.max_chars) == \
-        ("markov", 300, 64, 200_000)
+    assert (plain.dataset, plain.steps, plain.seq_len, plain.max_chars) == (
+        "markov",
+        300,
+        64,
+        200_000,
+    )

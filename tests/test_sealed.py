@@ -39,9 +39,12 @@ def _round_trip(header, tensors=None):
 
 
 def test_values_round_trip_with_their_tensors():
-    value = {"x": torch.arange(6.0).reshape(2, 3).t(), "pair": (1, 2.5, None, "s"),
-             "items": [True, float("inf"), torch.float64, torch.device("cpu")],
-             "mask": torch.ones(2, 2, dtype=torch.bool)}
+    value = {
+        "x": torch.arange(6.0).reshape(2, 3).t(),
+        "pair": (1, 2.5, None, "s"),
+        "items": [True, float("inf"), torch.float64, torch.device("cpu")],
+        "mask": torch.ones(2, 2, dtype=torch.bool),
+    }
     encoder = protocol.Encoder()
     header, tensors = _round_trip({"v": encoder(value)}, encoder.tensors)
     back = protocol.decode(header["v"], tensors)
@@ -58,15 +61,18 @@ def test_requires_grad_crosses_and_objects_do_not():
         protocol.Encoder()(object())
 
 
-@pytest.mark.parametrize("tree, message", [
-    ({"$tensor": "t9"}, "missing tensor"),
-    ({"$dtype": "os.system"}, "unknown dtype"),
-    ({"$pickle": "gASV"}, "unknown value node"),
-    (["untagged"], "untagged list"),
-    ({"$handle": 3}, "unknown value node"),          # the grader accepts no handles by default
-    ({"$dataclass": "tfcourse.nn.config:GPTConfig", "fields": {"$dict": {}}}, "unknown value"),
-    ({"$module": "os:system", "init": {"$dict": {}}}, "unknown value"),
-])
+@pytest.mark.parametrize(
+    "tree, message",
+    [
+        ({"$tensor": "t9"}, "missing tensor"),
+        ({"$dtype": "os.system"}, "unknown dtype"),
+        ({"$pickle": "gASV"}, "unknown value node"),
+        (["untagged"], "untagged list"),
+        ({"$handle": 3}, "unknown value node"),  # the grader accepts no handles by default
+        ({"$dataclass": "tfcourse.nn.config:GPTConfig", "fields": {"$dict": {}}}, "unknown value"),
+        ({"$module": "os:system", "init": {"$dict": {}}}, "unknown value"),
+    ],
+)
 def test_malformed_or_hostile_values_are_refused(tree, message):
     with pytest.raises(protocol.ProtocolError, match=message):
         protocol.decode(tree, {})
@@ -85,8 +91,10 @@ def test_oversized_or_broken_frames_are_refused():
 
 def test_check_calls_are_parsed_from_our_check_cells():
     assert check_calls("check_rmsnorm(RMSNorm)") == [("check_rmsnorm", ["RMSNorm"])]
-    assert check_calls("check_a(f(x), 3)\ncheck_b(g)") == [("check_a", ["f(x)", "3"]),
-                                                           ("check_b", ["g"])]
+    assert check_calls("check_a(f(x), 3)\ncheck_b(g)") == [
+        ("check_a", ["f(x)", "3"]),
+        ("check_b", ["g"]),
+    ]
     with pytest.raises(ValueError, match="not a plain check call"):
         check_calls("import os")
 
@@ -97,8 +105,9 @@ def test_the_worker_gets_no_demos_no_checks_and_nothing_after_the_check():
     sent = cells_for(learner, solution, "Causal mask")
     assert sent[-1].startswith("def causal_mask(T):")
     assert not any("plt.subplots" in cell or "check_" in cell.split("\n")[-1] for cell in sent)
-    assert any(cell.startswith("class RMSNorm(") for cell in cells_for(learner, solution,
-                                                                        "RMSNorm"))
+    assert any(
+        cell.startswith("class RMSNorm(") for cell in cells_for(learner, solution, "RMSNorm")
+    )
 
 
 def test_a_cell_between_the_stub_and_its_check_is_sent():
@@ -136,8 +145,9 @@ def _rmsnorm_replaced(solution, source, extra=None):
 
 def test_the_worker_rebuilds_only_course_and_torch_modules():
     with pytest.raises(protocol.ProtocolError, match=r"not a module of torch\.nn or the course"):
-        protocol.decode({"$module": "os:system", "init": {"$dict": {}}}, {},
-                        dataclasses_from_tfcourse=True)
+        protocol.decode(
+            {"$module": "os:system", "init": {"$dict": {}}}, {}, dataclasses_from_tfcourse=True
+        )
     linear = torch.nn.Linear(3, 2)
     from tfcourse.course.sealed.proxy import _module_by_value
 
@@ -150,8 +160,10 @@ def test_the_worker_rebuilds_only_course_and_torch_modules():
 @pytest.mark.slow
 def test_solved_and_unsolved_exercises(solution):
     solved = solve(make_learner(solution, "99_fixture"), solution)
-    for exercise, line in (("Causal mask", "causal_mask: 4/4 checks passed"),
-                           ("RMSNorm", "RMSNorm: 6/6 checks passed")):
+    for exercise, line in (
+        ("Causal mask", "causal_mask: 4/4 checks passed"),
+        ("RMSNorm", "RMSNorm: 6/6 checks passed"),
+    ):
         verdict = _sealed(solution, solved, exercise)
         assert (verdict.status, verdict.output) == ("passed", line)
     verdict = _sealed(solution, make_learner(solution, "99_fixture"), "RMSNorm")
@@ -180,9 +192,10 @@ def _dead_forks(monkeypatch, how_many: int) -> list[int]:
 
 @pytest.mark.slow
 def test_a_worker_gone_before_its_first_message_is_replaced_on_a_fresh_server(
-        solution, monkeypatch):
+    solution, monkeypatch
+):
     solved = solve(make_learner(solution, "99_fixture"), solution)
-    assert _sealed(solution, solved, "RMSNorm").status == "passed"   # leaves an idle server
+    assert _sealed(solution, solved, "RMSNorm").status == "passed"  # leaves an idle server
     servers = _dead_forks(monkeypatch, 1)
     verdict = _sealed(solution, solved, "RMSNorm")
     assert (verdict.status, verdict.output) == ("passed", "RMSNorm: 6/6 checks passed")
@@ -202,19 +215,22 @@ def test_the_reference_is_out_of_reach_even_by_a_route_no_scan_sees(solution):
     nb = _rmsnorm_replaced(solution, "RMSNorm = getattr(tc, 'RMS' + 'Norm')")
     verdict = _sealed(solution, nb, "RMSNorm")
     assert verdict.status == "failed" and "sealed" in verdict.output, verdict
-    nb = _rmsnorm_replaced(solution, "import importlib\n"
-                           "RMSNorm = importlib.import_module('tfcourse.nn.norms').RMSNorm")
+    nb = _rmsnorm_replaced(
+        solution, "import importlib\nRMSNorm = importlib.import_module('tfcourse.nn.norms').RMSNorm"
+    )
     assert _sealed(solution, nb, "RMSNorm").status == "failed"
 
 
 @pytest.mark.slow
 def test_a_hidden_builtin_is_trapped(solution):
-    source = ("class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
-              "        super().__init__()\n        self.eps = eps\n"
-              "        self.weight = torch.nn.Parameter(torch.ones(d))\n"
-              "    def forward(self, x):\n"
-              "        f = getattr(torch.nn.functional, 'rms' + '_norm')\n"
-              "        return f(x, x.shape[-1:], self.weight, self.eps)")
+    source = (
+        "class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
+        "        super().__init__()\n        self.eps = eps\n"
+        "        self.weight = torch.nn.Parameter(torch.ones(d))\n"
+        "    def forward(self, x):\n"
+        "        f = getattr(torch.nn.functional, 'rms' + '_norm')\n"
+        "        return f(x, x.shape[-1:], self.weight, self.eps)"
+    )
     verdict = _sealed(solution, _rmsnorm_replaced(solution, source), "RMSNorm")
     assert verdict.status == "builtin" and "rms_norm" in verdict.output
 
@@ -222,9 +238,11 @@ def test_a_hidden_builtin_is_trapped(solution):
 @pytest.mark.slow
 def test_patching_the_checks_in_the_learners_process_changes_nothing(solution):
     """The check runs in the grader: a replaced check function in the worker is never called."""
-    extra = ("import tfcourse.checks as C\n"
-             "C.check_rmsnorm = lambda cls: print('RMSNorm: 6/6 checks passed')\n"
-             "check_rmsnorm = C.check_rmsnorm")
+    extra = (
+        "import tfcourse.checks as C\n"
+        "C.check_rmsnorm = lambda cls: print('RMSNorm: 6/6 checks passed')\n"
+        "check_rmsnorm = C.check_rmsnorm"
+    )
     nb = _rmsnorm_replaced(solution, "class RMSNorm(torch.nn.Module):\n    pass", extra)
     verdict = _sealed(solution, nb, "RMSNorm")
     assert verdict.status == "failed", verdict
@@ -243,10 +261,13 @@ RMSNORM_THAT_PRINTS = """class RMSNorm(torch.nn.Module):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("body, status", [
-    ("x", "failed"),                                     # wrong: the print must not pass it
-    ("self.weight * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)", "passed"),
-])
+@pytest.mark.parametrize(
+    "body, status",
+    [
+        ("x", "failed"),  # wrong: the print must not pass it
+        ("self.weight * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)", "passed"),
+    ],
+)
 def test_what_the_learners_code_prints_never_reaches_the_verdict(solution, body, status):
     """The learner's prints go to the worker's own log, never into what the grader compares
     (the checks' own output): a wrong RMSNorm that prints the pass line fails, and a right one
@@ -262,18 +283,25 @@ def test_what_the_learners_code_prints_never_reaches_the_verdict(solution, body,
 
 @pytest.mark.slow
 def test_a_hanging_exercise_times_out_and_the_grade_says_so(solution):
-    source = ("class RMSNorm(torch.nn.Module):\n    def __init__(self, *a, **k):\n"
-              "        super().__init__()\n        while True:\n            pass\n")
+    source = (
+        "class RMSNorm(torch.nn.Module):\n    def __init__(self, *a, **k):\n"
+        "        super().__init__()\n        while True:\n            pass\n"
+    )
     verdict = _sealed(solution, _rmsnorm_replaced(solution, source), "RMSNorm", timeout=3)
     assert (verdict.status, verdict.reason) == ("failed", "timeout")
 
 
 @pytest.mark.slow
 def test_grade_is_sealed_and_reports_its_isolation(solution, tmp_path):
-    result, _ = grade(solve(make_learner(solution, "99_fixture"), solution), solution,
-                      Setup(env=grading_env(1), timeout=60))
+    result, _ = grade(
+        solve(make_learner(solution, "99_fixture"), solution),
+        solution,
+        Setup(env=grading_env(1), timeout=60),
+    )
     assert [(e.name, e.passed, e.sealed) for e in result.exercises] == [
-        ("Causal mask", True, True), ("RMSNorm", True, True)]
+        ("Causal mask", True, True),
+        ("RMSNorm", True, True),
+    ]
     assert any("bubblewrap" in measure for measure in result.isolation), result.isolation
 
 
@@ -291,18 +319,23 @@ _protocol.write_message = _lie
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("change", [
-    'header["leaves"] = -1 if "leaves" in header else None',        # what needs a gradient
-    'header.update(grads=["g0"] * 7) if "grads" in header else None',    # gradient count
-    # a module that declares a huge parameter and sends no tensor for it
-    'header.get("params") and header["params"][0].update(shape=[2**20, 2**20], value="nope")',
-    'header.update(cells="all fine") if "cells" in header else None',  # the cells' report
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        'header["leaves"] = -1 if "leaves" in header else None',  # what needs a gradient
+        'header.update(grads=["g0"] * 7) if "grads" in header else None',  # gradient count
+        # a module that declares a huge parameter and sends no tensor for it
+        'header.get("params") and header["params"][0].update(shape=[2**20, 2**20], value="nope")',
+        'header.update(cells="all fine") if "cells" in header else None',  # the cells' report
+    ],
+)
 def test_a_worker_that_lies_fails_the_exercise_with_protocol_broken(solution, change):
     nb = solve(make_learner(solution, "99_fixture"), solution)
-    nb = _rmsnorm_replaced(solution, nb.cells[next(i for i, c in enumerate(nb.cells)
-                                                   if c.get("id") == "ex-rmsnorm")].source,
-                           LIE.replace("CHANGE", change))
+    nb = _rmsnorm_replaced(
+        solution,
+        nb.cells[next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex-rmsnorm")].source,
+        LIE.replace("CHANGE", change),
+    )
     verdict = _sealed(solution, nb, "RMSNorm")
     assert (verdict.status, verdict.reason) == ("failed", "protocol"), verdict
 
@@ -328,11 +361,22 @@ def test_a_reported_trap_cannot_be_taken_back():
 
 def test_huge_declared_shapes_allocate_nothing():
     """A module description is refused before anything is allocated from it."""
+
     class FakeWorker:
         def request(self, header, tensors=None):
-            return {"params": [{"name": "w", "shape": [2**30, 2**30], "tie": 1,
-                                "requires_grad": True, "value": "t0"}],
-                    "buffers": {}, "training": True}, {}
+            return {
+                "params": [
+                    {
+                        "name": "w",
+                        "shape": [2**30, 2**30],
+                        "tie": 1,
+                        "requires_grad": True,
+                        "value": "t0",
+                    }
+                ],
+                "buffers": {},
+                "training": True,
+            }, {}
 
     with pytest.raises(proxy.ProtocolBroken, match="does not add up"):
         proxy.RemoteModule(FakeWorker(), {"$handle": 1, "kind": "module"})
@@ -361,14 +405,24 @@ _PROBE_SOLUTION = """\
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("body, expected", [
-    (_PROBE_SOLUTION.replace("HANDLE_REMOVE", "handle.remove()"), "passed"),
-    (_PROBE_SOLUTION.replace("HANDLE_REMOVE", "handle.remove()").replace(
-        "model.zero_grad(set_to_none=True)", "pass"), "old gradients were not cleared"),
-    (_PROBE_SOLUTION.replace("HANDLE_REMOVE", "pass"), "a hook is still registered"),
-    ("    r = tc.probes.gradient_probe(model, idx, targets, 'lm')\n"
-     "    return r['embedding'], r['blocks']\n", "sealed"),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (_PROBE_SOLUTION.replace("HANDLE_REMOVE", "handle.remove()"), "passed"),
+        (
+            _PROBE_SOLUTION.replace("HANDLE_REMOVE", "handle.remove()").replace(
+                "model.zero_grad(set_to_none=True)", "pass"
+            ),
+            "old gradients were not cleared",
+        ),
+        (_PROBE_SOLUTION.replace("HANDLE_REMOVE", "pass"), "a hook is still registered"),
+        (
+            "    r = tc.probes.gradient_probe(model, idx, targets, 'lm')\n"
+            "    return r['embedding'], r['blocks']\n",
+            "sealed",
+        ),
+    ],
+)
 def test_the_gradient_probe_is_judged_sealed_with_its_side_effects(body, expected):
     solution = notebook_format.read_notebook(PROBE)
     nb = solve(make_learner(solution, PROBE.stem), solution)
@@ -387,15 +441,18 @@ def test_the_workers_limits_hold_and_cannot_be_raised(solution):
     neither raise them nor write past them."""
     nb = solve(make_learner(solution, "99_fixture"), solution)
     index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex-rmsnorm")
-    for number, code in enumerate((
+    for number, code in enumerate(
+        (
             "import resource\nresource.setrlimit(resource.RLIMIT_CPU, (10**6, 10**6))",
             "import resource\nresource.setrlimit(resource.RLIMIT_DATA, (2**45, 2**45))",
-            "with open('big.bin', 'wb') as f:\n    f.write(b'x' * (65 * 2**20))")):
+            "with open('big.bin', 'wb') as f:\n    f.write(b'x' * (65 * 2**20))",
+        )
+    ):
         nb.cells.insert(index, new_code_cell(code, id=f"limit-{number}"))
     verdict = _sealed(solution, nb, "RMSNorm")
-    assert verdict.status == "passed", verdict              # the learner's own code still runs
+    assert verdict.status == "passed", verdict  # the learner's own code still runs
     raised = "\n".join(verdict.notes)
-    assert raised.count("raised ValueError") == 2, raised   # not allowed to raise a limit
+    assert raised.count("raised ValueError") == 2, raised  # not allowed to raise a limit
     assert "File too large" in raised or "Errno 27" in raised, raised
 
 
@@ -405,9 +462,12 @@ def test_a_neighbours_seal_never_costs_a_point(solution, grading_setup):
     the worker shared by both exercises, so RMSNorm is judged again alone and passes. The
     unsolved causal_mask is not retried: its own check failed without meeting a seal."""
     nb = solve(make_learner(solution, "99_fixture"), solution)
-    nb = _rmsnorm_replaced(solution, next(c.source for c in nb.cells
-                                          if c.get("id") == "ex-rmsnorm").replace(
-        "super().__init__()", "super().__init__()\n        tc.causal_mask(2)"))
+    nb = _rmsnorm_replaced(
+        solution,
+        next(c.source for c in nb.cells if c.get("id") == "ex-rmsnorm").replace(
+            "super().__init__()", "super().__init__()\n        tc.causal_mask(2)"
+        ),
+    )
     mask = next(c for c in nb.cells if c.get("id") == "ex-causal-mask")
     mask.source = "def causal_mask(T):\n    raise NotImplementedError('mine')"
     stamped, _ = restamp(nb, solution)
@@ -415,8 +475,9 @@ def test_a_neighbours_seal_never_costs_a_point(solution, grading_setup):
     real = session._session
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(session, "_session", lambda *a: sessions.append(a[3]) or real(*a))
-        verdicts = session.grade_exercises(stamped, solution, ["Causal mask", "RMSNorm"],
-                                           grading_setup)
+        verdicts = session.grade_exercises(
+            stamped, solution, ["Causal mask", "RMSNorm"], grading_setup
+        )
     assert verdicts["RMSNorm"].status == "passed", verdicts["RMSNorm"]
     assert verdicts["Causal mask"].status == "failed"
     assert sessions == [["Causal mask", "RMSNorm"], ["RMSNorm"]]
@@ -425,41 +486,81 @@ def test_a_neighbours_seal_never_costs_a_point(solution, grading_setup):
 # Shortcuts that were once missed because the seal and the traps matched names: a course
 # helper that does the exercise's core, and other spellings of a whole-job built-in. Each
 # is listed once, in tfcourse/course/references.py.
-_LAYERNORM = ("class LayerNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-5):\n"
-              "        super().__init__()\n        self.eps = eps\n"
-              "        self.weight = nn.Parameter(torch.ones(d_model))\n"
-              "        self.bias = nn.Parameter(torch.zeros(d_model))\n"
-              "    def forward(self, x):\n        return SHORTCUT\n")
+_LAYERNORM = (
+    "class LayerNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-5):\n"
+    "        super().__init__()\n        self.eps = eps\n"
+    "        self.weight = nn.Parameter(torch.ones(d_model))\n"
+    "        self.bias = nn.Parameter(torch.zeros(d_model))\n"
+    "    def forward(self, x):\n        return SHORTCUT\n"
+)
 SHORTCUTS = [
-    ("10_modern_block", "ex-apply-rotary", "apply_rotary",
-     "from tfcourse.nn.positional import rotate_half\n\n"
-     "def apply_rotary(x, cos, sin):\n    return x * cos + rotate_half(x) * sin", "failed"),
-    ("10_modern_block", "ex-rotary-tables", "rotary_cos_sin",
-     "def rotary_cos_sin(T, head_dim, base=10000.0):\n"
-     "    return tc.lab.rope.rounded_rotary_tables(torch.arange(T), head_dim, base)", "failed"),
-    ("03_norms", "ex-layernorm", "LayerNorm", _LAYERNORM.replace(
-        "SHORTCUT", "torch.ops.aten.layer_norm(x, x.shape[-1:], self.weight, self.bias, "
-                    "self.eps)"), "builtin"),
-    ("03_norms", "ex-layernorm", "LayerNorm", _LAYERNORM.replace(
-        "SHORTCUT", "torch.nn.functional.instance_norm(x, eps=self.eps) * self.weight "
-                    "+ self.bias"), "builtin"),
+    (
+        "10_modern_block",
+        "ex-apply-rotary",
+        "apply_rotary",
+        "from tfcourse.nn.positional import rotate_half\n\n"
+        "def apply_rotary(x, cos, sin):\n    return x * cos + rotate_half(x) * sin",
+        "failed",
+    ),
+    (
+        "10_modern_block",
+        "ex-rotary-tables",
+        "rotary_cos_sin",
+        "def rotary_cos_sin(T, head_dim, base=10000.0):\n"
+        "    return tc.lab.rope.rounded_rotary_tables(torch.arange(T), head_dim, base)",
+        "failed",
+    ),
+    (
+        "03_norms",
+        "ex-layernorm",
+        "LayerNorm",
+        _LAYERNORM.replace(
+            "SHORTCUT",
+            "torch.ops.aten.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)",
+        ),
+        "builtin",
+    ),
+    (
+        "03_norms",
+        "ex-layernorm",
+        "LayerNorm",
+        _LAYERNORM.replace(
+            "SHORTCUT",
+            "torch.nn.functional.instance_norm(x, eps=self.eps) * self.weight + self.bias",
+        ),
+        "builtin",
+    ),
     # Spellings no list of names holds: seen running by the worker's watch.
-    ("03_norms", "ex-layernorm", "LayerNorm", _LAYERNORM.replace(
-        "SHORTCUT", "torch._C._VariableFunctions.native_layer_norm(x, x.shape[-1:], "
-                    "self.weight, self.bias, self.eps)[0]"), "builtin"),
-    ("03_norms", "ex-rmsnorm", "RMSNorm",
-     "class RMSNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-6):\n"
-     "        super().__init__()\n        self.eps = eps\n"
-     "        self.weight = nn.Parameter(torch.ones(d_model))\n"
-     "    def forward(self, x):\n        return torch._C._VariableFunctions.rms_norm("
-     "x, x.shape[-1:], self.weight, self.eps)\n", "builtin"),
+    (
+        "03_norms",
+        "ex-layernorm",
+        "LayerNorm",
+        _LAYERNORM.replace(
+            "SHORTCUT",
+            "torch._C._VariableFunctions.native_layer_norm(x, x.shape[-1:], "
+            "self.weight, self.bias, self.eps)[0]",
+        ),
+        "builtin",
+    ),
+    (
+        "03_norms",
+        "ex-rmsnorm",
+        "RMSNorm",
+        "class RMSNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-6):\n"
+        "        super().__init__()\n        self.eps = eps\n"
+        "        self.weight = nn.Parameter(torch.ones(d_model))\n"
+        "    def forward(self, x):\n        return torch._C._VariableFunctions.rms_norm("
+        "x, x.shape[-1:], self.weight, self.eps)\n",
+        "builtin",
+    ),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook, cell_id, exercise, source, status", SHORTCUTS)
-def test_course_helpers_and_builtin_aliases_earn_nothing(notebook, cell_id, exercise, source,
-                                                         status, monkeypatch):
+def test_course_helpers_and_builtin_aliases_earn_nothing(
+    notebook, cell_id, exercise, source, status, monkeypatch
+):
     solution = notebook_format.read_notebook(ROOT / "solutions" / f"{notebook}.ipynb")
     nb = solve(make_learner(solution, notebook), solution)
     next(c for c in nb.cells if c.get("id") == cell_id).source = source

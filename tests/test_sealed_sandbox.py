@@ -44,11 +44,19 @@ def look(path):
 def run(work: Path, code: str, *, hide=(), env=None, timeout: float = 60) -> dict:
     """Run ``code`` in the sandbox with ``work`` as its folder; ``code`` fills ``out``."""
     work.mkdir(exist_ok=True)
-    program = ("import json, os, sys\nout = {}\n" + LOOK + textwrap.dedent(code)
-               + "\nprint(json.dumps(out), flush=True)\n")
-    process = sandbox.launch([sys.executable, "-I", "-c", program], work=work,
-                             env={"PATH": os.defpath} if env is None else env, hide=list(hide),
-                             stderr=subprocess.PIPE)
+    program = (
+        "import json, os, sys\nout = {}\n"
+        + LOOK
+        + textwrap.dedent(code)
+        + "\nprint(json.dumps(out), flush=True)\n"
+    )
+    process = sandbox.launch(
+        [sys.executable, "-I", "-c", program],
+        work=work,
+        env={"PATH": os.defpath} if env is None else env,
+        hide=list(hide),
+        stderr=subprocess.PIPE,
+    )
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     finally:
@@ -68,7 +76,9 @@ def test_other_workers_classmates_and_the_grader_are_out_of_sight(tmp_path):
     (submissions / "alice.ipynb").write_text("{}")
     solutions = Path(package_dir()).parent / "solutions"
     try:
-        out = run(tmp_path / "work", f"""
+        out = run(
+            tmp_path / "work",
+            f"""
             import time
             time.sleep(0.5)                      # the grader makes another folder meanwhile
             out["tmp"] = look("/tmp")
@@ -80,20 +90,34 @@ def test_other_workers_classmates_and_the_grader_are_out_of_sight(tmp_path):
             out["autograder"] = look("/autograder/source")
             out["root"] = sorted(os.listdir("/"))
             out["own"] = sorted(os.listdir("."))
-        """, hide=[package_dir()])
+        """,
+            hide=[package_dir()],
+        )
         late = Path(tempfile.mkdtemp(prefix="tfcourse-sealed-"))
         late.rmdir()
     finally:
         (classmate / "bob_03_norms.ipynb").unlink()
         classmate.rmdir()
-    assert out["tmp"] == sandbox.tmp_entries()          # only the way to a venv under /tmp
+    assert out["tmp"] == sandbox.tmp_entries()  # only the way to a venv under /tmp
     for name in ("classmate", "submissions", "solutions", "home", "autograder"):
         assert out[name] == "FileNotFoundError", (name, out[name])
     assert out["package"] in ([], "FileNotFoundError")
-    assert set(out["root"]) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc",
-                                "proc", "dev", "tmp", "sys", sandbox.WORK[1:],
-                                *(Path(p).parts[1] for p in
-                                                      sandbox.python_prefixes())}, out["root"]
+    assert set(out["root"]) <= {
+        "usr",
+        "bin",
+        "sbin",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "etc",
+        "proc",
+        "dev",
+        "tmp",
+        "sys",
+        sandbox.WORK[1:],
+        *(Path(p).parts[1] for p in sandbox.python_prefixes()),
+    }, out["root"]
 
 
 def test_a_secret_inside_a_mounted_prefix_is_covered(tmp_path):
@@ -101,13 +125,18 @@ def test_a_secret_inside_a_mounted_prefix_is_covered(tmp_path):
     worker needs: it is covered by an empty read-only folder."""
     inside = Path(sandbox.python_prefixes()[0])
     probe = next(p for p in inside.rglob("*") if p.is_dir() and os.listdir(p))
-    out = run(tmp_path / "work", f"out['hidden'] = look({str(probe)!r})\n"
-              f"out['python'] = sys.version_info[0]", hide=[probe])
+    out = run(
+        tmp_path / "work",
+        f"out['hidden'] = look({str(probe)!r})\nout['python'] = sys.version_info[0]",
+        hide=[probe],
+    )
     assert out["hidden"] == [] and out["python"] == 3
 
 
 def test_only_its_own_folder_is_writable(tmp_path):
-    out = run(tmp_path / "work", f"""
+    out = run(
+        tmp_path / "work",
+        f"""
         out["own"] = open("mine.txt", "w").write("x")
         out["tmp"] = open("/tmp/scratch", "w").write("y")
         for path in ({sys.prefix!r} + "/planted.pth", "/usr/planted", "/planted", "/dev/planted",
@@ -117,7 +146,8 @@ def test_only_its_own_folder_is_writable(tmp_path):
                 out[path] = "written"
             except OSError as error:
                 out[path] = type(error).__name__
-    """)
+    """,
+    )
     assert out.pop("own") == 1 and out.pop("tmp") == 1
     assert "written" not in out.values(), out
     assert (tmp_path / "work" / "mine.txt").exists() and not (tmp_path / "escaped").exists()
@@ -128,23 +158,28 @@ def test_no_network_not_even_the_graders_loopback(tmp_path):
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
-        out = run(tmp_path / "work", f"""
+        out = run(
+            tmp_path / "work",
+            f"""
             import socket
             try:
                 socket.create_connection(("127.0.0.1", {server.getsockname()[1]}), timeout=3)
                 out["connect"] = "connected"
             except OSError as error:
                 out["connect"] = type(error).__name__
-        """)
+        """,
+        )
         server.settimeout(0.3)
         with pytest.raises(socket.timeout):
-            server.accept()                                   # nobody came
+            server.accept()  # nobody came
     assert out["connect"] != "connected"
 
 
 def test_no_other_process_is_visible_and_nothing_outlives_the_worker(tmp_path):
     marker = tmp_path / "work" / "daemon-alive"
-    out = run(tmp_path / "work", """
+    out = run(
+        tmp_path / "work",
+        """
         out["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
         if os.fork() == 0:                        # a daemon that tries to outlive grading
             os.setsid()
@@ -152,25 +187,30 @@ def test_no_other_process_is_visible_and_nothing_outlives_the_worker(tmp_path):
             time.sleep(2)
             open("daemon-alive", "w").write("x")
             os._exit(0)
-    """)
-    assert len(out["pids"]) <= 3, out               # bubblewrap's init, the worker, a child
+    """,
+    )
+    assert len(out["pids"]) <= 3, out  # bubblewrap's init, the worker, a child
     import time
+
     time.sleep(3)
     assert not marker.exists()
 
 
 def test_environment_is_only_what_the_grader_gave(tmp_path, monkeypatch):
     monkeypatch.setenv("TFCOURSE_SANDBOX_SECRET", "from the grader")
-    out = run(tmp_path / "work", """
+    out = run(
+        tmp_path / "work",
+        """
         out["secret"] = os.environ.get("TFCOURSE_SANDBOX_SECRET")
         out["mine"] = os.environ.get("ONLY_THIS")
         out["cwd"] = os.getcwd()
-    """, env={"PATH": os.defpath, "ONLY_THIS": "1"})
+    """,
+        env={"PATH": os.defpath, "ONLY_THIS": "1"},
+    )
     assert out == {"secret": None, "mine": "1", "cwd": sandbox.WORK}
 
 
-def test_without_the_sandbox_nothing_starts_and_the_report_says_unsealed(tmp_path,
-                                                                          monkeypatch):
+def test_without_the_sandbox_nothing_starts_and_the_report_says_unsealed(tmp_path, monkeypatch):
     monkeypatch.setattr(sandbox, "_found", sandbox.Sandbox(None, "tested without"))
     with pytest.raises(RuntimeError, match="tested without"):
         run(tmp_path / "work", "pass")

@@ -35,16 +35,26 @@ def sealed(tmp_path_factory):
 
 def run_sealed(dest: Path, code: str) -> dict:
     """Run ``code`` in ``python -I`` with ``dest`` first on ``sys.path``; it fills ``out``."""
-    program = (f"import json, sys\nsys.path.insert(0, {str(dest)!r})\nout = {{}}\n"
-               + textwrap.dedent(code) + "\nprint(json.dumps(out))\n")
-    result = subprocess.run([sys.executable, "-I", "-c", program], capture_output=True,
-                            text=True, timeout=300, check=False)
+    program = (
+        f"import json, sys\nsys.path.insert(0, {str(dest)!r})\nout = {{}}\n"
+        + textwrap.dedent(code)
+        + "\nprint(json.dumps(out))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_the_worker_sees_the_sealed_package(sealed):
-    out = run_sealed(sealed, """
+    out = run_sealed(
+        sealed,
+        """
         def attempt(name, call):
             try:
                 value = call()
@@ -75,7 +85,8 @@ def test_the_worker_sees_the_sealed_package(sealed):
                                 if getattr(m, "__file__", None)
                                 and m.__name__.startswith("tfcourse")
                                 and not m.__file__.startswith(sys.path[0])]
-    """)
+    """,
+    )
     assert Path(out["file"]).resolve().is_relative_to(sealed.resolve())
     assert not out["real_imported"]
     assert out["rmsnorm"][0] == "ok"
@@ -92,21 +103,28 @@ def test_the_worker_sees_the_sealed_package(sealed):
 
 
 def test_no_trace_of_the_hidden_body(sealed):
-    assert LAYERNORM_LINE in (REAL / "nn" / "norms.py").read_text()   # the probe is real
-    copied = [p for p in (sealed / "tfcourse").rglob("*")
-              if p.is_file() and "__pycache__" not in p.parts]   # the worker test compiled it
+    assert LAYERNORM_LINE in (REAL / "nn" / "norms.py").read_text()  # the probe is real
+    copied = [
+        p for p in (sealed / "tfcourse").rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    ]  # the worker test compiled it
     assert all(p.suffix == ".py" for p in copied)
     assert not [p for p in copied if LAYERNORM_LINE in p.read_text()]
     # the checks (which hold reference formulas and the known mistakes) are gone
-    assert [p.name for p in (sealed / "tfcourse" / "checks").iterdir()
-            if p.name != "__pycache__"] == ["__init__.py"]
-    real_modules = {p.relative_to(REAL) for p in REAL.rglob("*.py")
-                    if "__pycache__" not in p.parts and p.relative_to(REAL).parts[0] != "checks"}
-    assert {p.relative_to(sealed / "tfcourse") for p in copied} - {Path("checks/__init__.py")} \
-        == real_modules
+    assert [
+        p.name for p in (sealed / "tfcourse" / "checks").iterdir() if p.name != "__pycache__"
+    ] == ["__init__.py"]
+    real_modules = {
+        p.relative_to(REAL)
+        for p in REAL.rglob("*.py")
+        if "__pycache__" not in p.parts and p.relative_to(REAL).parts[0] != "checks"
+    }
+    assert {p.relative_to(sealed / "tfcourse") for p in copied} - {
+        Path("checks/__init__.py")
+    } == real_modules
     # modules that do not mention a hidden name are byte-for-byte copies
-    assert (sealed / "tfcourse" / "nn" / "mlp.py").read_bytes() == (REAL / "nn" / "mlp.py"
-                                                                    ).read_bytes()
+    assert (sealed / "tfcourse" / "nn" / "mlp.py").read_bytes() == (
+        REAL / "nn" / "mlp.py"
+    ).read_bytes()
 
 
 def test_line_numbers_kept_and_others_untouched(sealed):
@@ -150,10 +168,19 @@ def test_seal_source_kinds():
         ''')
     hide = {"helper", "Hidden", "inner", "lam", "pair", "total"}
     sealed = seal.seal_source(source, hide)
-    for secret in ("the secret", "42", "secret inner", "1234", "9999", "lru_cache",
-                   "Docstring", "Reference class", "Base"):
+    for secret in (
+        "the secret",
+        "42",
+        "secret inner",
+        "1234",
+        "9999",
+        "lru_cache",
+        "Docstring",
+        "Reference class",
+        "Base",
+    ):
         assert secret not in sealed.replace("import functools", ""), secret
-    assert '"method"' in sealed                       # methods of other classes stay
+    assert '"method"' in sealed  # methods of other classes stay
     assert len(sealed.splitlines()) >= len(source.splitlines())
     namespace = {}
     exec(compile(sealed, "<sealed>", "exec"), namespace)
@@ -161,7 +188,7 @@ def test_seal_source_kinds():
         with pytest.raises(RuntimeError, match="sealed: the course's reference"):
             namespace[name](1)
     assert isinstance(namespace["Hidden"], type) and namespace["Kept"]().helper() == "method"
-    assert namespace["a"] == 1                        # `a, pair = ...`: only pair is a stub
+    assert namespace["a"] == 1  # `a, pair = ...`: only pair is a stub
 
 
 def test_seal_source_falls_back_to_unparse_on_shared_lines():
@@ -203,8 +230,10 @@ def test_sealed_package_is_cached_and_thread_safe():
     start = time.perf_counter()
     again = seal.sealed_package(set(hide))
     cached = time.perf_counter() - start
-    print(f"sealed_package: first {1000 * first:.0f} ms (build + byte-compile), "
-          f"cached {1e6 * cached:.0f} us")
+    print(
+        f"sealed_package: first {1000 * first:.0f} ms (build + byte-compile), "
+        f"cached {1e6 * cached:.0f} us"
+    )
     assert not errors and len(set(results)) == 1 and again == results[0]
     assert (again / "tfcourse" / "nn" / "__pycache__").is_dir()
     assert seal.sealed_package(frozenset({"LayerNorm"})) != again

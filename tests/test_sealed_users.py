@@ -55,10 +55,18 @@ def look(path):
 def start(code: str, folder: Path) -> users.Worker:
     """``code`` running as a fresh user in ``folder``; it fills ``out``, printed as JSON."""
     folder.mkdir(exist_ok=True)
-    program = ("import json, os, sys\nout = {}\n" + LOOK + textwrap.dedent(code)
-               + "\nprint(json.dumps(out), flush=True)\n")
-    return users.Worker([sys.executable, "-I", "-c", program], folder=folder,
-                        env={"PATH": os.defpath}, stderr=subprocess.PIPE)
+    program = (
+        "import json, os, sys\nout = {}\n"
+        + LOOK
+        + textwrap.dedent(code)
+        + "\nprint(json.dumps(out), flush=True)\n"
+    )
+    return users.Worker(
+        [sys.executable, "-I", "-c", program],
+        folder=folder,
+        env={"PATH": os.defpath},
+        stderr=subprocess.PIPE,
+    )
 
 
 def result(worker: users.Worker, timeout: float = 60) -> dict:
@@ -79,7 +87,7 @@ def run(code: str) -> dict:
 
 
 def test_the_graders_files_are_out_of_a_fresh_users_reach(tmp_path):
-    classmate = Path(tempfile.mkdtemp(prefix="tfcourse-grade-"))     # the grader's, 0700
+    classmate = Path(tempfile.mkdtemp(prefix="tfcourse-grade-"))  # the grader's, 0700
     (classmate / "bob_03_norms.ipynb").write_text("{}")
     secret = Path(tempfile.mkdtemp()) / "grading-secret"
     secret.write_text("s3cret")
@@ -138,7 +146,8 @@ def test_nothing_a_worker_starts_or_leaves_outlives_its_session(tmp_path):
     """A daemon in a session of its own, files in every shared writable folder (one in a
     world-writable folder of the worker's own making): all gone once the session ends."""
     marker = Path(tempfile.gettempdir()) / f"daemon-alive-{os.getpid()}"
-    worker = start(f"""
+    worker = start(
+        f"""
         for place in ("/tmp", "/var/tmp", "/dev/shm"):
             if os.path.isdir(place):
                 open(place + "/left-by-{os.getpid()}", "w").write("for the next learner")
@@ -154,18 +163,23 @@ def test_nothing_a_worker_starts_or_leaves_outlives_its_session(tmp_path):
             open({str(marker)!r}, "w").write("x")
             os._exit(0)
         out["done"] = 1
-    """, tmp_path / "work")
+    """,
+        tmp_path / "work",
+    )
     assert result(worker) == {"done": 1}
-    left = [Path(p, f"left-by-{os.getpid()}") for p in ("/tmp", "/var/tmp", "/dev/shm")
-            if os.path.isdir(p)] + [Path(f"/tmp/open-{os.getpid()}")]
+    left = [
+        Path(p, f"left-by-{os.getpid()}")
+        for p in ("/tmp", "/var/tmp", "/dev/shm")
+        if os.path.isdir(p)
+    ] + [Path(f"/tmp/open-{os.getpid()}")]
     assert all(path.exists() for path in left)
-    assert users._running(worker.uid)                     # the daemon, before the end
+    assert users._running(worker.uid)  # the daemon, before the end
     worker.kill()
     assert not users._running(worker.uid)
     assert not any(path.exists() for path in left), left
     time.sleep(3)
     assert not marker.exists()
-    assert (tmp_path / "work").exists()                   # the grader's, removed by it
+    assert (tmp_path / "work").exists()  # the grader's, removed by it
 
 
 def test_the_probe_refuses_a_secret_a_fresh_user_can_read_or_write(tmp_path):
@@ -173,16 +187,16 @@ def test_the_probe_refuses_a_secret_a_fresh_user_can_read_or_write(tmp_path):
     try:
         (exposed / "answers.ipynb").write_text("{}")
         (exposed / "answers.ipynb").chmod(0o600)
-        exposed.chmod(0o711)                  # passable, not listable: the file is safe
+        exposed.chmod(0o711)  # passable, not listable: the file is safe
         with tempfile.TemporaryDirectory() as folder:
             assert users.probe([exposed], Path(folder)) == ""
-        (exposed / "answers.ipynb").chmod(0o644)      # readable by name
+        (exposed / "answers.ipynb").chmod(0o644)  # readable by name
         users._probed.clear()
         with tempfile.TemporaryDirectory() as folder:
             why = users.probe([exposed], Path(folder))
         assert f"can read {exposed / 'answers.ipynb'}" in why, why
         (exposed / "answers.ipynb").chmod(0o600)
-        exposed.chmod(0o733)                  # writable: a file could be planted there
+        exposed.chmod(0o733)  # writable: a file could be planted there
         users._probed.clear()
         with tempfile.TemporaryDirectory() as folder:
             why = users.probe([exposed], Path(folder))
@@ -195,12 +209,17 @@ def test_the_probe_refuses_a_secret_a_fresh_user_can_read_or_write(tmp_path):
 def test_ids_are_fresh_and_never_given_twice():
     taken = {users.fresh_id() for _ in range(200)}
     assert len(taken) == 200 and min(taken) >= users.LOW
-    running = {int(line.split()[1]) for status in Path("/proc").glob("[0-9]*/status")
-               for line in status.read_text().splitlines() if line.startswith("Uid:")}
+    running = {
+        int(line.split()[1])
+        for status in Path("/proc").glob("[0-9]*/status")
+        for line in status.read_text().splitlines()
+        if line.startswith("Uid:")
+    }
     assert not taken & running
 
 
 # ------------------------------------------------------------------ the grader in this mode
+
 
 @pytest.fixture(scope="module")
 def solution():
@@ -227,10 +246,12 @@ def test_solved_unsolved_and_the_reference_by_a_path_no_scan_sees(solution):
     verdict = grade_exercise(unsolved, solution, "RMSNorm", USERS)
     assert verdict.status == "failed" and "NotImplementedError" in verdict.output
     # The real package's reference, loaded by its path: unreadable for the worker's user.
-    steal = ("import importlib.util\n"
-             f"spec = importlib.util.spec_from_file_location('n', {str(package_dir())!r}"
-             " + '/nn/norms.py')\nmodule = importlib.util.module_from_spec(spec)\n"
-             "spec.loader.exec_module(module)\nRMSNorm = module.RMSNorm\n")
+    steal = (
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('n', {str(package_dir())!r}"
+        " + '/nn/norms.py')\nmodule = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\nRMSNorm = module.RMSNorm\n"
+    )
     verdict = grade_exercise(_rmsnorm(solution, steal), solution, "RMSNorm", USERS)
     assert verdict.status == "failed" and "PermissionError" in " ".join(verdict.notes), verdict
 
@@ -238,15 +259,19 @@ def test_solved_unsolved_and_the_reference_by_a_path_no_scan_sees(solution):
 @pytest.mark.slow
 def test_the_workers_limits_include_a_process_cap_and_no_new_privileges(solution):
     """The learner's RMSNorm works only where both are in force, so a pass proves them."""
-    guard = ("import resource\n"
-             "assert resource.getrlimit(resource.RLIMIT_NPROC)[1] <= 256\n"
-             "assert 'NoNewPrivs:\\t1' in open('/proc/self/status').read()\n")
+    guard = (
+        "import resource\n"
+        "assert resource.getrlimit(resource.RLIMIT_NPROC)[1] <= 256\n"
+        "assert 'NoNewPrivs:\\t1' in open('/proc/self/status').read()\n"
+    )
     verdict = grade_exercise(_rmsnorm(solution, extra=guard), solution, "RMSNorm", USERS)
     assert verdict.status == "passed" and not verdict.notes, verdict
 
 
 @pytest.mark.slow
-def test_the_report_names_the_measures_and_root_without_bubblewrap_chooses_this_mode(solution, tmp_path):
+def test_the_report_names_the_measures_and_root_without_bubblewrap_chooses_this_mode(
+    solution, tmp_path
+):
     result, _ = grade(_rmsnorm(solution), solution, USERS)
     assert all(e.passed and e.sealed for e in result.exercises), result.exercises
     assert "fresh unprivileged user" in result.isolation[0]
@@ -256,10 +281,25 @@ def test_the_report_names_the_measures_and_root_without_bubblewrap_chooses_this_
     notebook_format.write_notebook(_rmsnorm(solution), submissions / "99_fixture.ipynb")
     # No bwrap on this PATH: the grader finds no bubblewrap and, being root, picks this mode.
     out = subprocess.run(
-        [sys.executable, "-m", "tfcourse", "grade", str(submissions), "--solutions",
-         str(FIXTURES), "--csv", str(tmp_path / "grades.csv"), "--secret",
-         str(tmp_path / "secret")], check=False, capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, TFCOURSE_LANG="en", PATH=os.path.dirname(sys.executable)))
+        [
+            sys.executable,
+            "-m",
+            "tfcourse",
+            "grade",
+            str(submissions),
+            "--solutions",
+            str(FIXTURES),
+            "--csv",
+            str(tmp_path / "grades.csv"),
+            "--secret",
+            str(tmp_path / "secret"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, TFCOURSE_LANG="en", PATH=os.path.dirname(sys.executable)),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "fresh unprivileged user" in out.stdout and "score: 2/2" in out.stdout, out.stdout
     assert stat.S_IMODE((tmp_path / "grades.csv").stat().st_mode) == 0o600

@@ -29,17 +29,25 @@ from tfcourse.course.site import SiteError, _title_and_goal, build_site
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
-REAL = ["01_attention", "04_mlp"]          # math, figures, exercise and check cells
-PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
-       "rkJggg==")
+REAL = ["01_attention", "04_mlp"]  # math, figures, exercise and check cells
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
+    "rkJggg=="
+)
 # Independent of the implementation's own check: a tag that loads, with a remote address.
-REMOTE_LOAD = re.compile(r"<(script|link|img|iframe|source|embed|object|video|audio)\b[^>]*"
-                         r"\b(src|href|data)\s*=\s*[\"']?(https?:)?//", re.IGNORECASE)
+REMOTE_LOAD = re.compile(
+    r"<(script|link|img|iframe|source|embed|object|video|audio)\b[^>]*"
+    r"\b(src|href|data)\s*=\s*[\"']?(https?:)?//",
+    re.IGNORECASE,
+)
 
 
 def _notebook(path: Path, cells):
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
-                                                           "display_name": "Python 3"}})
+    nb = nbformat.v4.new_notebook(
+        metadata={
+            "kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}
+        }
+    )
     nb.cells = cells
     nbformat.write(nb, path)
 
@@ -50,34 +58,63 @@ def course(tmp_path) -> Path:
     root = tmp_path / "course"
     for folder in ("solutions", "notebooks", "docs"):
         (root / folder).mkdir(parents=True)
-    figure = nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"})
-    widget = nbformat.v4.new_output("display_data", data={
-        "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2,
-                                                     "version_minor": 0},
-        "text/plain": "VBox(children=(Dropdown(...),))"})
-    script = nbformat.v4.new_output("display_data", data={
-        "application/javascript": "fetch('https://example.com/track')", "text/plain": "<JS>"})
-    _notebook(root / "solutions" / "01_first.ipynb", [
-        nbformat.v4.new_markdown_cell(
-            "# 01 · First steps\n\n**Goal:** meet $\\sqrt{d_k}$ and the mask. More text.\n\n"
-            "See [the guide](../docs/guide.md#part-two), [the next notebook](02_second.ipynb), "
-            "[the learner copy](../notebooks/02_second.ipynb), [the README](../README.md) and "
-            "[a paper](https://arxiv.org/abs/1706.03762).\n\n$$\\frac{q k^\\top}{\\sqrt{d_k}}$$",
-            id="intro"),
-        nbformat.v4.new_code_cell("plot()", id="plot", outputs=[figure]),
-        nbformat.v4.new_code_cell("explorer()", id="explorer", outputs=[widget, script])])
-    _notebook(root / "solutions" / "02_second.ipynb", [
-        nbformat.v4.new_markdown_cell("# 02 · Second steps\n\nBack to [01](01_first.ipynb).", id="intro"),
-        nbformat.v4.new_code_cell("print('hello')", id="hello",
-                                  outputs=[nbformat.v4.new_output("stream", text="hello\n")])])
+    figure = nbformat.v4.new_output(
+        "display_data", data={"image/png": PNG, "text/plain": "<Figure>"}
+    )
+    widget = nbformat.v4.new_output(
+        "display_data",
+        data={
+            "application/vnd.jupyter.widget-view+json": {
+                "model_id": "abc",
+                "version_major": 2,
+                "version_minor": 0,
+            },
+            "text/plain": "VBox(children=(Dropdown(...),))",
+        },
+    )
+    script = nbformat.v4.new_output(
+        "display_data",
+        data={"application/javascript": "fetch('https://example.com/track')", "text/plain": "<JS>"},
+    )
+    _notebook(
+        root / "solutions" / "01_first.ipynb",
+        [
+            nbformat.v4.new_markdown_cell(
+                "# 01 · First steps\n\n**Goal:** meet $\\sqrt{d_k}$ and the mask. More text.\n\n"
+                "See [the guide](../docs/guide.md#part-two), [the next notebook](02_second.ipynb), "
+                "[the learner copy](../notebooks/02_second.ipynb), [the README](../README.md) and "
+                "[a paper](https://arxiv.org/abs/1706.03762).\n\n$$\\frac{q k^\\top}{\\sqrt{d_k}}$$",
+                id="intro",
+            ),
+            nbformat.v4.new_code_cell("plot()", id="plot", outputs=[figure]),
+            nbformat.v4.new_code_cell("explorer()", id="explorer", outputs=[widget, script]),
+        ],
+    )
+    _notebook(
+        root / "solutions" / "02_second.ipynb",
+        [
+            nbformat.v4.new_markdown_cell(
+                "# 02 · Second steps\n\nBack to [01](01_first.ipynb).", id="intro"
+            ),
+            nbformat.v4.new_code_cell(
+                "print('hello')",
+                id="hello",
+                outputs=[nbformat.v4.new_output("stream", text="hello\n")],
+            ),
+        ],
+    )
     for name in ("01_first.ipynb", "02_second.ipynb"):
         (root / "notebooks" / name).write_text((root / "solutions" / name).read_text())
-    (root / "README.md").write_text("# A tiny course\n\nIt has [a guide](docs/guide.md#part-two) "
-                                    "and [notebook 01](notebooks/01_first.ipynb).\n\n"
-                                    "## Part two\n\n[Up](#a-tiny-course)\n")
-    (root / "docs" / "guide.md").write_text("# Guide\n\n[Home](../README.md), [a sibling](other.md), "
-                                            "[notebook 02](../solutions/02_second.ipynb).\n\n"
-                                            "## Part two\n\nText.\n")
+    (root / "README.md").write_text(
+        "# A tiny course\n\nIt has [a guide](docs/guide.md#part-two) "
+        "and [notebook 01](notebooks/01_first.ipynb).\n\n"
+        "## Part two\n\n[Up](#a-tiny-course)\n"
+    )
+    (root / "docs" / "guide.md").write_text(
+        "# Guide\n\n[Home](../README.md), [a sibling](other.md), "
+        "[notebook 02](../solutions/02_second.ipynb).\n\n"
+        "## Part two\n\nText.\n"
+    )
     (root / "docs" / "other.md").write_text("# Other\n")
     return root
 
@@ -85,25 +122,43 @@ def course(tmp_path) -> Path:
 @pytest.fixture
 def bilingual(course) -> Path:
     """The course, with a Chinese edition of notebook 01 (02 has none) and a README.zh.md."""
-    widget = nbformat.v4.new_output("display_data", data={
-        "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2,
-                                                     "version_minor": 0}, "text/plain": "VBox()"})
+    widget = nbformat.v4.new_output(
+        "display_data",
+        data={
+            "application/vnd.jupyter.widget-view+json": {
+                "model_id": "abc",
+                "version_major": 2,
+                "version_minor": 0,
+            },
+            "text/plain": "VBox()",
+        },
+    )
     for folder in ("solutions/zh", "notebooks/zh"):
         (course / folder).mkdir()
-        _notebook(course / folder / "01_first.ipynb", [
-            nbformat.v4.new_markdown_cell(
-                "# 01 · 第一步\n\n**目标：** 认识 $\\sqrt{d_k}$ 和\n掩码。后面的句子。\n\n"
-                "见[学员版](../../notebooks/zh/01_first.ipynb)、[下一个](02_second.ipynb)、"
-                "[指南](../docs/guide.md)和[说明](../../README.zh.md)。", id="intro"),
-            nbformat.v4.new_code_cell("explorer()", id="explorer", outputs=[widget])])
+        _notebook(
+            course / folder / "01_first.ipynb",
+            [
+                nbformat.v4.new_markdown_cell(
+                    "# 01 · 第一步\n\n**目标：** 认识 $\\sqrt{d_k}$ 和\n掩码。后面的句子。\n\n"
+                    "见[学员版](../../notebooks/zh/01_first.ipynb)、[下一个](02_second.ipynb)、"
+                    "[指南](../docs/guide.md)和[说明](../../README.zh.md)。",
+                    id="intro",
+                ),
+                nbformat.v4.new_code_cell("explorer()", id="explorer", outputs=[widget]),
+            ],
+        )
     (course / "README.zh.md").write_text(
         "# 一门小课程\n\n[English](README.md)\n\n它有一\n个[指南](docs/guide.md)和"
-        "[第 01 个 notebook](notebooks/zh/01_first.ipynb)。\n", encoding="utf-8")
+        "[第 01 个 notebook](notebooks/zh/01_first.ipynb)。\n",
+        encoding="utf-8",
+    )
     return course
 
 
 def _pages(out: Path) -> dict[str, str]:
-    return {p.relative_to(out).as_posix(): p.read_text(encoding="utf-8") for p in out.rglob("*.html")}
+    return {
+        p.relative_to(out).as_posix(): p.read_text(encoding="utf-8") for p in out.rglob("*.html")
+    }
 
 
 def _switch(pages: dict[str, str], page: str) -> str | None:
@@ -117,27 +172,41 @@ def _switch(pages: dict[str, str], page: str) -> str | None:
 def test_fixture_course_pages_and_downloads(course, tmp_path):
     report = build_site(course, tmp_path / "site")
     out = tmp_path / "site"
-    assert sorted(report.pages) == sorted(_pages(out)) == [
-        "01_first.html", "02_second.html", "README.html", "docs/guide.html", "docs/other.html",
-        "index.html"]
+    assert (
+        sorted(report.pages)
+        == sorted(_pages(out))
+        == [
+            "01_first.html",
+            "02_second.html",
+            "README.html",
+            "docs/guide.html",
+            "docs/other.html",
+            "index.html",
+        ]
+    )
     for folder in ("notebooks", "solutions"):
         for name in ("01_first.ipynb", "02_second.ipynb"):
             assert (out / folder / name).read_bytes() == (course / folder / name).read_bytes()
     page = (out / "01_first.html").read_text()
-    for folder in ("notebooks", "solutions"):   # zipped: a page read from disk can save a zip
+    for folder in ("notebooks", "solutions"):  # zipped: a page read from disk can save a zip
         assert f'href="{folder}/01_first.zip" download' in page
         with zipfile.ZipFile(out / folder / "01_first.zip") as bundle:
             assert bundle.namelist() == ["01_first.ipynb"]
-            assert bundle.read("01_first.ipynb") == (course / folder / "01_first.ipynb").read_bytes()
-    build_site(course, tmp_path / "again")             # the same bytes on every build
-    assert ((out / "notebooks" / "01_first.zip").read_bytes()
-            == (tmp_path / "again" / "notebooks" / "01_first.zip").read_bytes())
+            assert (
+                bundle.read("01_first.ipynb") == (course / folder / "01_first.ipynb").read_bytes()
+            )
+    build_site(course, tmp_path / "again")  # the same bytes on every build
+    assert (out / "notebooks" / "01_first.zip").read_bytes() == (
+        tmp_path / "again" / "notebooks" / "01_first.zip"
+    ).read_bytes()
     assert 'rel="next" href="02_second.html">02 · Second steps →' in page
-    assert 'rel="prev" href="01_first.html">← 01 · First steps' in (out / "02_second.html").read_text()
+    assert (
+        'rel="prev" href="01_first.html">← 01 · First steps' in (out / "02_second.html").read_text()
+    )
     index = (out / "index.html").read_text()
     assert "<h1>A tiny course</h1>" in index
     assert 'href="01_first.html">01 · First steps</a>' in index
-    assert "Meet <math" in index                     # the goal's first sentence, math and all
+    assert "Meet <math" in index  # the goal's first sentence, math and all
     assert "More text" not in index
 
 
@@ -145,17 +214,20 @@ def test_md_and_notebook_links_are_rewritten(course, tmp_path):
     build_site(course, tmp_path / "site")
     pages = _pages(tmp_path / "site")
     assert 'href="docs/guide.html#part-two"' in pages["README.html"]
-    assert 'href="01_first.html"' in pages["README.html"]           # notebooks/ -> the page
-    assert 'id="part-two"' in pages["docs/guide.html"]              # GitHub-style anchors
-    assert 'href="#a-tiny-course"' in pages["README.html"] and 'id="a-tiny-course"' in pages["README.html"]
+    assert 'href="01_first.html"' in pages["README.html"]  # notebooks/ -> the page
+    assert 'id="part-two"' in pages["docs/guide.html"]  # GitHub-style anchors
+    assert (
+        'href="#a-tiny-course"' in pages["README.html"]
+        and 'id="a-tiny-course"' in pages["README.html"]
+    )
     guide = pages["docs/guide.html"]
     assert 'href="../README.html"' in guide and 'href="other.html"' in guide
-    assert 'href="../02_second.html"' in guide                      # solutions/ -> the page
+    assert 'href="../02_second.html"' in guide  # solutions/ -> the page
     first = pages["01_first.html"]
     for href in ("docs/guide.html#part-two", "02_second.html", "README.html"):
         assert f'href="{href}"' in first
-    assert first.count('href="02_second.html"') >= 2                # solution and learner links
-    assert 'href="https://arxiv.org/abs/1706.03762"' in first        # prose links stay, as <a>
+    assert first.count('href="02_second.html"') >= 2  # solution and learner links
+    assert 'href="https://arxiv.org/abs/1706.03762"' in first  # prose links stay, as <a>
     assert not re.search(r'href="[^"]*\.md[#"]', "".join(pages.values()))
 
 
@@ -165,7 +237,7 @@ def test_outputs_math_and_widgets(course, tmp_path):
     assert re.search(r'<img [^>]*src="data:image/png;base64,' + re.escape(PNG[:20]), page)
     assert '<math display="block">' in page and "<msqrt>" in page and "$" not in page
     assert "interactive widget" in page and "widget-view+json" not in page
-    assert "example.com/track" not in page                          # JavaScript outputs dropped
+    assert "example.com/track" not in page  # JavaScript outputs dropped
     assert "VBox(children" not in page
 
 
@@ -178,16 +250,19 @@ def test_no_page_loads_anything_remote(course, tmp_path):
         assert "mathjax" not in text.lower() and "require.js" not in text and "unpkg" not in text
 
 
-@pytest.mark.parametrize("tag", [
-    '<script src="https://cdn.example.com/require.min.js"></script>',
-    '<link rel="stylesheet" href="//fonts.example.com/css">',
-    "<img src='http://example.com/x.png'>",
-    '<iframe src="https://example.com"></iframe>',
-    '<script src="\\\\example.com\\x.js"></script>',            # browsers read \\ as //
-    '<img srcset="a.png 1x, https://example.com/b.png 2x">',
-    "<style>@import url(https://example.com/theme.css);</style>",
-    '<div style="background: url(\'https://example.com/bg.png\')"></div>',
-])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        '<script src="https://cdn.example.com/require.min.js"></script>',
+        '<link rel="stylesheet" href="//fonts.example.com/css">',
+        "<img src='http://example.com/x.png'>",
+        '<iframe src="https://example.com"></iframe>',
+        '<script src="\\\\example.com\\x.js"></script>',  # browsers read \\ as //
+        '<img srcset="a.png 1x, https://example.com/b.png 2x">',
+        "<style>@import url(https://example.com/theme.css);</style>",
+        "<div style=\"background: url('https://example.com/bg.png')\"></div>",
+    ],
+)
 def test_offline_check_catches_injected_resources(course, tmp_path, tag):
     build_site(course, tmp_path / "site")
     page = tmp_path / "site" / "02_second.html"
@@ -197,14 +272,21 @@ def test_offline_check_catches_injected_resources(course, tmp_path, tag):
 
 
 def test_offline_check_allows_what_loads_nothing():
-    assert external_resources('<a href="https://example.com">paper</a> <img src="data:image/png;'
-                              'base64,AAAA"> <link rel="stylesheet" href="style.css"> '
-                              '<img src="file:///tmp/x.png"> <a href="#top">top</a>') == []
+    assert (
+        external_resources(
+            '<a href="https://example.com">paper</a> <img src="data:image/png;'
+            'base64,AAAA"> <link rel="stylesheet" href="style.css"> '
+            '<img src="file:///tmp/x.png"> <a href="#top">top</a>'
+        )
+        == []
+    )
 
 
 def test_a_remote_image_in_a_notebook_fails_the_build(course, tmp_path):
     nb = nbformat.read(course / "solutions" / "02_second.ipynb", as_version=4)
-    nb.cells.append(nbformat.v4.new_markdown_cell("![logo](https://example.com/logo.png)", id="logo"))
+    nb.cells.append(
+        nbformat.v4.new_markdown_cell("![logo](https://example.com/logo.png)", id="logo")
+    )
     nbformat.write(nb, course / "solutions" / "02_second.ipynb")
     with pytest.raises(SiteError, match=r"02_second.html: <img src=https://example.com/logo.png>"):
         build_site(course, tmp_path / "site")
@@ -243,14 +325,18 @@ def test_language_switch_links_both_ways(bilingual, tmp_path):
     assert sorted(report.pages) == sorted(pages)
     switches = {page: _switch(pages, page) for page in pages}
     assert {page: target for page, target in switches.items() if target} == {
-        "01_first.html": "zh/01_first.html", "zh/01_first.html": "01_first.html",
-        "index.html": "zh/index.html", "zh/index.html": "index.html",
-        "README.html": "README.zh.html", "README.zh.html": "README.html"}
+        "01_first.html": "zh/01_first.html",
+        "zh/01_first.html": "01_first.html",
+        "index.html": "zh/index.html",
+        "zh/index.html": "index.html",
+        "README.html": "README.zh.html",
+        "README.zh.html": "README.html",
+    }
     for page, target in switches.items():
         assert target is None or (out / target).is_file(), (page, target)
     # No Chinese twin, no switch: not to a page that does not exist, not to the index.
     assert switches["02_second.html"] is None and "zh/02_second.html" not in pages
-    assert '>中文</a>' in pages["01_first.html"] and '>English</a>' in pages["zh/01_first.html"]
+    assert ">中文</a>" in pages["01_first.html"] and ">English</a>" in pages["zh/01_first.html"]
     assert check_offline(out) == []
     for name, text in pages.items():
         assert not REMOTE_LOAD.search(text), name
@@ -265,16 +351,19 @@ def test_chinese_pages_chrome_downloads_and_links(bilingual, tmp_path):
     assert "<title>01 · 第一步 · tfcourse</title>" in page and "<h1" in page and "第一步" in page
     assert '<a href="../zh/index.html">课程</a>' in page and ">Course</a>" not in page
     assert "下载" in page and "Download the" not in page
-    assert "交互控件" in page and "interactive widget" not in page and "widget-view+json" not in page
+    assert (
+        "交互控件" in page and "interactive widget" not in page and "widget-view+json" not in page
+    )
     for kind in ("notebooks", "solutions"):
         assert f'href="{kind}/01_first.zip" download' in page
-        assert ((out / "zh" / kind / "01_first.ipynb").read_bytes()
-                == (bilingual / kind / "zh" / "01_first.ipynb").read_bytes())
+        assert (out / "zh" / kind / "01_first.ipynb").read_bytes() == (
+            bilingual / kind / "zh" / "01_first.ipynb"
+        ).read_bytes()
     assert not (out / "zh" / "notebooks" / "02_second.ipynb").exists()
     # notebooks/zh/, README.zh.md, an English-only notebook, a link written as from solutions/.
     for href in ("01_first.html", "../README.zh.html", "../02_second.html", "../docs/guide.html"):
         assert f'href="{href}"' in page, href
-    assert 'href="zh/01_first.html"' in pages["README.zh.html"]      # README.zh.md's link
+    assert 'href="zh/01_first.html"' in pages["README.zh.html"]  # README.zh.md's link
     assert '<html lang="zh-CN">' in pages["README.zh.html"]
     assert not re.search(r'href="[^"]*\.(md|ipynb)[#"](?! download)', "".join(pages.values()))
 
@@ -284,9 +373,12 @@ def test_chinese_index_lists_the_chinese_notebooks(bilingual, tmp_path):
     build_site(bilingual, out)
     index = (out / "zh" / "index.html").read_text(encoding="utf-8")
     assert '<html lang="zh-CN">' in index and "<h1>一门小课程</h1>" in index
-    assert "<p>它有一个<a" in index and ">English</a></p>" not in index   # intro: not the switch line
+    assert (
+        "<p>它有一个<a" in index and ">English</a></p>" not in index
+    )  # intro: not the switch line
     assert re.findall(r'<a class="title" href="([^"]+)">([^<]+)</a>', index) == [
-        ("01_first.html", "01 · 第一步")]
+        ("01_first.html", "01 · 第一步")
+    ]
     assert "认识 <math" in index and "和掩码。" in index and "后面的句子" not in index
     assert '<a href="../02_second.html" hreflang="en">02 · Second steps</a>' in index  # no zh yet
     assert "<h2>文档</h2>" in index and 'href="../docs/guide.html"' in index
@@ -294,12 +386,15 @@ def test_chinese_index_lists_the_chinese_notebooks(bilingual, tmp_path):
     assert english.count('class="title"') == 2 and "<h1>A tiny course</h1>" in english
 
 
-@pytest.mark.parametrize(("goal", "first"), [
-    ("**Goal:** meet the mask. More text.", "Meet the mask."),
-    ("**目标：** 认识掩码。后面的句子。", "认识掩码。"),
-    ("**目标。** 它说「耗时降至1.3ms。」然后呢？下一句。", "它说「耗时降至1.3ms。」然后呢？"),
-    ("一行写到\n下一行！第二句。", "一行写到下一行！"),
-])
+@pytest.mark.parametrize(
+    ("goal", "first"),
+    [
+        ("**Goal:** meet the mask. More text.", "Meet the mask."),
+        ("**目标：** 认识掩码。后面的句子。", "认识掩码。"),
+        ("**目标。** 它说「耗时降至1.3ms。」然后呢？下一句。", "它说「耗时降至1.3ms。」然后呢？"),
+        ("一行写到\n下一行！第二句。", "一行写到下一行！"),
+    ],
+)
 def test_first_sentence_in_either_language(goal, first):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# Title\n\n{goal}")])
     assert _title_and_goal(nb, "x") == ("Title", first)
@@ -327,6 +422,7 @@ def test_real_notebooks(real_site):
 
 # ------------------------------------------------------------------------- in a browser
 
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -335,8 +431,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_site_in_chromium_offline(tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs the "
-                                   "`playwright` package (pip install -e '.[dev]')")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api",
+        reason="the browser test needs the `playwright` package (pip install -e '.[dev]')",
+    )
     # test_browser's Chromium lookup (skips when there is none) and flags for a machine offline.
     import test_browser
 
@@ -347,7 +445,8 @@ def test_site_in_chromium_offline(tmp_path):
     report = build_site(ROOT, out)
     seconds = time.monotonic() - started
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(out)))
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(out))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}/"
     ARTIFACTS.mkdir(exist_ok=True)
@@ -355,13 +454,19 @@ def test_site_in_chromium_offline(tmp_path):
     try:
         with sync_api.sync_playwright() as playwright:
             context = playwright.chromium.launch_persistent_context(
-                str(tmp_path / "chromium-profile"), executable_path=chromium,
-                headless=True, args=test_browser.CHROMIUM_FLAGS, viewport={"width": 1280, "height": 1000})
+                str(tmp_path / "chromium-profile"),
+                executable_path=chromium,
+                headless=True,
+                args=test_browser.CHROMIUM_FLAGS,
+                viewport={"width": 1280, "height": 1000},
+            )
             page = context.new_page()
             page.on("request", lambda request: requests.append(request.url))
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto(base + "index.html")
-            assert page.locator(".toc a.title").count() == len(list((ROOT / "solutions").glob("*.ipynb")))
+            assert page.locator(".toc a.title").count() == len(
+                list((ROOT / "solutions").glob("*.ipynb"))
+            )
             page.screenshot(path=str(ARTIFACTS / "site-index.png"))
             for name in REAL:
                 page.get_by_role("link", name="Course", exact=True).click()
@@ -372,7 +477,7 @@ def test_site_in_chromium_offline(tmp_path):
                 page.screenshot(path=str(ARTIFACTS / f"site-{name}.png"))
             page.get_by_role("link", name="README", exact=True).click()
             page.wait_for_url("**/README.html")
-            page.goto((out / "03_norms.html").as_uri())            # from the file system
+            page.goto((out / "03_norms.html").as_uri())  # from the file system
             _assert_rendered(page)
             page.screenshot(path=str(ARTIFACTS / "site-file-03_norms.png"))
             # The recorder itself: a page that does load something remote is seen (TEST-NET
@@ -385,8 +490,9 @@ def test_site_in_chromium_offline(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
-    (ARTIFACTS / "site-timing.json").write_text(json.dumps(
-        {"build_s": round(seconds, 1), "pages": len(report.pages)}, indent=1) + "\n")
+    (ARTIFACTS / "site-timing.json").write_text(
+        json.dumps({"build_s": round(seconds, 1), "pages": len(report.pages)}, indent=1) + "\n"
+    )
     allowed = (base, "data:", "file://")
     assert requests and not [url for url in requests if not url.startswith(allowed)], requests
     assert not errors, errors
@@ -394,8 +500,9 @@ def test_site_in_chromium_offline(tmp_path):
 
 def _assert_rendered(page):
     """The page has its stylesheet, a loaded figure and rendered math or code."""
-    page.wait_for_function("() => [...document.images].some(i => i.complete && i.naturalWidth > 0)",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.images].some(i => i.complete && i.naturalWidth > 0)", timeout=30_000
+    )
     assert page.evaluate("getComputedStyle(document.querySelector('main')).maxWidth") != "none"
     assert page.locator(".jp-CodeCell .highlight").count() > 0
     if page.locator("math").count():
@@ -420,5 +527,8 @@ def test_real_chinese_pages(real_site):
         assert _switch(pages, f"zh/{name}.html") == f"{name}.html"
         assert _switch(pages, f"{name}.html") == f"zh/{name}.html"
         assert (out / "zh" / "notebooks" / f"{name}.ipynb").is_file()
-    assert _switch(pages, "index.html") == "zh/index.html" and _switch(pages, "zh/index.html") == "index.html"
+    assert (
+        _switch(pages, "index.html") == "zh/index.html"
+        and _switch(pages, "zh/index.html") == "index.html"
+    )
     assert {f"zh/{name}.html" for name in chinese} <= set(report.pages)

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # ------------------------------------------------------------------------ most_frequent_pair
 
+
 def pair_with_dict(ids):
     counts = {}
     for i in range(len(ids) - 1):
@@ -68,12 +69,15 @@ def test_correct_pair_counters_pass(fn, capsys):
     passes(check_most_frequent_pair, fn, capsys, "most_frequent_pair")
 
 
-@pytest.mark.parametrize("fn, named", [
-    (pair_most_common, "seen first"),
-    (pair_max, "larger pair"),
-    (pair_skipping_runs, "a a a counts (a, a) once"),
-    (pair_missing_last, "last pair"),
-])
+@pytest.mark.parametrize(
+    "fn, named",
+    [
+        (pair_most_common, "seen first"),
+        (pair_max, "larger pair"),
+        (pair_skipping_runs, "a a a counts (a, a) once"),
+        (pair_missing_last, "last pair"),
+    ],
+)
 def test_each_pair_mistake_fails_and_is_named(fn, named):
     fails(check_most_frequent_pair, fn, "most_frequent_pair [", named)
 
@@ -88,10 +92,11 @@ def test_a_count_instead_of_a_pair_is_named():
 
 # ------------------------------------------------------------------------------ merge_pair
 
+
 def merge_while(ids, pair, new_id):
     out, i = [], 0
     while i < len(ids):
-        if ids[i:i + 2] == list(pair):
+        if ids[i : i + 2] == list(pair):
             out.append(new_id)
             i += 2
         else:
@@ -129,7 +134,7 @@ def merge_from_the_right(ids, pair, new_id):
 def merge_first_only(ids, pair, new_id):
     for i in range(len(ids) - 1):
         if (ids[i], ids[i + 1]) == pair:
-            return ids[:i] + [new_id] + ids[i + 2:]
+            return ids[:i] + [new_id] + ids[i + 2 :]
     return ids
 
 
@@ -160,12 +165,15 @@ def test_correct_merges_pass(fn, capsys):
     passes(check_merge_pair, fn, capsys, "merge_pair")
 
 
-@pytest.mark.parametrize("fn, named", [
-    (merge_from_the_right, "merged from the right"),
-    (merge_first_only, "only the first occurrence"),
-    (merge_without_skipping, "second id of the pair is kept"),
-    (merge_losing_the_tail, "last id is lost"),
-])
+@pytest.mark.parametrize(
+    "fn, named",
+    [
+        (merge_from_the_right, "merged from the right"),
+        (merge_first_only, "only the first occurrence"),
+        (merge_without_skipping, "second id of the pair is kept"),
+        (merge_losing_the_tail, "last id is lost"),
+    ],
+)
 def test_each_merge_mistake_fails_and_is_named(fn, named):
     fails(check_merge_pair, fn, "merge_pair [", named)
 
@@ -197,21 +205,35 @@ def test_the_two_steps_train_what_the_course_tokenizer_trains():
 
 # --------------------------------------------------------------------------- the grader's view
 
+
 def test_the_solutions_use_no_reference_and_the_course_merge_is_one():
     solution = notebook_format.read_notebook(ROOT / "solutions" / "12_capstone.ipynb")
     solved = solve(make_learner(solution, "12_capstone"), solution)
     assert scan(solution, solved) == []
     cell = next(c for c in solved.cells if c.get("id") == "ex-merge-pair")
-    cell.source = ("from tfcourse.train.bpe import _merge\n"
-                   "def merge_pair(ids, pair, new_id):\n    return _merge(ids, pair, new_id)\n")
+    cell.source = (
+        "from tfcourse.train.bpe import _merge\n"
+        "def merge_pair(ids, pair, new_id):\n    return _merge(ids, pair, new_id)\n"
+    )
     assert [(f.exercise, f.kind) for f in scan(solution, solved)] == [("merge_pair", "reference")]
 
 
-@pytest.mark.parametrize("check, wrong", [
-    (check_most_frequent_pair, fn) for fn in (pair_most_common, pair_max, pair_skipping_runs,
-                                              pair_missing_last)] + [
-    (check_merge_pair, fn) for fn in (merge_from_the_right, merge_first_only,
-                                      merge_without_skipping, merge_losing_the_tail)])
+@pytest.mark.parametrize(
+    "check, wrong",
+    [
+        (check_most_frequent_pair, fn)
+        for fn in (pair_most_common, pair_max, pair_skipping_runs, pair_missing_last)
+    ]
+    + [
+        (check_merge_pair, fn)
+        for fn in (
+            merge_from_the_right,
+            merge_first_only,
+            merge_without_skipping,
+            merge_losing_the_tail,
+        )
+    ],
+)
 def test_every_diagnosis_reads_in_chinese(check, wrong, monkeypatch):
     import re
 

@@ -12,10 +12,38 @@ from tfcourse.cli import main
 from tfcourse.train.checkpoint import load_checkpoint
 
 # Small and fast; --device cpu so resumed runs are bit-for-bit comparable everywhere.
-BASE = ["train", "--dataset", "markov", "--vocab-size", "16", "--d-model", "32", "--n-layers", "1",
-        "--seq-len", "16", "--batch-size", "4", "--steps", "8", "--warmup", "2", "--lr", "1e-2",
-        "--eval-every", "4", "--eval-batches", "1", "--sample", "0", "--no-progress",
-        "--device", "cpu", "--seed", "3"]
+BASE = [
+    "train",
+    "--dataset",
+    "markov",
+    "--vocab-size",
+    "16",
+    "--d-model",
+    "32",
+    "--n-layers",
+    "1",
+    "--seq-len",
+    "16",
+    "--batch-size",
+    "4",
+    "--steps",
+    "8",
+    "--warmup",
+    "2",
+    "--lr",
+    "1e-2",
+    "--eval-every",
+    "4",
+    "--eval-batches",
+    "1",
+    "--sample",
+    "0",
+    "--no-progress",
+    "--device",
+    "cpu",
+    "--seed",
+    "3",
+]
 
 
 def run_cli(args, capsys):
@@ -43,8 +71,20 @@ def test_resume_gives_exactly_the_uninterrupted_losses(tmp_path, capsys):
     assert run_cli(BASE + ["--out", str(whole)], capsys)[0] == 0
     code, out, _ = run_cli(BASE + ["--out", str(parts), "--stop-after", "3"], capsys)
     assert code == 0 and "at step 3" in out
-    code, out, _ = run_cli(["train", "--out", str(parts), "--resume", "--no-progress",
-                            "--sample", "0", "--device", "cpu"], capsys)
+    code, out, _ = run_cli(
+        [
+            "train",
+            "--out",
+            str(parts),
+            "--resume",
+            "--no-progress",
+            "--sample",
+            "0",
+            "--device",
+            "cpu",
+        ],
+        capsys,
+    )
     assert code == 0 and "resuming from" in out and "at step 3" in out
     a, b = load_checkpoint(whole / "checkpoint.pt"), load_checkpoint(parts / "checkpoint.pt")
     assert b["step"] == 8
@@ -54,12 +94,27 @@ def test_resume_gives_exactly_the_uninterrupted_losses(tmp_path, capsys):
 
 
 def test_save_every_and_extending_a_finished_run(tmp_path, capsys):
-    code, _, _ = run_cli(BASE + ["--out", str(tmp_path), "--save-every", "2", "--stop-after", "5"],
-                         capsys)
+    code, _, _ = run_cli(
+        BASE + ["--out", str(tmp_path), "--save-every", "2", "--stop-after", "5"], capsys
+    )
     assert code == 0
     assert load_checkpoint(tmp_path / "checkpoint.pt")["step"] == 5
-    code, _, _ = run_cli(["train", "--out", str(tmp_path), "--resume", "--steps", "10",
-                          "--no-progress", "--sample", "0", "--device", "cpu"], capsys)
+    code, _, _ = run_cli(
+        [
+            "train",
+            "--out",
+            str(tmp_path),
+            "--resume",
+            "--steps",
+            "10",
+            "--no-progress",
+            "--sample",
+            "0",
+            "--device",
+            "cpu",
+        ],
+        capsys,
+    )
     assert code == 0
     state = load_checkpoint(tmp_path / "checkpoint.pt")
     assert state["step"] == 10 and state["config"]["train"]["steps"] == 10
@@ -75,12 +130,13 @@ def with_flags(args, **flags):
 
 @pytest.mark.parametrize("dataset", ["copy", "text"])
 def test_other_datasets_and_samples(dataset, capsys):
-    code, out, err = run_cli(with_flags(BASE, dataset=dataset, sample=20) + ["--max-chars", "5000"],
-                             capsys)
+    code, out, err = run_cli(
+        with_flags(BASE, dataset=dataset, sample=20) + ["--max-chars", "5000"], capsys
+    )
     assert code == 0, err
     if dataset == "copy":
         assert "copied right" in out
-    else:   # what notebook 12 measures: the loss over all held-out text, real words
+    else:  # what notebook 12 measures: the loss over all held-out text, real words
         assert re.search(r"held-out loss: \d\.\d{3} nats/char over all [\d,]+ validation", out)
         assert re.search(r"--- sample \(temperature 0\.8\): \d+% real words ---", out)
     assert re.search(r"trained \d+ steps in [\d.]+ min \([\d,]+ tokens/s\)", out + err)
@@ -98,8 +154,16 @@ def test_errors_are_reported_without_a_traceback(tmp_path, capsys):
 def _torchrun(args, cwd):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     env.pop("TFCOURSE_DEVICE", None)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-               "2", "-m", "tfcourse"] + args
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "tfcourse",
+    ] + args
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -109,11 +173,11 @@ def test_torchrun_two_processes_on_cpu(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "2 processes (gloo)" in out
-    assert out.count("tfcourse train:") == 1                     # only rank 0 logs
+    assert out.count("tfcourse train:") == 1  # only rank 0 logs
     assert "ranks in sync: max |parameter difference| across 2 processes = 0" in out
     state = load_checkpoint(tmp_path / "ddp" / "checkpoint.pt")
     assert state["step"] == 8 and state["world_size"] == 2
-    assert len(state["rng"]["cpu"]) == 2                         # one RNG state per rank
+    assert len(state["rng"]["cpu"]) == 2  # one RNG state per rank
 
 
 @pytest.mark.slow
@@ -122,8 +186,20 @@ def test_torchrun_resume_gives_the_uninterrupted_losses(tmp_path):
     assert whole.returncode == 0, whole.stderr
     first = _torchrun(BASE + ["--out", str(tmp_path / "parts"), "--stop-after", "4"], tmp_path)
     assert first.returncode == 0, first.stderr
-    second = _torchrun(["train", "--out", str(tmp_path / "parts"), "--resume", "--no-progress",
-                        "--sample", "0", "--device", "cpu"], tmp_path)
+    second = _torchrun(
+        [
+            "train",
+            "--out",
+            str(tmp_path / "parts"),
+            "--resume",
+            "--no-progress",
+            "--sample",
+            "0",
+            "--device",
+            "cpu",
+        ],
+        tmp_path,
+    )
     assert second.returncode == 0, second.stderr
     a = load_checkpoint(tmp_path / "whole" / "checkpoint.pt")
     b = load_checkpoint(tmp_path / "parts" / "checkpoint.pt")
@@ -152,4 +228,4 @@ def test_the_capstone_preset_holds_out_notebook_12s_split():
     assert torch.equal(ours.val, notebook.val) and torch.equal(ours.train, notebook.train)
     args = parser.parse_args(["--dataset", "text", "--preset", "capstone", "--val-block", "700"])
     apply_preset(args)
-    assert dataset_spec(args)["kwargs"]["val_block"] == 700        # the flag wins
+    assert dataset_spec(args)["kwargs"]["val_block"] == 700  # the flag wins

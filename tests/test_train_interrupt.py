@@ -18,6 +18,7 @@ from tfcourse.train.loop import Trainer
 def sigterm_raises():
     """SIGTERM raises in the test (as SIGINT does) instead of killing pytest, should
     ``tfcourse train`` not handle it."""
+
     def fail(signum, frame):
         raise AssertionError("tfcourse train did not handle SIGTERM")
 
@@ -28,14 +29,15 @@ def sigterm_raises():
 
 @pytest.mark.usefixtures("sigterm_raises")
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_saves_the_current_step_and_says_how_to_resume(signum, status, tmp_path,
-                                                                 monkeypatch, capsys):
+def test_a_signal_saves_the_current_step_and_says_how_to_resume(
+    signum, status, tmp_path, monkeypatch, capsys
+):
     step = Trainer.train_step
 
     def signalled_at_step_3(self):
         loss = step(self)
         if self.step == 3:
-            signal.raise_signal(signum)       # as Ctrl-C or `kill` would, mid-run
+            signal.raise_signal(signum)  # as Ctrl-C or `kill` would, mid-run
         return loss
 
     monkeypatch.setattr(Trainer, "train_step", signalled_at_step_3)
@@ -61,7 +63,7 @@ def test_a_signal_saves_the_current_step_and_says_how_to_resume(signum, status, 
 
 def test_a_checkpoint_that_cannot_be_written_ends_with_one_line(tmp_path, monkeypatch, capsys):
     def disk_full(state, path):
-        with open(path, "wb") as file:        # torch.save got part of the way
+        with open(path, "wb") as file:  # torch.save got part of the way
             file.write(b"PK\x03\x04 half a checkpoint")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
@@ -71,5 +73,7 @@ def test_a_checkpoint_that_cannot_be_written_ends_with_one_line(tmp_path, monkey
     err = capsys.readouterr().err.strip()
     assert code == 1, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert f"could not write the checkpoint {out / 'checkpoint.pt'} (No space left on device)" in err
-    assert os.listdir(out) == []              # no .tmp file left behind
+    assert (
+        f"could not write the checkpoint {out / 'checkpoint.pt'} (No space left on device)" in err
+    )
+    assert os.listdir(out) == []  # no .tmp file left behind

@@ -23,9 +23,17 @@ from tfcourse.course.scan import scan
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_loop(*, zero_grad="step", clip="before", lr="every step", average=True,
-              report_mean=True, train_mode=True):
+def make_loop(
+    *,
+    zero_grad="step",
+    clip="before",
+    lr="every step",
+    average=True,
+    report_mean=True,
+    train_mode=True,
+):
     """A learner's loop; each keyword moves one line (the defaults are right)."""
+
     def train_loop(model, batches, *, max_lr, warmup_steps, max_norm=1.0):
         steps, n_micro = batches.shape[:2]
         optimizer = training.configure_optimizer(model, lr=max_lr, weight_decay=0.1)
@@ -33,8 +41,13 @@ def make_loop(*, zero_grad="step", clip="before", lr="every step", average=True,
             model.train()
 
         def rate(step):
-            return training.lr_at(step, max_lr=max_lr, warmup_steps=warmup_steps,
-                                  total_steps=steps, min_lr=max_lr / 10)
+            return training.lr_at(
+                step,
+                max_lr=max_lr,
+                warmup_steps=warmup_steps,
+                total_steps=steps,
+                min_lr=max_lr / 10,
+            )
 
         if lr == "once":
             for group in optimizer.param_groups:
@@ -51,8 +64,9 @@ def make_loop(*, zero_grad="step", clip="before", lr="every step", average=True,
                 if zero_grad == "micro":
                     optimizer.zero_grad()
                 logits = model(micro[:, :-1])
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                       micro[:, 1:].reshape(-1))
+                loss = F.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), micro[:, 1:].reshape(-1)
+                )
                 (loss / n_micro if average else loss).backward()
                 losses_here.append(loss.item())
             if zero_grad == "after backward":
@@ -63,7 +77,8 @@ def make_loop(*, zero_grad="step", clip="before", lr="every step", average=True,
             if clip == "after":
                 torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
             losses.append(sum(losses_here) / (n_micro if report_mean else 1))
-        return torch.tensor(losses)             # a tensor of losses is fine too
+        return torch.tensor(losses)  # a tensor of losses is fine too
+
     return train_loop
 
 
@@ -75,8 +90,10 @@ def test_a_correct_loop_passes(capsys):
 WRONG = {
     "no-zero-grad": ({"zero_grad": "never"}, "no optimizer.zero_grad()"),
     "zero-grad-per-micro-batch": ({"zero_grad": "micro"}, "inside the loop over micro-batches"),
-    "zero-grad-after-backward": ({"zero_grad": "after backward"},
-                                 "between backward() and optimizer.step()"),
+    "zero-grad-after-backward": (
+        {"zero_grad": "after backward"},
+        "between backward() and optimizer.step()",
+    ),
     "clip-after-step": ({"clip": "after"}, "clipped after optimizer.step()"),
     "per-epoch": ({"lr": "once"}, "the learning rate is set once"),
     "no-schedule": ({"lr": "never"}, "the learning rate is never set"),
@@ -95,11 +112,15 @@ def test_each_mistake_fails_and_is_named(mistake):
     assert words in message.splitlines()[0].partition("; looks like: ")[2], message
 
 
-@pytest.mark.parametrize("changes", [
-    {"clip": "never"},                              # the same effect as clipping after the step
-    {"average": False},                             # the sum backpropagated, the mean reported
-    {"report_mean": False},                         # the mean backpropagated, the sum reported
-], ids=str)
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"clip": "never"},  # the same effect as clipping after the step
+        {"average": False},  # the sum backpropagated, the mean reported
+        {"report_mean": False},  # the mean backpropagated, the sum reported
+    ],
+    ids=str,
+)
 def test_related_mistakes_fail_too(changes):
     fails(check_train_loop, make_loop(**changes), "train_loop [")
 
@@ -110,13 +131,15 @@ def test_a_model_left_in_eval_mode_fails_with_the_fix():
 
 def test_wrong_returns_are_named():
     fails(check_train_loop, lambda model, batches, **kw: None, "expected a list of")
-    fails(check_train_loop, lambda model, batches, **kw: ["a"] * batches.shape[0],
-          "must be numbers")
+    fails(
+        check_train_loop, lambda model, batches, **kw: ["a"] * batches.shape[0], "must be numbers"
+    )
     with pytest.raises(TypeError, match="expects a function"):
         check_train_loop(3)
 
 
 # --------------------------------------------------------------------------- the grader's view
+
 
 def _solved_08():
     solution = notebook_format.read_notebook(ROOT / "solutions" / "08_training.ipynb")
@@ -129,7 +152,10 @@ def test_the_solution_uses_no_reference_and_the_course_loop_is_one():
     solution, solved = _solved_08()
     assert scan(solution, solved) == []
     cell = next(c for c in solved.cells if c.get("id") == "ex-train-loop")
-    cell.source = ("def train_loop(model, batches, *, max_lr, warmup_steps, max_norm=1.0):\n"
-                   "    return training.train(model, batches, steps=len(batches)).loss\n")
+    cell.source = (
+        "def train_loop(model, batches, *, max_lr, warmup_steps, max_norm=1.0):\n"
+        "    return training.train(model, batches, steps=len(batches)).loss\n"
+    )
     assert [(f.exercise, f.kind, f.what) for f in scan(solution, solved)] == [
-        ("train_loop", "reference", "tfcourse.training.train")]
+        ("train_loop", "reference", "tfcourse.training.train")
+    ]

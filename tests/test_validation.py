@@ -171,7 +171,12 @@ CASES = [
         TypeError,
         ["float in [0, 1)", "str"],
     ),
-    ("layernorm-zero-eps", lambda: LayerNorm(8, eps=0), ValueError, ["eps must be a finite number > 0", "got 0"]),
+    (
+        "layernorm-zero-eps",
+        lambda: LayerNorm(8, eps=0),
+        ValueError,
+        ["eps must be a finite number > 0", "got 0"],
+    ),
     (
         "config-negative-norm-eps",
         lambda: GPTConfig(norm_eps=-1e-5),
@@ -542,5 +547,5 @@ def test_token_ids_are_not_read_back_from_an_accelerator():
     any read-back would raise here."""
     idx = torch.zeros(2, 3, dtype=torch.long, device="meta")
     with pytest.raises(RuntimeError):
-        int(idx.min())                                       # what a read-back would do
+        int(idx.min())  # what a read-back would do
     assert tc.nn.validate.token_ids(idx, 10) is idx

@@ -12,10 +12,13 @@ def test_matching_version_is_silent(capsys):
     assert "WARNING" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("written_for, advice", [
-    ("99.0.0", "the package is older than the notebook: update it with `make setup`"),
-    ("0.0.1", "the notebook is older than the package: get the current notebooks (`git pull`"),
-])
+@pytest.mark.parametrize(
+    "written_for, advice",
+    [
+        ("99.0.0", "the package is older than the notebook: update it with `make setup`"),
+        ("0.0.1", "the notebook is older than the package: get the current notebooks (`git pull`"),
+    ],
+)
 def test_mismatch_prints_a_warning_with_the_fix(capsys, written_for, advice):
     runtime.setup_notebook(written_for=written_for)
     err = capsys.readouterr().err
@@ -40,7 +43,7 @@ def test_the_version_is_written_once():
 
     import tfcourse
 
-    tomllib = pytest.importorskip("tomllib")        # Python 3.11+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tfcourse.__version__"}
@@ -58,7 +61,8 @@ def _pins(python: str) -> dict[str, str]:
         if line.strip() and not line.lstrip().startswith("#"):
             requirement = Requirement(line)
             if requirement.marker is None or requirement.marker.evaluate(
-                    {"python_full_version": python, "python_version": python[:4]}):
+                {"python_full_version": python, "python_version": python[:4]}
+            ):
                 pins[requirement.name] = str(requirement.specifier).removeprefix("==")
     return pins
 
@@ -81,8 +85,9 @@ def test_the_constraints_pin_every_dependency_within_its_range(python):
             assert "torch" not in pins
             continue
         assert requirement.name in pins, f"{requirement.name}: no pin (run make constraints)"
-        assert requirement.specifier.contains(pins[requirement.name]), \
+        assert requirement.specifier.contains(pins[requirement.name]), (
             f"{requirement.name}=={pins[requirement.name]} is outside {requirement.specifier}"
+        )
 
 
 def test_conda_installs_the_same_versions():

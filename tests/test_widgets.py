@@ -27,7 +27,7 @@ def test_lazy_submodule_access():
 def test_attention_explorer_builds_with_controls_and_picture():
     explorer = widgets.attention_explorer(train_steps=0)
     assert set(explorer.controls) == {"text", "layer", "head"}
-    assert explorer.controls["text"].continuous_update is False     # debounced: Enter/blur only
+    assert explorer.controls["text"].continuous_update is False  # debounced: Enter/blur only
     assert _only_picture(explorer).startswith(PNG_MAGIC)
     assert explorer.png == _only_picture(explorer)
 
@@ -37,7 +37,7 @@ def test_control_change_replaces_the_figure_in_the_same_output():
     output, before, renders = explorer.output, _only_picture(explorer), explorer.renders
     explorer.controls["head"].value = 2
     assert explorer.output is output
-    after = _only_picture(explorer)                 # still exactly one output: no stacking
+    after = _only_picture(explorer)  # still exactly one output: no stacking
     assert after != before
     explorer.controls["layer"].value = 1
     explorer.controls["head"].value = "all"
@@ -51,7 +51,7 @@ def test_bad_text_shows_a_message_instead_of_raising():
     (message,) = explorer.output.outputs
     assert message["output_type"] == "stream" and "empty" in message["text"]
     assert explorer.png is None
-    explorer.controls["text"].value = "a dog!"       # '!' is not in the vocabulary: drawn as '?'
+    explorer.controls["text"].value = "a dog!"  # '!' is not in the vocabulary: drawn as '?'
     assert _only_picture(explorer).startswith(PNG_MAGIC)
 
 
@@ -85,8 +85,9 @@ def test_explorers_leave_the_global_random_state_alone():
 @pytest.mark.slow
 def test_trained_model_has_sharper_heads_than_untrained():
     def mean_entropy(train_steps):
-        weights = widgets.attention_weights(widgets.char_model(train_steps),
-                                            torch.tensor(widgets.encode(widgets.DEFAULT_TEXT)))
+        weights = widgets.attention_weights(
+            widgets.char_model(train_steps), torch.tensor(widgets.encode(widgets.DEFAULT_TEXT))
+        )
         return float(-(weights * weights.clamp_min(1e-9).log()).sum(-1).mean())
 
     assert mean_entropy(widgets.TRAIN_STEPS) < 0.8 * mean_entropy(0)
@@ -95,12 +96,12 @@ def test_trained_model_has_sharper_heads_than_untrained():
 def test_attention_weights_match_the_layer_directly():
     model = widgets.char_model(0)
     idx = torch.tensor(widgets.encode("the cat"))
-    weights = widgets.attention_weights(model, idx)                     # (L, H, T, T)
+    weights = widgets.attention_weights(model, idx)  # (L, H, T, T)
     assert weights.shape == (2, 4, 7, 7)
     x = model.tok_emb(idx[None]) + model.pos_emb(7)
     _, direct = model.blocks[0].attn(model.blocks[0].norm1(x), return_weights=True)
     torch.testing.assert_close(weights[0], direct[0].detach())
-    assert torch.all(weights.triu(1) == 0)                              # causal
+    assert torch.all(weights.triu(1) == 0)  # causal
 
 
 def test_gradient_flow_explorer_updates_in_place_and_reuses_the_probe():
@@ -109,7 +110,7 @@ def test_gradient_flow_explorer_updates_in_place_and_reuses_the_probe():
     assert explorer.controls["depth"].continuous_update is False
     before = _only_picture(explorer)
     probes = widgets.gradient_flow.cache_info()
-    explorer.controls["model"].value = "post-LN"   # same models: only the picture changes
+    explorer.controls["model"].value = "post-LN"  # same models: only the picture changes
     assert widgets.gradient_flow.cache_info().hits == probes.hits + 1
     assert widgets.gradient_flow.cache_info().misses == probes.misses
     assert _only_picture(explorer) != before
@@ -127,16 +128,19 @@ def test_gradient_flow_matches_the_probe():
     assert scaled["pre-LN"]["blocks"] != result["pre-LN"]["blocks"]
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: widgets.attention_explorer(layer=5), "layer must be in 0..1"),
-    (lambda: widgets.attention_explorer(head=4), "head must be in 0..3 or 'all'"),
-    (lambda: widgets.attention_explorer("x" * 100), "at most 48"),
-    (lambda: widgets.attention_explorer(train_steps=-1), "train_steps"),
-    (lambda: widgets.gradient_flow_explorer(depth=0), "depth must be"),
-    (lambda: widgets.gradient_flow_explorer(loss="mse"), "loss must be one of"),
-    (lambda: widgets.gradient_flow_explorer(init_scale=0), "init_scale must be"),
-    (lambda: widgets.gradient_flow_explorer(model="mid-LN"), "model must be one of"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: widgets.attention_explorer(layer=5), "layer must be in 0..1"),
+        (lambda: widgets.attention_explorer(head=4), "head must be in 0..3 or 'all'"),
+        (lambda: widgets.attention_explorer("x" * 100), "at most 48"),
+        (lambda: widgets.attention_explorer(train_steps=-1), "train_steps"),
+        (lambda: widgets.gradient_flow_explorer(depth=0), "depth must be"),
+        (lambda: widgets.gradient_flow_explorer(loss="mse"), "loss must be one of"),
+        (lambda: widgets.gradient_flow_explorer(init_scale=0), "init_scale must be"),
+        (lambda: widgets.gradient_flow_explorer(model="mid-LN"), "model must be one of"),
+    ],
+)
 def test_bad_arguments_raise_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -178,11 +182,15 @@ def test_exported_html_shows_the_picture_without_widget_state():
     explorer = widgets.gradient_flow_explorer(depth=2)
     bundle = explorer._repr_mimebundle_()
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("tc.widgets.gradient_flow_explorer(depth=2)", outputs=[
-        nbformat.v4.new_output("display_data", data=bundle)])]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "tc.widgets.gradient_flow_explorer(depth=2)",
+            outputs=[nbformat.v4.new_output("display_data", data=bundle)],
+        )
+    ]
     html, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
     assert f"data:image/png;base64,{bundle['image/png']}" in html
-    assert WIDGET_VIEW not in html          # no saved widget state: nbconvert falls back to the PNG
+    assert WIDGET_VIEW not in html  # no saved widget state: nbconvert falls back to the PNG
 
 
 def test_attention_weights_validates_idx():

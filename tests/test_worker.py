@@ -42,12 +42,26 @@ def worker(tmp_path_factory):
     for name in ("worker.py", "protocol.py"):
         shutil.copyfile(HERE / name, folder / name)
     env = dict(grading_env(1), MPLBACKEND="Agg", HOME=str(folder), TMPDIR=str(folder))
-    process = subprocess.Popen([sys.executable, "-I", str(folder / "worker.py")], cwd=folder,
-                               env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-I", str(folder / "worker.py")],
+        cwd=folder,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     package = torch.frombuffer(bytearray(sealed_archive(set())), dtype=torch.uint8)
-    protocol.write_message(process.stdin, {
-        "cells": CELLS, "builtins": [], "watch": [], "threads": 1, "cell_seconds": 1,
-        "limits": {"file_bytes": 10_000_000}}, {"package": package})
+    protocol.write_message(
+        process.stdin,
+        {
+            "cells": CELLS,
+            "builtins": [],
+            "watch": [],
+            "threads": 1,
+            "cell_seconds": 1,
+            "limits": {"file_bytes": 10_000_000},
+        },
+        {"package": package},
+    )
     process.stdin.flush()
     report, _ = protocol.read_message(process.stdout)
     yield process, report
@@ -87,15 +101,20 @@ def test_a_module_is_described_called_and_differentiated(worker):
     assert [p["name"] for p in described["params"]] == ["weight", "bias"]
     weight = torch.ones(2, 3, requires_grad=True)
     encoder = protocol.Encoder()
-    header = {"op": "call", "target": handle, "training": False, "grad": True,
-              "args": encoder((torch.tensor([[1.0, 2.0, 3.0]]),)), "kwargs": encoder({}),
-              "params": encoder({"weight": weight, "bias": torch.zeros(2)}),
-              "buffers": encoder({})}
+    header = {
+        "op": "call",
+        "target": handle,
+        "training": False,
+        "grad": True,
+        "args": encoder((torch.tensor([[1.0, 2.0, 3.0]]),)),
+        "kwargs": encoder({}),
+        "params": encoder({"weight": weight, "bias": torch.zeros(2)}),
+        "buffers": encoder({}),
+    }
     reply, blob = ask(worker, header, encoder.tensors)
     result = protocol.decode(reply["result"], blob)
-    assert result.tolist() == [[6.0, 6.0]]             # the grader's weights, not the learner's
-    grads, blob = ask(worker, {"op": "backward", "graph": reply["graph"]},
-                      {"g0": torch.ones(1, 2)})
+    assert result.tolist() == [[6.0, 6.0]]  # the grader's weights, not the learner's
+    grads, blob = ask(worker, {"op": "backward", "graph": reply["graph"]}, {"g0": torch.ones(1, 2)})
     assert blob[grads["grads"][0]].tolist() == [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
 
 

@@ -17,13 +17,31 @@ from .language import say
 COMMANDS = {
     "demo": ("tfcourse.demo", "pre-LN vs post-LN stacks: shapes and gradient norms side by side"),
     "lab": ("tfcourse.course.launch", "open the course in JupyterLab"),
-    "build-notebooks": ("tfcourse.course.build", "regenerate notebooks/ from solutions/ (--check: verify)"),
-    "translate": ("tfcourse.course.translation", "add the sections a notebook's Chinese edition lacks (--check: verify)"),
-    "execute": ("tfcourse.course.execute", "re-execute solution notebooks in place to refresh stored outputs"),
+    "build-notebooks": (
+        "tfcourse.course.build",
+        "regenerate notebooks/ from solutions/ (--check: verify)",
+    ),
+    "translate": (
+        "tfcourse.course.translation",
+        "add the sections a notebook's Chinese edition lacks (--check: verify)",
+    ),
+    "execute": (
+        "tfcourse.course.execute",
+        "re-execute solution notebooks in place to refresh stored outputs",
+    ),
     "grade": ("tfcourse.course.grade_command", "grade learner notebooks against the solutions"),
-    "autograder": ("tfcourse.course.autograder", "build a Gradescope autograder zip for one notebook"),
-    "train": ("tfcourse.train.command", "train a GPT from the shell (checkpoints, resume, torchrun)"),
-    "sample": ("tfcourse.train.sample", "write text with a model trained by `tfcourse train --dataset text`"),
+    "autograder": (
+        "tfcourse.course.autograder",
+        "build a Gradescope autograder zip for one notebook",
+    ),
+    "train": (
+        "tfcourse.train.command",
+        "train a GPT from the shell (checkpoints, resume, torchrun)",
+    ),
+    "sample": (
+        "tfcourse.train.sample",
+        "write text with a model trained by `tfcourse train --dataset text`",
+    ),
     "doctor": ("tfcourse.doctor", "check the installation and say how to fix what is wrong"),
     "site": ("tfcourse.course.site", "build the static HTML site of the course into build/site/"),
 }
@@ -49,8 +67,9 @@ class _Formatter(argparse.HelpFormatter):
     """argparse's help with its own words in the reader's language ("usage:" / "用法：")."""
 
     def add_usage(self, usage, actions, groups, prefix=None):
-        super().add_usage(usage, actions, groups,
-                          say("usage: ", "用法：") if prefix is None else prefix)
+        super().add_usage(
+            usage, actions, groups, say("usage: ", "用法：") if prefix is None else prefix
+        )
 
 
 def _in_the_readers_language(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -66,18 +85,27 @@ def _in_the_readers_language(parser: argparse.ArgumentParser) -> argparse.Argume
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tfcourse", formatter_class=_Formatter,
-        description=say("the course's commands, one per task (tfcourse COMMAND --help)",
-                        "课程的命令，每项任务一个（tfcourse 命令 --help 查看用法）"))
+        prog="tfcourse",
+        formatter_class=_Formatter,
+        description=say(
+            "the course's commands, one per task (tfcourse COMMAND --help)",
+            "课程的命令，每项任务一个（tfcourse 命令 --help 查看用法）",
+        ),
+    )
     from . import __version__
 
-    parser.add_argument("--version", action="version", version=f"tfcourse {__version__}",
-                        help=say("show the version and exit", "显示版本号并退出"))
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"tfcourse {__version__}",
+        help=say("show the version and exit", "显示版本号并退出"),
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         help_text = say(help_text, COMMANDS_ZH[name])
-        command_parser = sub.add_parser(name, help=help_text, description=help_text,
-                                        formatter_class=_Formatter)
+        command_parser = sub.add_parser(
+            name, help=help_text, description=help_text, formatter_class=_Formatter
+        )
         _in_the_readers_language(command_parser)
         if name == only:
             importlib.import_module(module_name).add_arguments(command_parser)

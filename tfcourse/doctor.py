@@ -32,9 +32,10 @@ from .language import pad, say, text_width
 
 
 def setup_fix() -> str:
-    return say("run `make setup` in the course folder (or `pip install -e '.[dev]'` in its "
-               "environment)",
-               "在课程文件夹中运行 `make setup`（或在课程的环境中运行 `pip install -e '.[dev]'`）")
+    return say(
+        "run `make setup` in the course folder (or `pip install -e '.[dev]'` in its environment)",
+        "在课程文件夹中运行 `make setup`（或在课程的环境中运行 `pip install -e '.[dev]'`）",
+    )
 
 
 MIN_PYTHON = (3, 10)
@@ -43,24 +44,35 @@ PACKAGES = {
     "jupyterlab": (True, ("the course runs in JupyterLab 4", "课程在 JupyterLab 4 中运行")),
     "ipykernel": (True, ("the notebooks' Python kernel", "notebook 的 Python 内核")),
     "ipywidgets": (True, ("the explorers (sliders, dropdowns)", "交互探索组件（滑块、下拉菜单）")),
-    "jupyterlab_widgets": (True, ("JupyterLab's frontend for ipywidgets",
-                                  "ipywidgets 在 JupyterLab 中的前端")),
+    "jupyterlab_widgets": (
+        True,
+        ("JupyterLab's frontend for ipywidgets", "ipywidgets 在 JupyterLab 中的前端"),
+    ),
     "matplotlib": (True, ("the plots", "绘图")),
     "nbformat": (True, ("reading and writing notebooks", "读写 notebook")),
     "nbclient": (True, ("`tfcourse execute` / grading", "`tfcourse execute` 与评分")),
-    "nbval": (False, ("`tfcourse grade` and `make test` (nbval runs the notebooks)",
-                      "`tfcourse grade` 和 `make test`（由 nbval 运行 notebook）")),
+    "nbval": (
+        False,
+        (
+            "`tfcourse grade` and `make test` (nbval runs the notebooks)",
+            "`tfcourse grade` 和 `make test`（由 nbval 运行 notebook）",
+        ),
+    ),
 }
 # How each status is shown (the status itself stays the English word).
-STATUS = {"ok": ("ok", "正常"), "info": ("info", "信息"), "warn": ("warn", "警告"),
-          "FAIL": ("FAIL", "失败")}
+STATUS = {
+    "ok": ("ok", "正常"),
+    "info": ("info", "信息"),
+    "warn": ("warn", "警告"),
+    "FAIL": ("FAIL", "失败"),
+}
 
 
 @dataclass
 class Finding:
     """One line of the report."""
 
-    status: str            # "ok" | "info" | "warn" | "FAIL"
+    status: str  # "ok" | "info" | "warn" | "FAIL"
     topic: str
     detail: str
     fix: str = ""
@@ -82,15 +94,25 @@ def project_root() -> Path | None:
 
 # ------------------------------------------------------------------------- checks
 
+
 def check_python() -> list[Finding]:
     version = platform.python_version()
     if sys.version_info[:2] < MIN_PYTHON:
         needed = ".".join(map(str, MIN_PYTHON))
-        return [Finding("FAIL", "Python",
-                        say(f"{version} at {sys.executable}; the course needs >= {needed}",
-                            f"{sys.executable} 的版本是 {version}；本课程需要 >= {needed}"),
-                        say("install a newer Python and re-run `make setup PYTHON=python3.11`",
-                            "安装更新版本的 Python，然后重新运行 `make setup PYTHON=python3.11`"))]
+        return [
+            Finding(
+                "FAIL",
+                "Python",
+                say(
+                    f"{version} at {sys.executable}; the course needs >= {needed}",
+                    f"{sys.executable} 的版本是 {version}；本课程需要 >= {needed}",
+                ),
+                say(
+                    "install a newer Python and re-run `make setup PYTHON=python3.11`",
+                    "安装更新版本的 Python，然后重新运行 `make setup PYTHON=python3.11`",
+                ),
+            )
+        ]
     return [Finding("ok", "Python", f"{version} ({sys.executable})")]
 
 
@@ -100,27 +122,57 @@ def check_torch() -> list[Finding]:
         return [Finding("FAIL", "torch", say("not installed", "未安装"), setup_fix())]
     try:
         import torch
-    except (ImportError, OSError, RuntimeError, AttributeError) as error:   # a broken wheel
-        return [Finding("FAIL", "torch", say(f"{version} is installed but does not import: {error}",
-                                             f"已安装 {version}，但无法导入：{error}"),
-                        say("reinstall it: `make clean setup` (see docs/troubleshooting.md, 'Setup')",
-                            "重新安装：`make clean setup`（见 docs/troubleshooting.md 的 'Setup' 一节）"))]
+    except (ImportError, OSError, RuntimeError, AttributeError) as error:  # a broken wheel
+        return [
+            Finding(
+                "FAIL",
+                "torch",
+                say(
+                    f"{version} is installed but does not import: {error}",
+                    f"已安装 {version}，但无法导入：{error}",
+                ),
+                say(
+                    "reinstall it: `make clean setup` (see docs/troubleshooting.md, 'Setup')",
+                    "重新安装：`make clean setup`（见 docs/troubleshooting.md 的 'Setup' 一节）",
+                ),
+            )
+        ]
     findings = [Finding("ok", "torch", f"{torch.__version__}")]
     if torch.cuda.is_available():
         names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
-        findings.append(Finding("info", "CUDA", say(f"available: {names} (CUDA {torch.version.cuda})",
-                                                    f"可用：{names}（CUDA {torch.version.cuda}）")))
+        findings.append(
+            Finding(
+                "info",
+                "CUDA",
+                say(
+                    f"available: {names} (CUDA {torch.version.cuda})",
+                    f"可用：{names}（CUDA {torch.version.cuda}）",
+                ),
+            )
+        )
     else:
         cuda = torch.version.cuda
-        built = (say(f"torch built with CUDA {cuda}", f"用 CUDA {cuda} 构建的 torch") if cuda
-                 else say("CPU build of torch", "CPU 版 torch"))
-        findings.append(Finding("info", "CUDA", say(f"not available ({built})", f"不可用（{built}）")))
+        built = (
+            say(f"torch built with CUDA {cuda}", f"用 CUDA {cuda} 构建的 torch")
+            if cuda
+            else say("CPU build of torch", "CPU 版 torch")
+        )
+        findings.append(
+            Finding("info", "CUDA", say(f"not available ({built})", f"不可用（{built}）"))
+        )
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
-        findings.append(Finding("info", "MPS", say(
-            "available (Apple GPU); small numeric differences from CPU are expected, the checks "
-            "allow for them",
-            "可用（Apple GPU）；与 CPU 相比会有微小的数值差异，这是正常的，检查允许这些差异")))
+        findings.append(
+            Finding(
+                "info",
+                "MPS",
+                say(
+                    "available (Apple GPU); small numeric differences from CPU are expected, the checks "
+                    "allow for them",
+                    "可用（Apple GPU）；与 CPU 相比会有微小的数值差异，这是正常的，检查允许这些差异",
+                ),
+            )
+        )
     else:
         findings.append(Finding("info", "MPS", say("not available", "不可用")))
     from .runtime import DEVICE_ENV, default_device
@@ -128,14 +180,31 @@ def check_torch() -> list[Finding]:
     try:
         device = default_device()
     except ValueError as error:
-        findings.append(Finding("FAIL", say("device", "设备"), str(error), say(
-            f"unset {DEVICE_ENV} or set it to an available device (cpu, cuda, mps)",
-            f"取消设置 {DEVICE_ENV}，或把它设为一个可用的设备（cpu、cuda、mps）")))
+        findings.append(
+            Finding(
+                "FAIL",
+                say("device", "设备"),
+                str(error),
+                say(
+                    f"unset {DEVICE_ENV} or set it to an available device (cpu, cuda, mps)",
+                    f"取消设置 {DEVICE_ENV}，或把它设为一个可用的设备（cpu、cuda、mps）",
+                ),
+            )
+        )
     else:
         setting = os.environ.get(DEVICE_ENV)
-        findings.append(Finding("ok", say("device", "设备"), say(
-            f"notebooks will run on {device}" + (f" ({DEVICE_ENV}={setting})" if setting else ""),
-            f"notebook 将在 {device} 上运行" + (f"（{DEVICE_ENV}={setting}）" if setting else ""))))
+        findings.append(
+            Finding(
+                "ok",
+                say("device", "设备"),
+                say(
+                    f"notebooks will run on {device}"
+                    + (f" ({DEVICE_ENV}={setting})" if setting else ""),
+                    f"notebook 将在 {device} 上运行"
+                    + (f"（{DEVICE_ENV}={setting}）" if setting else ""),
+                ),
+            )
+        )
     return findings
 
 
@@ -144,9 +213,14 @@ def check_packages() -> list[Finding]:
     for name, (required, purpose) in PACKAGES.items():
         version = package_version(name)
         if version is None:
-            findings.append(Finding("FAIL" if required else "warn", name,
-                                    say(f"not installed ({purpose[0]})", f"未安装（{purpose[1]}）"),
-                                    setup_fix()))
+            findings.append(
+                Finding(
+                    "FAIL" if required else "warn",
+                    name,
+                    say(f"not installed ({purpose[0]})", f"未安装（{purpose[1]}）"),
+                    setup_fix(),
+                )
+            )
         else:
             findings.append(Finding("ok", name, version))
     findings += _check_version_pairs()
@@ -163,24 +237,51 @@ def _major(version: str | None) -> int | None:
 def _check_version_pairs() -> list[Finding]:
     """Versions that must go together: JupyterLab 4, ipywidgets 8 with jupyterlab_widgets 3."""
     findings = []
-    lab, widgets, frontend = (package_version(n) for n in ("jupyterlab", "ipywidgets", "jupyterlab_widgets"))
+    lab, widgets, frontend = (
+        package_version(n) for n in ("jupyterlab", "ipywidgets", "jupyterlab_widgets")
+    )
     if lab and _major(lab) != 4:
-        findings.append(Finding("FAIL", "jupyterlab",
-                                say(f"{lab} installed; the course needs JupyterLab 4",
-                                    f"安装的是 {lab}；本课程需要 JupyterLab 4"),
-                                say("`pip install 'jupyterlab>=4,<5'` (or `make setup`)",
-                                    "`pip install 'jupyterlab>=4,<5'`（或 `make setup`）")))
+        findings.append(
+            Finding(
+                "FAIL",
+                "jupyterlab",
+                say(
+                    f"{lab} installed; the course needs JupyterLab 4",
+                    f"安装的是 {lab}；本课程需要 JupyterLab 4",
+                ),
+                say(
+                    "`pip install 'jupyterlab>=4,<5'` (or `make setup`)",
+                    "`pip install 'jupyterlab>=4,<5'`（或 `make setup`）",
+                ),
+            )
+        )
     if widgets and _major(widgets) != 8:
-        findings.append(Finding("FAIL", "ipywidgets",
-                                say(f"{widgets} installed; the course needs ipywidgets 8",
-                                    f"安装的是 {widgets}；本课程需要 ipywidgets 8"),
-                                say("`pip install 'ipywidgets>=8,<9'` (or `make setup`)",
-                                    "`pip install 'ipywidgets>=8,<9'`（或 `make setup`）")))
+        findings.append(
+            Finding(
+                "FAIL",
+                "ipywidgets",
+                say(
+                    f"{widgets} installed; the course needs ipywidgets 8",
+                    f"安装的是 {widgets}；本课程需要 ipywidgets 8",
+                ),
+                say(
+                    "`pip install 'ipywidgets>=8,<9'` (or `make setup`)",
+                    "`pip install 'ipywidgets>=8,<9'`（或 `make setup`）",
+                ),
+            )
+        )
     if widgets and frontend and _major(widgets) == 8 and _major(frontend) != 3:
-        findings.append(Finding("FAIL", "jupyterlab_widgets",
-                                say(f"{frontend} does not match ipywidgets {widgets} (needs 3.x)",
-                                    f"{frontend} 与 ipywidgets {widgets} 不匹配（需要 3.x）"),
-                                "`pip install 'jupyterlab_widgets>=3,<4'`"))
+        findings.append(
+            Finding(
+                "FAIL",
+                "jupyterlab_widgets",
+                say(
+                    f"{frontend} does not match ipywidgets {widgets} (needs 3.x)",
+                    f"{frontend} 与 ipywidgets {widgets} 不匹配（需要 3.x）",
+                ),
+                "`pip install 'jupyterlab_widgets>=3,<4'`",
+            )
+        )
     return findings
 
 
@@ -194,16 +295,30 @@ def check_grading_sandbox() -> list[Finding]:
         return [Finding("ok", say("grading sandbox", "评分沙箱"), found.version or found.bwrap)]
     from .course.sealed.users import available
 
-    users = "" if available() else say(
-        " (as root, `tfcourse grade` can instead run each worker as a fresh user: see "
-        "docs/grading.md, \"Containers\")",
-        "（以 root 身份运行时，`tfcourse grade` 也可以让每个隔离进程以全新的用户身份运行："
-        "见 docs/grading.md 的“容器”一节）")
-    return [Finding("info", say("grading sandbox", "评分沙箱"), found.reason, say(
-        "teachers: install bubblewrap (apt-get install bubblewrap) before grading a class; "
-        "to grade your own notebook, add --unsealed",
-        "教师：批改全班作业前请安装 bubblewrap（apt-get install bubblewrap）；"
-        "给自己的 notebook 评分时，加上 --unsealed 即可") + users)]
+    users = (
+        ""
+        if available()
+        else say(
+            " (as root, `tfcourse grade` can instead run each worker as a fresh user: see "
+            'docs/grading.md, "Containers")',
+            "（以 root 身份运行时，`tfcourse grade` 也可以让每个隔离进程以全新的用户身份运行："
+            "见 docs/grading.md 的“容器”一节）",
+        )
+    )
+    return [
+        Finding(
+            "info",
+            say("grading sandbox", "评分沙箱"),
+            found.reason,
+            say(
+                "teachers: install bubblewrap (apt-get install bubblewrap) before grading a class; "
+                "to grade your own notebook, add --unsealed",
+                "教师：批改全班作业前请安装 bubblewrap（apt-get install bubblewrap）；"
+                "给自己的 notebook 评分时，加上 --unsealed 即可",
+            )
+            + users,
+        )
+    ]
 
 
 def check_chinese_font() -> list[Finding]:
@@ -219,16 +334,25 @@ def check_chinese_font() -> list[Finding]:
         return [Finding("info", topic, say("matplotlib is not installed", "未安装 matplotlib"))]
     if found:
         return [Finding("ok", topic, found[0])]
-    return [Finding("warn" if current() == "zh" else "info", topic,
-                    say(f"none of {', '.join(CJK_FONTS)} is installed: the Chinese edition's "
-                        "figures show boxes where the words should be",
-                        f"{'、'.join(CJK_FONTS)} 都没有安装：中文版的图中，文字会显示成方框"),
-                    say("`pip install mplfonts` in the course's environment (a dependency of "
-                        "tfcourse: it ships Noto Sans CJK SC), or a system font (Debian/Ubuntu: "
-                        "`sudo apt-get install fonts-noto-cjk`); then restart the kernel",
-                        "在课程的环境里执行 `pip install mplfonts`（tfcourse 的依赖，自带 Noto Sans "
-                        "CJK SC），或安装系统字体（Debian/Ubuntu：`sudo apt-get install "
-                        "fonts-noto-cjk`）；装好后重启内核"))]
+    return [
+        Finding(
+            "warn" if current() == "zh" else "info",
+            topic,
+            say(
+                f"none of {', '.join(CJK_FONTS)} is installed: the Chinese edition's "
+                "figures show boxes where the words should be",
+                f"{'、'.join(CJK_FONTS)} 都没有安装：中文版的图中，文字会显示成方框",
+            ),
+            say(
+                "`pip install mplfonts` in the course's environment (a dependency of "
+                "tfcourse: it ships Noto Sans CJK SC), or a system font (Debian/Ubuntu: "
+                "`sudo apt-get install fonts-noto-cjk`); then restart the kernel",
+                "在课程的环境里执行 `pip install mplfonts`（tfcourse 的依赖，自带 Noto Sans "
+                "CJK SC），或安装系统字体（Debian/Ubuntu：`sudo apt-get install "
+                "fonts-noto-cjk`）；装好后重启内核",
+            ),
+        )
+    ]
 
 
 def collect(root: Path | None) -> list[Finding]:
@@ -241,23 +365,38 @@ def collect(root: Path | None) -> list[Finding]:
         check_widget_frontend,
     )
 
-    return (check_python() + check_torch() + check_packages() + check_environment(root)
-            + check_kernel() + check_widget_frontend() + check_notebooks(root)
-            + check_chinese_font() + check_grading_sandbox())
+    return (
+        check_python()
+        + check_torch()
+        + check_packages()
+        + check_environment(root)
+        + check_kernel()
+        + check_widget_frontend()
+        + check_notebooks(root)
+        + check_chinese_font()
+        + check_grading_sandbox()
+    )
 
 
 # ------------------------------------------------------------------------- command
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", metavar="FOLDER", default=None,
-                        help="course folder to check (default: the checkout tfcourse was installed from)")
+    parser.add_argument(
+        "--root",
+        metavar="FOLDER",
+        default=None,
+        help="course folder to check (default: the checkout tfcourse was installed from)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     root = Path(args.root).resolve() if getattr(args, "root", None) else project_root()
     findings = collect(root)
-    print(f"tfcourse {__version__} doctor" + (say(f" — course folder {root}", f"——课程文件夹 {root}")
-                                              if root else ""))
+    print(
+        f"tfcourse {__version__} doctor"
+        + (say(f" — course folder {root}", f"——课程文件夹 {root}") if root else "")
+    )
     width = max(text_width(f.topic) for f in findings)
     for finding in findings:
         status = say(*STATUS.get(finding.status, (finding.status, finding.status)))
@@ -268,14 +407,21 @@ def run(args: argparse.Namespace) -> int:
     failures = [f for f in findings if f.status == "FAIL"]
     warnings = [f for f in findings if f.status == "warn"]
     if failures:
-        print(say(f"{len(failures)} required piece(s) missing or broken, {len(warnings)} "
-                  "warning(s): apply the fixes above, then run `tfcourse doctor` again.",
-                  f"{len(failures)} 个必需组件缺失或损坏，{len(warnings)} 条警告：请按上面的方法"
-                  "修复，然后再次运行 `tfcourse doctor`。"))
+        print(
+            say(
+                f"{len(failures)} required piece(s) missing or broken, {len(warnings)} "
+                "warning(s): apply the fixes above, then run `tfcourse doctor` again.",
+                f"{len(failures)} 个必需组件缺失或损坏，{len(warnings)} 条警告：请按上面的方法"
+                "修复，然后再次运行 `tfcourse doctor`。",
+            )
+        )
         return 1
-    print(say("Healthy: everything the course needs is in place"
-              + (f" ({len(warnings)} warning(s) above)." if warnings else "."),
-              "一切正常：课程所需的组件都已就绪"
-              + (f"（上面有 {len(warnings)} 条警告）。" if warnings else "。")))
+    print(
+        say(
+            "Healthy: everything the course needs is in place"
+            + (f" ({len(warnings)} warning(s) above)." if warnings else "."),
+            "一切正常：课程所需的组件都已就绪"
+            + (f"（上面有 {len(warnings)} 条警告）。" if warnings else "。"),
+        )
+    )
     return 0
-

@@ -15,8 +15,9 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def replaced_atomically(path: str | os.PathLike, *, prefix: str = ".tfcourse-",
-                        mode: int | None = None) -> Iterator[Path]:
+def replaced_atomically(
+    path: str | os.PathLike, *, prefix: str = ".tfcourse-", mode: int | None = None
+) -> Iterator[Path]:
     """A temporary file beside ``path`` to write; it replaces ``path`` when the block ends.
 
     Flushed to disk, then renamed over ``path``: a full disk, an exception or Ctrl-C inside

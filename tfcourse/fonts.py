@@ -16,8 +16,15 @@ from pathlib import Path
 # Fonts with Chinese glyphs on Windows, macOS and Linux, and the packaged one; matplotlib
 # takes the first one present for each character and falls back to DejaVu Sans for the rest.
 PACKAGED_FONT = "Noto Sans CJK SC"
-CJK_FONTS = (PACKAGED_FONT, "Microsoft YaHei", "PingFang SC", "Hiragino Sans GB",
-             "Source Han Sans SC", "WenQuanYi Micro Hei", "SimHei")
+CJK_FONTS = (
+    PACKAGED_FONT,
+    "Microsoft YaHei",
+    "PingFang SC",
+    "Hiragino Sans GB",
+    "Source Han Sans SC",
+    "WenQuanYi Micro Hei",
+    "SimHei",
+)
 _PACKAGED_FILE = ("fonts", "NotoSansCJKsc-Regular.otf")
 
 
@@ -69,7 +76,9 @@ def use_chinese_fonts() -> list[str]:
     matplotlib.rcParams["axes.unicode_minus"] = False
     if not found:
         warnings.filterwarnings("ignore", message="Glyph .* missing from")
-        print("提示：没有找到中文字体，图中的中文会显示成方框。请在课程的环境里执行 "
-              "`pip install mplfonts`（或安装系统字体 Noto Sans CJK SC），然后重启内核。",
-              file=sys.stderr)
+        print(
+            "提示：没有找到中文字体，图中的中文会显示成方框。请在课程的环境里执行 "
+            "`pip install mplfonts`（或安装系统字体 Noto Sans CJK SC），然后重启内核。",
+            file=sys.stderr,
+        )
     return found

@@ -13,10 +13,11 @@ import os
 import unicodedata
 
 LANGUAGES = ("en", "zh")
-_chosen: str | None = None         # set by use(); otherwise TFCOURSE_LANG decides
+_chosen: str | None = None  # set by use(); otherwise TFCOURSE_LANG decides
 # Set by speaking(): one thread's (or task's) language, e.g. the grader's for one notebook.
-_spoken: contextvars.ContextVar[str | None] = contextvars.ContextVar("tfcourse_language",
-                                                                    default=None)
+_spoken: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "tfcourse_language", default=None
+)
 
 
 def current() -> str:

@@ -27,7 +27,9 @@ def default_device() -> torch.device:
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"{DEVICE_ENV}={requested!r} but torch.cuda.is_available() is False")
         if device.type == "mps" and not torch.backends.mps.is_available():
-            raise ValueError(f"{DEVICE_ENV}={requested!r} but torch.backends.mps.is_available() is False")
+            raise ValueError(
+                f"{DEVICE_ENV}={requested!r} but torch.backends.mps.is_available() is False"
+            )
         return device
     if torch.cuda.is_available():
         return torch.device("cuda")
@@ -72,14 +74,20 @@ def version_mismatch(written_for: str, installed: str) -> str | None:
     if written_for == installed:
         return None
     if _version_key(written_for) > _version_key(installed):
-        fix = ("the package is older than the notebook: update it with `make setup` (or "
-               "`pip install -e .`) in the course folder, then restart the kernel")
+        fix = (
+            "the package is older than the notebook: update it with `make setup` (or "
+            "`pip install -e .`) in the course folder, then restart the kernel"
+        )
     else:
-        fix = ("the notebook is older than the package: get the current notebooks (`git pull` in "
-               "the course folder; keep your own work in a copy), or install the matching package")
-    return (f"WARNING: this notebook was written for tfcourse {written_for}, but tfcourse "
-            f"{installed} is installed; exercises and checks may not match. Fix: {fix}. "
-            f"`tfcourse doctor` checks the whole setup.")
+        fix = (
+            "the notebook is older than the package: get the current notebooks (`git pull` in "
+            "the course folder; keep your own work in a copy), or install the matching package"
+        )
+    return (
+        f"WARNING: this notebook was written for tfcourse {written_for}, but tfcourse "
+        f"{installed} is installed; exercises and checks may not match. Fix: {fix}. "
+        f"`tfcourse doctor` checks the whole setup."
+    )
 
 
 def setup_notebook(written_for: str, seed: int = 0, language: str | None = None) -> torch.device:

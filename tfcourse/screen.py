@@ -22,7 +22,7 @@ from pathlib import Path
 from .language import say
 
 TRACEBACK_ENV = "TFCOURSE_TRACEBACK"
-_last: list[BaseException] = []       # the last failure, for full_traceback()
+_last: list[BaseException] = []  # the last failure, for full_traceback()
 
 
 def _learners_lines(error: BaseException) -> list[str]:
@@ -32,11 +32,18 @@ def _learners_lines(error: BaseException) -> list[str]:
     if cause is None or cause.__traceback__ is None:
         return []
     installed = (str(Path(__file__).resolve().parent), *sysconfig.get_paths().values())
-    frames = [frame for frame in traceback.extract_tb(cause.__traceback__)
-              if not frame.filename.startswith(installed)]
-    return [say(f"  in your code, line {frame.lineno}: {(frame.line or '').strip()}",
-                f"  出错位置在你的代码第 {frame.lineno} 行：{(frame.line or '').strip()}")
-            for frame in frames[-3:]]
+    frames = [
+        frame
+        for frame in traceback.extract_tb(cause.__traceback__)
+        if not frame.filename.startswith(installed)
+    ]
+    return [
+        say(
+            f"  in your code, line {frame.lineno}: {(frame.line or '').strip()}",
+            f"  出错位置在你的代码第 {frame.lineno} 行：{(frame.line or '').strip()}",
+        )
+        for frame in frames[-3:]
+    ]
 
 
 def _short(error: BaseException) -> list[str]:
@@ -44,10 +51,15 @@ def _short(error: BaseException) -> list[str]:
     learner's lines that raised, and where to find the rest."""
     red, plain = "\x1b[0;31m", "\x1b[0m"
     lines = str(error).strip().splitlines() or [""]
-    return ([f"{red}{type(error).__name__}{plain}: {lines[0]}", *lines[1:],
-             *_learners_lines(error),
-             say("  (the full traceback: tc.checks.full_traceback())",
-                 "  （完整的回溯信息：tc.checks.full_traceback()）")])
+    return [
+        f"{red}{type(error).__name__}{plain}: {lines[0]}",
+        *lines[1:],
+        *_learners_lines(error),
+        say(
+            "  (the full traceback: tc.checks.full_traceback())",
+            "  （完整的回溯信息：tc.checks.full_traceback()）",
+        ),
+    ]
 
 
 def full_traceback() -> None:
@@ -76,7 +88,7 @@ def install_stub_handler(shell) -> None:
 
     def counts_as_run(result) -> None:
         if _is_stub(result.error_in_exec):
-            result.error_in_exec = None     # read by the kernel after this event: status "ok"
+            result.error_in_exec = None  # read by the kernel after this event: status "ok"
 
     shell.set_custom_exc((NotImplementedError,), one_line)
     if counts_as_run.__name__ not in {f.__name__ for f in shell.events.callbacks["post_run_cell"]}:
@@ -91,7 +103,7 @@ def learner_facing(check):
         try:
             return check(*args, **kwargs)
         except NotImplementedError:
-            raise                           # an unsolved exercise: install_stub_handler
+            raise  # an unsolved exercise: install_stub_handler
         except Exception as error:
             _last[:] = [error]
             if os.environ.get(TRACEBACK_ENV, "").strip().lower() != "full":

@@ -40,8 +40,9 @@ def close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float, equal_nan=
     if not (a.is_floating_point() or b.is_floating_point()):
         return torch.equal(a, b.to(a.dtype))
     dtype = torch.promote_types(a.dtype, b.dtype)
-    return bool(torch.isclose(a.to(dtype), b.to(dtype), rtol=rtol, atol=atol,
-                              equal_nan=equal_nan).all())
+    return bool(
+        torch.isclose(a.to(dtype), b.to(dtype), rtol=rtol, atol=atol, equal_nan=equal_nan).all()
+    )
 
 
 def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -32,10 +32,10 @@ def _disable_tf32():
     per-backend (torch >= 2.9) flags alike. The old setting is read from both APIs:
     ``get_float32_matmul_precision()`` raises once TF32 was set through the new one.
     """
-    new = getattr(torch.backends.cuda.matmul, "fp32_precision", None)   # torch >= 2.9
+    new = getattr(torch.backends.cuda.matmul, "fp32_precision", None)  # torch >= 2.9
     try:
         legacy = torch.get_float32_matmul_precision()
-    except RuntimeError:          # TF32 set with the new API: the legacy getter refuses
+    except RuntimeError:  # TF32 set with the new API: the legacy getter refuses
         legacy = None
     torch.set_float32_matmul_precision("highest")
     return legacy, new

@@ -83,8 +83,16 @@ class Checker:
         self.passed += 1
 
     # -- failing -----------------------------------------------------------------------------
-    def fail(self, case: str, problem: str, *, looks_like: str | None = None,
-             hint: str | None = None, diff: float | None = None, cause=None):
+    def fail(
+        self,
+        case: str,
+        problem: str,
+        *,
+        looks_like: str | None = None,
+        hint: str | None = None,
+        diff: float | None = None,
+        cause=None,
+    ):
         """Raise the ``AssertionError`` of a failed sub-check.
 
         The first line carries everything a report needs: check, case, problem,
@@ -93,19 +101,27 @@ class Checker:
         """
         line = say(f"{self.name} [{case}]: {problem}", f"{self.name} [{case}]：{problem}")
         if diff is not None:
-            line += (say(f" (max |diff| = {fmt(diff)})", f"（max |diff| = {fmt(diff)}）")
-                     if math.isfinite(diff) else
-                     say(" (max |diff| = nan: NaN where the reference has numbers)",
-                         "（max |diff| = nan：参考实现是正常数值的位置出现了 NaN）"))
+            line += (
+                say(f" (max |diff| = {fmt(diff)})", f"（max |diff| = {fmt(diff)}）")
+                if math.isfinite(diff)
+                else say(
+                    " (max |diff| = nan: NaN where the reference has numbers)",
+                    "（max |diff| = nan：参考实现是正常数值的位置出现了 NaN）",
+                )
+            )
         if looks_like:
             line += say(f"; looks like: {looks_like}", f"；很可能的原因：{looks_like}")
         lines = [line]
         if hint:
             lines.append(say(f"  hint: {hint}", f"  提示：{hint}"))
-        lines.append(say(f"  ({self.passed} earlier check(s) of {self.name} passed)",
-                         f"  （{self.name} 此前已有 {self.passed} 项检查通过）") if self.passed
-                     else say(f"  (the first check of {self.name})",
-                              f"  （这是 {self.name} 的第一项检查）"))
+        lines.append(
+            say(
+                f"  ({self.passed} earlier check(s) of {self.name} passed)",
+                f"  （{self.name} 此前已有 {self.passed} 项检查通过）",
+            )
+            if self.passed
+            else say(f"  (the first check of {self.name})", f"  （这是 {self.name} 的第一项检查）")
+        )
         raise AssertionError("\n".join(lines)) from cause
 
     def call(self, case: str, what: str, fn: Callable, *args, **kwargs):
@@ -113,16 +129,30 @@ class Checker:
         try:
             return fn(*args, **kwargs)
         except NotImplementedError:
-            raise                       # an unfinished exercise says so itself
-        except Exception as error:      # noqa: BLE001 - any learner error becomes a report
-            self.fail(case, say(f"{what} raised {type(error).__name__}: {first_line(error)}",
-                                f"{what}时抛出了 {type(error).__name__}：{first_line(error)}"),
-                      looks_like=likely_cause(str(error)), cause=error)
+            raise  # an unfinished exercise says so itself
+        except Exception as error:  # noqa: BLE001 - any learner error becomes a report
+            self.fail(
+                case,
+                say(
+                    f"{what} raised {type(error).__name__}: {first_line(error)}",
+                    f"{what}时抛出了 {type(error).__name__}：{first_line(error)}",
+                ),
+                looks_like=likely_cause(str(error)),
+                cause=error,
+            )
 
     # -- comparing ---------------------------------------------------------------------------
-    def compare(self, case: str, what: str, got, expected: torch.Tensor, *,
-                variants: Iterable[Variant] = (), hint: str | None = None,
-                near_misses: Iterable[Variant] = ()) -> None:
+    def compare(
+        self,
+        case: str,
+        what: str,
+        got,
+        expected: torch.Tensor,
+        *,
+        variants: Iterable[Variant] = (),
+        hint: str | None = None,
+        near_misses: Iterable[Variant] = (),
+    ) -> None:
         """Fail unless ``got`` matches ``expected`` (shape, dtype, device, values).
 
         On a mismatch, each known-wrong variant is computed and the closest one that
@@ -132,42 +162,75 @@ class Checker:
         """
         if not isinstance(got, torch.Tensor):
             shape = tuple(expected.shape)
-            self.fail(case, say(f"{what} is a {type(got).__name__}, expected a tensor of shape "
-                                f"{shape}",
-                                f"{what}是 {type(got).__name__} 类型，应为形状 {shape} 的张量"),
-                      hint=hint)
+            self.fail(
+                case,
+                say(
+                    f"{what} is a {type(got).__name__}, expected a tensor of shape {shape}",
+                    f"{what}是 {type(got).__name__} 类型，应为形状 {shape} 的张量",
+                ),
+                hint=hint,
+            )
         if got.shape != expected.shape:
             got_shape, shape = tuple(got.shape), tuple(expected.shape)
-            self.fail(case, say(f"{what} has shape {got_shape}, expected {shape}",
-                                f"{what}的形状是 {got_shape}，应为 {shape}"),
-                      looks_like=self.diagnose(got, variants), hint=hint)
+            self.fail(
+                case,
+                say(
+                    f"{what} has shape {got_shape}, expected {shape}",
+                    f"{what}的形状是 {got_shape}，应为 {shape}",
+                ),
+                looks_like=self.diagnose(got, variants),
+                hint=hint,
+            )
         if got.dtype != expected.dtype:
-            self.fail(case, say(f"{what} has dtype {got.dtype}, expected {expected.dtype}",
-                                f"{what}的 dtype 是 {got.dtype}，应为 {expected.dtype}"),
-                      hint=say("keep the input's dtype: build new tensors with dtype=x.dtype",
-                               "保持输入的 dtype：新建张量时传入 dtype=x.dtype"))
+            self.fail(
+                case,
+                say(
+                    f"{what} has dtype {got.dtype}, expected {expected.dtype}",
+                    f"{what}的 dtype 是 {got.dtype}，应为 {expected.dtype}",
+                ),
+                hint=say(
+                    "keep the input's dtype: build new tensors with dtype=x.dtype",
+                    "保持输入的 dtype：新建张量时传入 dtype=x.dtype",
+                ),
+            )
         if got.device != expected.device:
-            self.fail(case, say(f"{what} is on {got.device}, expected {expected.device}",
-                                f"{what}在 {got.device} 上，应在 {expected.device} 上"),
-                      hint=say("build new tensors on the input's device (device=x.device), or "
-                               "register constant tensors as buffers so .to(device) moves them",
-                               "在输入所在的设备上新建张量（device=x.device），或把常量张量注册"
-                               "为缓冲区（register_buffer），让 .to(device) 一并移动它们"))
+            self.fail(
+                case,
+                say(
+                    f"{what} is on {got.device}, expected {expected.device}",
+                    f"{what}在 {got.device} 上，应在 {expected.device} 上",
+                ),
+                hint=say(
+                    "build new tensors on the input's device (device=x.device), or "
+                    "register constant tensors as buffers so .to(device) moves them",
+                    "在输入所在的设备上新建张量（device=x.device），或把常量张量注册"
+                    "为缓冲区（register_buffer），让 .to(device) 一并移动它们",
+                ),
+            )
         got, expected = got.detach(), expected.detach()
         if close(got, expected, self.rtol, self.atol):
             self._near_miss(case, what, got, expected, near_misses)
             return
         looks = self.diagnose(got, variants)
         if looks is None and torch.isnan(got).any() and not torch.isnan(expected).any():
-            looks = say("NaN in the output: e.g. a fully masked row, sqrt of a negative, or 0/0",
-                        "输出中有 NaN：例如某一行被完全屏蔽、对负数开平方，或 0/0")
+            looks = say(
+                "NaN in the output: e.g. a fully masked row, sqrt of a negative, or 0/0",
+                "输出中有 NaN：例如某一行被完全屏蔽、对负数开平方，或 0/0",
+            )
         if looks is None and variants:
-            hint = hint or say("no known mistake reproduces this output; compare your code with "
-                               "the formula in the check's docstring, one step at a time",
-                               "没有哪个已知错误能复现这个输出；请对照该检查 docstring 中的公式，"
-                               "一步一步核对你的代码")
-        self.fail(case, say(f"{what} differs from the reference", f"{what}与参考实现不一致"),
-                  diff=max_abs_diff(got, expected), looks_like=looks, hint=hint)
+            hint = hint or say(
+                "no known mistake reproduces this output; compare your code with "
+                "the formula in the check's docstring, one step at a time",
+                "没有哪个已知错误能复现这个输出；请对照该检查 docstring 中的公式，"
+                "一步一步核对你的代码",
+            )
+        self.fail(
+            case,
+            say(f"{what} differs from the reference", f"{what}与参考实现不一致"),
+            diff=max_abs_diff(got, expected),
+            looks_like=looks,
+            hint=hint,
+        )
 
     def _near_miss(self, case, what, got, expected, near_misses) -> None:
         for description, compute in near_misses:
@@ -175,10 +238,16 @@ class Checker:
                 candidate = compute().detach()
             gap = max_abs_diff(expected, candidate)
             if gap > 0 and max_abs_diff(got, candidate) < 0.1 * gap:
-                self.fail(case, say(f"{what} is within tolerance of the reference but ten "
-                                    f"times closer to a known mistake",
-                                    f"{what}虽在参考实现的容差之内，但离某个已知错误还要近十倍"),
-                          diff=max_abs_diff(got, expected), looks_like=description)
+                self.fail(
+                    case,
+                    say(
+                        f"{what} is within tolerance of the reference but ten "
+                        f"times closer to a known mistake",
+                        f"{what}虽在参考实现的容差之内，但离某个已知错误还要近十倍",
+                    ),
+                    diff=max_abs_diff(got, expected),
+                    looks_like=description,
+                )
 
     def diagnose(self, got: torch.Tensor, variants: Iterable[Variant]) -> str | None:
         """Description of the variant closest to ``got`` among those that reproduce it, else None.
@@ -198,19 +267,20 @@ class Checker:
             try:
                 with torch.no_grad():
                     candidate = compute()
-            except Exception:           # noqa: BLE001 - a variant that cannot run cannot match
+            except Exception:  # noqa: BLE001 - a variant that cannot run cannot match
                 continue
             if not (isinstance(candidate, torch.Tensor) and candidate.shape == got.shape):
                 continue
             error = scaled_error(got, candidate.to(got.dtype), 10 * self.rtol, 10 * self.atol)
             if error <= 1.0 and error < best_error:
                 best, best_error = description, error
-                if error == 0.0:        # exact: nothing can be closer
+                if error == 0.0:  # exact: nothing can be closer
                     break
         return best, best_error
 
-    def output_mistake(self, got: torch.Tensor, expected: torch.Tensor,
-                       variants: Iterable[Variant]) -> str | None:
+    def output_mistake(
+        self, got: torch.Tensor, expected: torch.Tensor, variants: Iterable[Variant]
+    ) -> str | None:
         """The known mistake closest to ``got``, an output within tolerance, if strictly
         closer than the reference: for a differing gradient, as some mistakes (eps outside
         the square root, on some inputs) move the output less than the tolerance and the
@@ -218,14 +288,20 @@ class Checker:
         if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
             return None
         description, error = self._closest(got, variants)
-        reference_error = scaled_error(got.detach(), expected.detach().to(got.dtype),
-                                       10 * self.rtol, 10 * self.atol)
+        reference_error = scaled_error(
+            got.detach(), expected.detach().to(got.dtype), 10 * self.rtol, 10 * self.atol
+        )
         return description if error < reference_error else None
 
-    def compare_grads(self, case: str, got: Mapping[str, torch.Tensor | None],
-                      expected: Mapping[str, torch.Tensor | None], *,
-                      variants: Mapping[str, Iterable[Variant]] | None = None,
-                      explain: Callable[[], str | None] = lambda: None) -> None:
+    def compare_grads(
+        self,
+        case: str,
+        got: Mapping[str, torch.Tensor | None],
+        expected: Mapping[str, torch.Tensor | None],
+        *,
+        variants: Mapping[str, Iterable[Variant]] | None = None,
+        explain: Callable[[], str | None] = lambda: None,
+    ) -> None:
         """Compare named gradients (input and parameters) after both backward passes.
 
         ``explain`` names a mistake from the output when no gradient variant reproduces
@@ -237,47 +313,70 @@ class Checker:
                 continue
             label = _grad_label(name)
             if have is None:
-                self.fail(case, say(f"{name} received no gradient", f"{label} 没有收到梯度"),
-                          looks_like=say("it is not connected to the output (unused, or hidden "
-                                         "from autograd by .detach(), .data or torch.no_grad())",
-                                         "它与输出没有连接（没被用到，或被 .detach()、.data、"
-                                         "torch.no_grad() 挡在了 autograd 之外）"))
+                self.fail(
+                    case,
+                    say(f"{name} received no gradient", f"{label} 没有收到梯度"),
+                    looks_like=say(
+                        "it is not connected to the output (unused, or hidden "
+                        "from autograd by .detach(), .data or torch.no_grad())",
+                        "它与输出没有连接（没被用到，或被 .detach()、.data、"
+                        "torch.no_grad() 挡在了 autograd 之外）",
+                    ),
+                )
             have, want = have.detach(), want.detach()
             if have.shape == want.shape and close(have, want, self.rtol, self.atol):
                 continue
-            looks = self.diagnose(have, (variants or {}).get(name, ())) if have.shape == \
-                want.shape else None
+            looks = (
+                self.diagnose(have, (variants or {}).get(name, ()))
+                if have.shape == want.shape
+                else None
+            )
             looks = looks or explain()
-            self.fail(case, say(f"the gradient of {name} differs from the reference "
-                                f"(the output matched)",
-                                f"{label} 的梯度与参考实现不一致（输出是一致的）"),
-                      diff=max_abs_diff(have, want) if have.shape == want.shape else None,
-                      looks_like=looks or say(
-                          "part of the computation is hidden from autograd (.detach(), .data, "
-                          "torch.no_grad()) or a tensor autograd saved was changed in place",
-                          "部分计算被挡在了 autograd 之外（.detach()、.data、torch.no_grad()），"
-                          "或 autograd 保存的某个张量被原地修改了"))
+            self.fail(
+                case,
+                say(
+                    f"the gradient of {name} differs from the reference (the output matched)",
+                    f"{label} 的梯度与参考实现不一致（输出是一致的）",
+                ),
+                diff=max_abs_diff(have, want) if have.shape == want.shape else None,
+                looks_like=looks
+                or say(
+                    "part of the computation is hidden from autograd (.detach(), .data, "
+                    "torch.no_grad()) or a tensor autograd saved was changed in place",
+                    "部分计算被挡在了 autograd 之外（.detach()、.data、torch.no_grad()），"
+                    "或 autograd 保存的某个张量被原地修改了",
+                ),
+            )
 
     def unchanged(self, case: str, name: str, before: torch.Tensor, after: torch.Tensor):
         """Fail if ``after`` (a learner's input after the call) differs from ``before``."""
         if not torch.equal(before, after.detach()):
-            self.fail(case, say(f"your code modified its input {name} in place",
-                                f"你的代码原地修改了它的输入 {name}"),
-                      diff=max_abs_diff(before, after),
-                      looks_like=say("an in-place operation on the input (x += ..., x -= mean, "
-                                     "x.mul_(...), x[...] = ...)",
-                                     "对输入做了原地操作（x += ...、x -= mean、x.mul_(...)、"
-                                     "x[...] = ...）"),
-                      hint=say("write out = x + ... instead of x += ...; the caller still needs x",
-                               "写成 out = x + ...，不要写 x += ...；调用方之后还要用到 x"))
+            self.fail(
+                case,
+                say(
+                    f"your code modified its input {name} in place",
+                    f"你的代码原地修改了它的输入 {name}",
+                ),
+                diff=max_abs_diff(before, after),
+                looks_like=say(
+                    "an in-place operation on the input (x += ..., x -= mean, "
+                    "x.mul_(...), x[...] = ...)",
+                    "对输入做了原地操作（x += ...、x -= mean、x.mul_(...)、x[...] = ...）",
+                ),
+                hint=say(
+                    "write out = x + ... instead of x += ...; the caller still needs x",
+                    "写成 out = x + ...，不要写 x += ...；调用方之后还要用到 x",
+                ),
+            )
 
     # -- tensors -----------------------------------------------------------------------------
     def generator(self, seed: int) -> torch.Generator:
         """A CPU generator for the check's ``seed``, salted inside ``grading_cases``."""
         return torch.Generator().manual_seed(case_seed(seed))
 
-    def randn(self, gen: torch.Generator, *shape: int, scale: float = 1.0,
-              offset: float = 0.0) -> torch.Tensor:
+    def randn(
+        self, gen: torch.Generator, *shape: int, scale: float = 1.0, offset: float = 0.0
+    ) -> torch.Tensor:
         """Seeded normal samples, drawn on the CPU (same numbers on every device)."""
         sample = torch.randn(*shape, generator=gen, dtype=torch.float64)
         # Cast on the CPU first: some devices (MPS) have no float64.

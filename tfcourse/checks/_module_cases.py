@@ -25,21 +25,31 @@ def input_grads_and_params(module: nn.Module, inputs: Mapping[str, torch.Tensor]
     return grads
 
 
-def reference_grads(reference: nn.Module, learner: nn.Module,
-                    inputs: Mapping[str, torch.Tensor]) -> dict:
+def reference_grads(
+    reference: nn.Module, learner: nn.Module, inputs: Mapping[str, torch.Tensor]
+) -> dict:
     """Like ``input_grads_and_params`` for the reference, renamed to the learner's layout."""
     grads = {f"input {name}": t.grad for name, t in inputs.items()}
-    params = adapt_layout({n: p.grad for n, p in parameter_names(reference).items()},
-                          parameter_names(learner))
+    params = adapt_layout(
+        {n: p.grad for n, p in parameter_names(reference).items()}, parameter_names(learner)
+    )
     grads.update({f"parameter {name}": g for name, g in params.items()})
     return grads
 
 
-def module_case(chk: Checker, case: str, learner: nn.Module, reference: nn.Module,
-                x: torch.Tensor, *, variants: Callable[[], Iterable[Variant]] = lambda: (),
-                call: Callable = lambda module, t: module(t), hint: str | None = None,
-                seed: int = 0, near_misses: Callable[[], Iterable[Variant]] = lambda: ()
-                ) -> None:
+def module_case(
+    chk: Checker,
+    case: str,
+    learner: nn.Module,
+    reference: nn.Module,
+    x: torch.Tensor,
+    *,
+    variants: Callable[[], Iterable[Variant]] = lambda: (),
+    call: Callable = lambda module, t: module(t),
+    hint: str | None = None,
+    seed: int = 0,
+    near_misses: Callable[[], Iterable[Variant]] = lambda: (),
+) -> None:
     """Compare output, input gradient and parameter gradients of ``call(module, x)``.
 
     The backward pass uses a seeded random upstream gradient (not ``sum()``, whose
@@ -49,17 +59,41 @@ def module_case(chk: Checker, case: str, learner: nn.Module, reference: nn.Modul
     x_mine = x.detach().clone().requires_grad_(True)
     expected = call(reference, x_ref)
     got = chk.call(case, say("calling your module", "调用你的模块"), call, learner, x_mine)
-    chk.compare(case, say("output", "输出"), got, expected, variants=variants(), hint=hint,
-                near_misses=near_misses())
-    backward_case(chk, case, reference, learner, expected, got, seed=seed + 1000,
-                  inputs={"x": (x_ref, x_mine)}, variants=variants)
+    chk.compare(
+        case,
+        say("output", "输出"),
+        got,
+        expected,
+        variants=variants(),
+        hint=hint,
+        near_misses=near_misses(),
+    )
+    backward_case(
+        chk,
+        case,
+        reference,
+        learner,
+        expected,
+        got,
+        seed=seed + 1000,
+        inputs={"x": (x_ref, x_mine)},
+        variants=variants,
+    )
 
 
-def backward_case(chk: Checker, case: str, reference: nn.Module, learner: nn.Module,
-                  expected: torch.Tensor, got: torch.Tensor, *, seed: int,
-                  inputs: Mapping[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
-                  what: str = "output",
-                  variants: Callable[[], Iterable[Variant]] = lambda: ()) -> None:
+def backward_case(
+    chk: Checker,
+    case: str,
+    reference: nn.Module,
+    learner: nn.Module,
+    expected: torch.Tensor,
+    got: torch.Tensor,
+    *,
+    seed: int,
+    inputs: Mapping[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
+    what: str = "output",
+    variants: Callable[[], Iterable[Variant]] = lambda: (),
+) -> None:
     """Backpropagate one seeded upstream gradient through both outputs and compare gradients.
 
     ``inputs`` maps a name to the (reference, learner) leaf tensors whose gradients are
@@ -71,13 +105,18 @@ def backward_case(chk: Checker, case: str, reference: nn.Module, learner: nn.Mod
     reference.zero_grad(set_to_none=True)
     learner.zero_grad(set_to_none=True)
     (expected * upstream).sum().backward()
-    shown = {"output": "输出"}.get(what, f" {what} ")     # the Chinese of what is named
-    chk.call(case, say(f"backward through your {what}", f"对你的{shown}做反向传播"),
-             lambda: (got * upstream).sum().backward())
-    chk.compare_grads(case,
-                      input_grads_and_params(learner, {n: m for n, (_, m) in inputs.items()}),
-                      reference_grads(reference, learner, {n: r for n, (r, _) in inputs.items()}),
-                      explain=lambda: chk.output_mistake(got, expected, variants()))
+    shown = {"output": "输出"}.get(what, f" {what} ")  # the Chinese of what is named
+    chk.call(
+        case,
+        say(f"backward through your {what}", f"对你的{shown}做反向传播"),
+        lambda: (got * upstream).sum().backward(),
+    )
+    chk.compare_grads(
+        case,
+        input_grads_and_params(learner, {n: m for n, (_, m) in inputs.items()}),
+        reference_grads(reference, learner, {n: r for n, (r, _) in inputs.items()}),
+        explain=lambda: chk.output_mistake(got, expected, variants()),
+    )
 
 
 def inplace_case(chk: Checker, case: str, modules: Iterable[nn.Module], x: torch.Tensor) -> None:
@@ -89,8 +128,16 @@ def inplace_case(chk: Checker, case: str, modules: Iterable[nn.Module], x: torch
         chk.unchanged(case, "x", x, x_seen)
 
 
-def eval_dropout_case(chk: Checker, case: str, learner: nn.Module, reference: nn.Module,
-                      x: torch.Tensor, variants: Iterable[Variant], *, calling: str) -> None:
+def eval_dropout_case(
+    chk: Checker,
+    case: str,
+    learner: nn.Module,
+    reference: nn.Module,
+    x: torch.Tensor,
+    variants: Iterable[Variant],
+    *,
+    calling: str,
+) -> None:
     """A module built with dropout, in eval mode: two calls on ``x`` agree (dropout does
     nothing) and match the reference. ``calling``: what the message calls the learner's
     call ("calling your block")."""
@@ -98,12 +145,19 @@ def eval_dropout_case(chk: Checker, case: str, learner: nn.Module, reference: nn
         first = chk.call(case, calling, learner, x)
         second = chk.call(case, calling, learner, x)
         if isinstance(first, torch.Tensor) and not torch.equal(first, second):
-            chk.fail(case, say("two eval-mode calls gave different outputs",
-                               "评估模式下两次调用给出了不同的输出"),
-                     looks_like=say("dropout is active in eval mode: F.dropout(x, p) defaults to "
-                                    "training=True; use nn.Dropout, or F.dropout(x, p, "
-                                    "training=self.training)",
-                                    "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, p) 默认 "
-                                    "training=True；请改用 nn.Dropout，或 F.dropout(x, p, "
-                                    "training=self.training)"))
+            chk.fail(
+                case,
+                say(
+                    "two eval-mode calls gave different outputs",
+                    "评估模式下两次调用给出了不同的输出",
+                ),
+                looks_like=say(
+                    "dropout is active in eval mode: F.dropout(x, p) defaults to "
+                    "training=True; use nn.Dropout, or F.dropout(x, p, "
+                    "training=self.training)",
+                    "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, p) 默认 "
+                    "training=True；请改用 nn.Dropout，或 F.dropout(x, p, "
+                    "training=self.training)",
+                ),
+            )
         chk.compare(case, say("output", "输出"), first, reference(x), variants=variants)

@@ -18,17 +18,21 @@ P_DROP = 0.5
 
 
 def _shared_norm() -> str:
-    return say("one norm module is shared by both sublayers (norm1 used twice, or norm2 = norm1): "
-               "each sublayer needs its own LayerNorm with its own weights",
-               "两个子层共用了同一个归一化模块（norm1 用了两次，或 norm2 = norm1）：每个子层都需要"
-               "自己的层归一化（LayerNorm），各有各的权重")
+    return say(
+        "one norm module is shared by both sublayers (norm1 used twice, or norm2 = norm1): "
+        "each sublayer needs its own LayerNorm with its own weights",
+        "两个子层共用了同一个归一化模块（norm1 用了两次，或 norm2 = norm1）：每个子层都需要"
+        "自己的层归一化（LayerNorm），各有各的权重",
+    )
 
 
 def _tanh_gelu() -> str:
-    return say("the tanh approximation of GELU (GPT-2's) in the block's MLP where the exact (erf) "
-               "GELU is asked; use F.gelu(x) or nn.GELU() without approximate='tanh'",
-               "块里的 MLP 用了 GELU 的 tanh 近似（GPT-2 的写法），而这里要求精确（erf）GELU；"
-               "请用 F.gelu(x) 或 nn.GELU()，不要加 approximate='tanh'")
+    return say(
+        "the tanh approximation of GELU (GPT-2's) in the block's MLP where the exact (erf) "
+        "GELU is asked; use F.gelu(x) or nn.GELU() without approximate='tanh'",
+        "块里的 MLP 用了 GELU 的 tanh 近似（GPT-2 的写法），而这里要求精确（erf）GELU；"
+        "请用 F.gelu(x) 或 nn.GELU()，不要加 approximate='tanh'",
+    )
 
 
 def _pre(x, attn, mlp, n1, n2):
@@ -56,9 +60,11 @@ def _gelu_near_misses(ref, x):
 def _block_variants(ref, x):
     a, m, n1, n2 = ref.attn, ref.mlp, ref.norm1, ref.norm2
     shared = _pre if ref.pre_ln else _post
-    common = [(_shared_norm(), lambda: shared(x, a, m, n1, n1)),
-              (_shared_norm(), lambda: shared(x, a, m, n2, n2)),
-              (_tanh_gelu(), lambda: _tanh_gelu_twin(ref)(x))]
+    common = [
+        (_shared_norm(), lambda: shared(x, a, m, n1, n1)),
+        (_shared_norm(), lambda: shared(x, a, m, n2, n2)),
+        (_tanh_gelu(), lambda: _tanh_gelu_twin(ref)(x)),
+    ]
     return _order_variants(ref, x) + common
 
 
@@ -67,48 +73,77 @@ def _order_variants(ref, x):
 
     def missing(which, wrong, right):
         sublayer = {"attention": "注意力", "MLP": " MLP "}[which]
-        return say(f"the {which} residual is missing: {wrong} instead of {right}",
-                   f"缺少{sublayer}子层的残差连接：写成了 {wrong}，应为 {right}")
+        return say(
+            f"the {which} residual is missing: {wrong} instead of {right}",
+            f"缺少{sublayer}子层的残差连接：写成了 {wrong}，应为 {right}",
+        )
 
     both_missing = say("both residual connections are missing", "两个残差连接都缺失了")
     swapped = say("norm1 and norm2 are swapped", "norm1 和 norm2 用反了")
     mlp_first = say("the MLP runs before attention", "MLP 在注意力之前就执行了")
     if ref.pre_ln:
         return [
-            (say("post-LN was written where pre-LN was asked (pre_ln=True): pre-LN normalizes "
-                 "each sublayer's input, x + attn(norm1(x)), not the sum after the residual add",
-                 "要求的是前置层归一化（Pre-LN，pre_ln=True），却写成了后置层归一化（Post-LN）："
-                 "Pre-LN 归一化的是每个子层的输入，即 x + attn(norm1(x))，而不是残差相加之后的和"),
-             lambda: _post(x, a, m, n1, n2)),
-            (missing("attention", "x = attn(norm1(x))", "x = x + attn(norm1(x))"),
-             lambda: (lambda h: h + m(n2(h)))(a(n1(x)))),
-            (missing("MLP", "x = mlp(norm2(x))", "x = x + mlp(norm2(x))"),
-             lambda: m(n2(x + a(n1(x))))),
+            (
+                say(
+                    "post-LN was written where pre-LN was asked (pre_ln=True): pre-LN normalizes "
+                    "each sublayer's input, x + attn(norm1(x)), not the sum after the residual add",
+                    "要求的是前置层归一化（Pre-LN，pre_ln=True），却写成了后置层归一化（Post-LN）："
+                    "Pre-LN 归一化的是每个子层的输入，即 x + attn(norm1(x))，而不是残差相加之后的和",
+                ),
+                lambda: _post(x, a, m, n1, n2),
+            ),
+            (
+                missing("attention", "x = attn(norm1(x))", "x = x + attn(norm1(x))"),
+                lambda: (lambda h: h + m(n2(h)))(a(n1(x))),
+            ),
+            (
+                missing("MLP", "x = mlp(norm2(x))", "x = x + mlp(norm2(x))"),
+                lambda: m(n2(x + a(n1(x)))),
+            ),
             (both_missing, lambda: m(n2(a(n1(x))))),
-            (say("the norm is applied to the residual stream (x = norm1(x); x = x + attn(x)) "
-                 "instead of only to the sublayer's input",
-                 "归一化作用在了残差流上（x = norm1(x); x = x + attn(x)），而不是只作用于子层的输入"),
-             lambda: (lambda h: (lambda g: g + m(g))(n2(h + a(h))))(n1(x))),
+            (
+                say(
+                    "the norm is applied to the residual stream (x = norm1(x); x = x + attn(x)) "
+                    "instead of only to the sublayer's input",
+                    "归一化作用在了残差流上（x = norm1(x); x = x + attn(x)），而不是只作用于子层的输入",
+                ),
+                lambda: (lambda h: (lambda g: g + m(g))(n2(h + a(h))))(n1(x)),
+            ),
             (swapped, lambda: _pre(x, a, m, n2, n1)),
             (mlp_first, lambda: (lambda h: h + a(n2(h)))(x + m(n1(x)))),
-            (say("attention and MLP both read the block input (in parallel) instead of one "
-                 "after the other", "注意力和 MLP 都读取了块的输入（并行），而不是先后串联"),
-             lambda: x + a(n1(x)) + m(n2(x))),
+            (
+                say(
+                    "attention and MLP both read the block input (in parallel) instead of one "
+                    "after the other",
+                    "注意力和 MLP 都读取了块的输入（并行），而不是先后串联",
+                ),
+                lambda: x + a(n1(x)) + m(n2(x)),
+            ),
         ]
     return [
-        (say("pre-LN was written where post-LN was asked (pre_ln=False): post-LN normalizes "
-             "after the residual add, norm1(x + attn(x))",
-             "要求的是后置层归一化（Post-LN，pre_ln=False），却写成了前置层归一化（Pre-LN）："
-             "Post-LN 在残差相加之后才归一化，即 norm1(x + attn(x))"),
-         lambda: _pre(x, a, m, n1, n2)),
-        (missing("attention", "norm1(attn(x))", "norm1(x + attn(x))"),
-         lambda: (lambda h: n2(h + m(h)))(n1(a(x)))),
+        (
+            say(
+                "pre-LN was written where post-LN was asked (pre_ln=False): post-LN normalizes "
+                "after the residual add, norm1(x + attn(x))",
+                "要求的是后置层归一化（Post-LN，pre_ln=False），却写成了前置层归一化（Pre-LN）："
+                "Post-LN 在残差相加之后才归一化，即 norm1(x + attn(x))",
+            ),
+            lambda: _pre(x, a, m, n1, n2),
+        ),
+        (
+            missing("attention", "norm1(attn(x))", "norm1(x + attn(x))"),
+            lambda: (lambda h: n2(h + m(h)))(n1(a(x))),
+        ),
         (missing("MLP", "norm2(mlp(x))", "norm2(x + mlp(x))"), lambda: n2(m(n1(x + a(x))))),
         (both_missing, lambda: n2(m(n1(a(x))))),
-        (say("the sublayer output is normalized before the residual add (x + norm1(attn(x))) "
-             "instead of norm1(x + attn(x))",
-             "在残差相加之前就对子层输出做了归一化（x + norm1(attn(x))），应为 norm1(x + attn(x))"),
-         lambda: (lambda h: h + n2(m(h)))(x + n1(a(x)))),
+        (
+            say(
+                "the sublayer output is normalized before the residual add (x + norm1(attn(x))) "
+                "instead of norm1(x + attn(x))",
+                "在残差相加之前就对子层输出做了归一化（x + norm1(attn(x))），应为 norm1(x + attn(x))",
+            ),
+            lambda: (lambda h: h + n2(m(h)))(x + n1(a(x))),
+        ),
         (swapped, lambda: _post(x, a, m, n2, n1)),
         (mlp_first, lambda: (lambda h: n2(h + a(h)))(n1(x + m(x)))),
     ]
@@ -144,26 +179,35 @@ def check_transformer_block(cls) -> None:
     """
     with Checker("TransformerBlock") as chk:
         gen = chk.generator(6)
-        call = describe_call(cls, (D, H), {'max_seq_len': M})
+        call = describe_call(cls, (D, H), {"max_seq_len": M})
         case = say(f"parameter layout of {call}", f"{call} 的参数布局")
         pre, pre_ref = _pair(chk, cls, gen, case)
         chk.ok()
 
-        case = say(f"x (2, 6, {D}): input not modified in place",
-                   f"x (2, 6, {D})：输入不得被原地修改")
+        case = say(
+            f"x (2, 6, {D}): input not modified in place", f"x (2, 6, {D})：输入不得被原地修改"
+        )
         post, post_ref = _pair(chk, cls, gen, case, pre_ln=False)
         inplace_case(chk, case, [pre, post], chk.randn(gen, 2, 6, D))
         chk.ok()
 
         batch_1 = say(": batch 1, T=1", "：批大小 1，T=1")
-        cases = [(say(f"pre-LN, x (2, 6, {D})", f"pre-LN，x (2, 6, {D})"), pre, pre_ref,
-                  (2, 6, D)),
-                 (say(f"pre-LN, x (1, 1, {D})", f"pre-LN，x (1, 1, {D})") + batch_1, pre, pre_ref,
-                  (1, 1, D)),
-                 (say(f"post-LN, x (2, 6, {D})", f"post-LN，x (2, 6, {D})"), post, post_ref,
-                  (2, 6, D)),
-                 (say(f"post-LN, x (1, 1, {D})", f"post-LN，x (1, 1, {D})") + batch_1, post,
-                  post_ref, (1, 1, D))]
+        cases = [
+            (say(f"pre-LN, x (2, 6, {D})", f"pre-LN，x (2, 6, {D})"), pre, pre_ref, (2, 6, D)),
+            (
+                say(f"pre-LN, x (1, 1, {D})", f"pre-LN，x (1, 1, {D})") + batch_1,
+                pre,
+                pre_ref,
+                (1, 1, D),
+            ),
+            (say(f"post-LN, x (2, 6, {D})", f"post-LN，x (2, 6, {D})"), post, post_ref, (2, 6, D)),
+            (
+                say(f"post-LN, x (1, 1, {D})", f"post-LN，x (1, 1, {D})") + batch_1,
+                post,
+                post_ref,
+                (1, 1, D),
+            ),
+        ]
         for seed, (case, learner, reference, shape) in enumerate(cases):
             _forward_case(chk, case, learner, reference, chk.randn(gen, *shape), seed)
             chk.ok()
@@ -180,108 +224,151 @@ def check_transformer_block(cls) -> None:
         chk.ok()
 
 
-def _pair(chk: Checker, cls, gen: torch.Generator, case: str, zero_sublayers: bool = False,
-          **kwargs):
+def _pair(
+    chk: Checker, cls, gen: torch.Generator, case: str, zero_sublayers: bool = False, **kwargs
+):
     """``(learner, reference)`` in eval mode: ``cls(D, H, max_seq_len=M, **kwargs)`` holding
     the weights of a randomized ``tfcourse.TransformerBlock`` (exact GELU). With
     ``zero_sublayers`` the attention's and the MLP's output projections are zero."""
     learner = build(chk, case, cls, D, H, max_seq_len=M, **kwargs).eval()
     _no_shared_norm(chk, case, learner)
-    reference = randomize_(reference_block.TransformerBlock(
-        D, H, max_seq_len=M, activation="gelu", **kwargs), gen)
+    reference = randomize_(
+        reference_block.TransformerBlock(D, H, max_seq_len=M, activation="gelu", **kwargs), gen
+    )
     if zero_sublayers:
         with torch.no_grad():
             for layer in (reference.attn.out_proj, reference.mlp.fc_out):
                 layer.weight.zero_()
                 layer.bias.zero_()
     reference = reference.to(chk.device, chk.dtype).eval()
-    load_reference(chk, case, learner, reference, bias=True,
-                   shape_diagnosis=_block_width)
+    load_reference(chk, case, learner, reference, bias=True, shape_diagnosis=_block_width)
     return learner, reference
 
 
-def _forward_case(chk: Checker, case: str, learner, reference, x: torch.Tensor,
-                  seed: int) -> None:
+def _forward_case(chk: Checker, case: str, learner, reference, x: torch.Tensor, seed: int) -> None:
     """Output and gradients on x (B, T, D), wrong orders and tanh GELU named."""
-    module_case(chk, case, learner, reference, x, seed=seed,
-                variants=lambda: _block_variants(reference, x),
-                near_misses=lambda: _gelu_near_misses(reference, x))
+    module_case(
+        chk,
+        case,
+        learner,
+        reference,
+        x,
+        seed=seed,
+        variants=lambda: _block_variants(reference, x),
+        near_misses=lambda: _gelu_near_misses(reference, x),
+    )
 
 
-def _dropout_eval_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor,
-                       pre_ln: bool) -> None:
+def _dropout_eval_case(
+    chk: Checker, cls, gen: torch.Generator, x: torch.Tensor, pre_ln: bool
+) -> None:
     """dropout=P_DROP in eval mode: two calls agree and match the reference."""
     kind = "pre" if pre_ln else "post"
-    case = say(f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, eval mode: dropout must "
-               f"do nothing",
-               f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，评估模式：dropout 必须不起作用")
+    case = say(
+        f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, eval mode: dropout must do nothing",
+        f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，评估模式：dropout 必须不起作用",
+    )
     learner, reference = _pair(chk, cls, gen, case, pre_ln=pre_ln, dropout=P_DROP)
-    eval_dropout_case(chk, case, learner, reference, x, _block_variants(reference, x),
-                      calling=say("calling your block", "调用你的块"))
+    eval_dropout_case(
+        chk,
+        case,
+        learner,
+        reference,
+        x,
+        _block_variants(reference, x),
+        calling=say("calling your block", "调用你的块"),
+    )
 
 
 def _in_train_mode() -> str:
     return say("calling your block in train mode", "在训练模式下调用你的块")
 
 
-def _residual_stream_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor,
-                          pre_ln: bool) -> None:
+def _residual_stream_case(
+    chk: Checker, cls, gen: torch.Generator, x: torch.Tensor, pre_ln: bool
+) -> None:
     """dropout=P_DROP in train mode with the sublayers' outputs zeroed: the residual stream
     passes untouched (pre-LN: x itself; post-LN: norm2(norm1(x)))."""
     kind = "pre" if pre_ln else "post"
-    case = say(f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, train mode, sublayer "
-               f"outputs zeroed: x must pass through "
-               f"{'unchanged' if pre_ln else 'as norm2(norm1(x))'}",
-               f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，训练模式，子层输出置零：x 必须"
-               f"{'原样通过' if pre_ln else '以 norm2(norm1(x)) 的形式通过'}")
-    learner, reference = _pair(chk, cls, gen, case, zero_sublayers=True, pre_ln=pre_ln,
-                               dropout=P_DROP)
+    case = say(
+        f"{kind}-LN, x (2, 6, {D}), dropout={P_DROP}, train mode, sublayer "
+        f"outputs zeroed: x must pass through "
+        f"{'unchanged' if pre_ln else 'as norm2(norm1(x))'}",
+        f"{kind}-LN，x (2, 6, {D})，dropout={P_DROP}，训练模式，子层输出置零：x 必须"
+        f"{'原样通过' if pre_ln else '以 norm2(norm1(x)) 的形式通过'}",
+    )
+    learner, reference = _pair(
+        chk, cls, gen, case, zero_sublayers=True, pre_ln=pre_ln, dropout=P_DROP
+    )
     with torch.no_grad():
-        expected = reference.train()(x)          # deterministic: the sublayers give 0
+        expected = reference.train()(x)  # deterministic: the sublayers give 0
         got = chk.call(case, _in_train_mode(), learner.train(), x)
-    chk.compare(case, say("train-mode output", "训练模式下的输出"), got, expected, variants=[
-        (say("dropout is applied to the residual stream (x itself is dropped, e.g. "
-             "dropout(x + attn(...))); only the sublayer outputs may be dropped",
-             "dropout 作用在了残差流上（x 本身被随机置零，例如 dropout(x + attn(...))）；"
-             "只能对子层的输出做 dropout"),
-         lambda: torch.where(got == 0, torch.zeros_like(expected),
-                             expected / (1 - P_DROP)))],
-        hint=say("dropout belongs inside the sublayers; x + sublayer(x) must keep x intact",
-                 "dropout 应放在子层内部；x + sublayer(x) 必须让 x 保持原样"))
+    chk.compare(
+        case,
+        say("train-mode output", "训练模式下的输出"),
+        got,
+        expected,
+        variants=[
+            (
+                say(
+                    "dropout is applied to the residual stream (x itself is dropped, e.g. "
+                    "dropout(x + attn(...))); only the sublayer outputs may be dropped",
+                    "dropout 作用在了残差流上（x 本身被随机置零，例如 dropout(x + attn(...))）；"
+                    "只能对子层的输出做 dropout",
+                ),
+                lambda: torch.where(got == 0, torch.zeros_like(expected), expected / (1 - P_DROP)),
+            )
+        ],
+        hint=say(
+            "dropout belongs inside the sublayers; x + sublayer(x) must keep x intact",
+            "dropout 应放在子层内部；x + sublayer(x) 必须让 x 保持原样",
+        ),
+    )
 
 
 def _dropout_acts_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor) -> None:
     """Pre-LN, dropout=P_DROP: the train-mode output differs from the eval-mode one."""
-    case = say(f"pre-LN, x (2, 6, {D}), dropout={P_DROP}, train mode: dropout must act",
-               f"pre-LN，x (2, 6, {D})，dropout={P_DROP}，训练模式：dropout 必须起作用")
+    case = say(
+        f"pre-LN, x (2, 6, {D}), dropout={P_DROP}, train mode: dropout must act",
+        f"pre-LN，x (2, 6, {D})，dropout={P_DROP}，训练模式：dropout 必须起作用",
+    )
     learner, reference = _pair(chk, cls, gen, case, pre_ln=True, dropout=P_DROP)
     with torch.no_grad():
         out_eval = learner.eval()(x)
         out_train = chk.call(case, _in_train_mode(), learner.train(), x)
     if torch.allclose(out_train, out_eval):
-        chk.fail(case, say(f"with dropout={P_DROP} the train-mode output equals the "
-                           "eval-mode output",
-                           f"dropout={P_DROP} 时，训练模式的输出与评估模式的输出相同"),
-                 looks_like=say("dropout is never applied (the dropout argument is "
-                                "not passed on to the attention and the MLP)",
-                                "随机失活（dropout）从未生效（dropout 参数没有传给注意力"
-                                "和 MLP）"))
+        chk.fail(
+            case,
+            say(
+                f"with dropout={P_DROP} the train-mode output equals the eval-mode output",
+                f"dropout={P_DROP} 时，训练模式的输出与评估模式的输出相同",
+            ),
+            looks_like=say(
+                "dropout is never applied (the dropout argument is "
+                "not passed on to the attention and the MLP)",
+                "随机失活（dropout）从未生效（dropout 参数没有传给注意力和 MLP）",
+            ),
+        )
 
 
 def _no_shared_norm(chk, case, learner) -> None:
     """Fail if norm1 and norm2 are one module, or share a parameter tensor."""
     norm1, norm2 = getattr(learner, "norm1", None), getattr(learner, "norm2", None)
     if norm1 is None or norm2 is None:
-        return                                  # the layout sub-check names what is missing
-    shared = norm1 is norm2 or any(
-        p is q for p in norm1.parameters() for q in norm2.parameters())
+        return  # the layout sub-check names what is missing
+    shared = norm1 is norm2 or any(p is q for p in norm1.parameters() for q in norm2.parameters())
     if shared:
-        chk.fail(case, say("norm1 and norm2 are the same module (or share their parameters)",
-                           "norm1 和 norm2 是同一个模块（或共用了参数）"),
-                 looks_like=_shared_norm())
+        chk.fail(
+            case,
+            say(
+                "norm1 and norm2 are the same module (or share their parameters)",
+                "norm1 和 norm2 是同一个模块（或共用了参数）",
+            ),
+            looks_like=_shared_norm(),
+        )
 
 
 def _block_width(name, got, want):
     if name.startswith("mlp."):
-        return _feedforward_width(True)(name[len("mlp."):], got, want)
+        return _feedforward_width(True)(name[len("mlp.") :], got, want)
     return None

@@ -22,8 +22,9 @@ from collections.abc import Iterator
 
 from ..language import say
 
-_salt: contextvars.ContextVar[int | None] = contextvars.ContextVar("tfcourse_grading_salt",
-                                                                  default=None)
+_salt: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "tfcourse_grading_salt", default=None
+)
 
 
 @contextlib.contextmanager
@@ -34,9 +35,12 @@ def grading_cases(salt: int | None) -> Iterator[None]:
     of this context (``contextvars.copy_context().run``).
     """
     if salt is not None and (isinstance(salt, bool) or not isinstance(salt, int)):
-        raise TypeError(say(f"the grading salt must be an int or None, got "
-                            f"{type(salt).__name__}",
-                            f"评分盐值必须是 int 或 None，实际得到 {type(salt).__name__}"))
+        raise TypeError(
+            say(
+                f"the grading salt must be an int or None, got {type(salt).__name__}",
+                f"评分盐值必须是 int 或 None，实际得到 {type(salt).__name__}",
+            )
+        )
     token = _salt.set(salt)
     try:
         yield

@@ -24,42 +24,79 @@ GPT_CONFIGS = (
 )
 
 
-def _gpt(ref, idx, *, positions=True, offset=0, final_norm=True, scale=False, blocks="all",
-         output="logits"):
+def _gpt(
+    ref,
+    idx,
+    *,
+    positions=True,
+    offset=0,
+    final_norm=True,
+    scale=False,
+    blocks="all",
+    output="logits",
+):
     """``ref``'s forward pass with one deliberate deviation at a time (for diagnosis)."""
     T = idx.shape[1]
     x = ref.tok_emb(idx)
     if scale:
         x = x * math.sqrt(x.shape[-1])
     if positions:
-        x = x + ref.pos_emb.weight[offset:offset + T]
-    order = {"all": list(ref.blocks), "reversed": list(ref.blocks)[::-1],
-             "first": list(ref.blocks)[:1]}[blocks]
+        x = x + ref.pos_emb.weight[offset : offset + T]
+    order = {
+        "all": list(ref.blocks),
+        "reversed": list(ref.blocks)[::-1],
+        "first": list(ref.blocks)[:1],
+    }[blocks]
     for block in order:
         x = block(x)
     if final_norm:
         x = ref.final_norm(x)
     logits = ref.lm_head(x)
-    return {"logits": logits, "probs": logits.softmax(-1),
-            "log_probs": logits.log_softmax(-1)}[output]
+    return {"logits": logits, "probs": logits.softmax(-1), "log_probs": logits.log_softmax(-1)}[
+        output
+    ]
 
 
 def _gpt_mistakes():
     return [
         (say("no position embeddings are added", "没有加上位置嵌入"), dict(positions=False)),
-        (say("position ids start at 1 instead of 0", "位置编号从 1 开始了，而不是从 0 开始"),
-         dict(offset=1)),
-        (say("the final norm is not applied before lm_head",
-             "在 lm_head 之前没有做最后的归一化（final_norm）"), dict(final_norm=False)),
-        (say("the token embeddings are scaled by sqrt(d_model) (GPT-2 does not)",
-             "词元嵌入乘以了 sqrt(d_model)（GPT-2 不这样做）"), dict(scale=True)),
-        (say("the blocks run in reverse order", "各个块按相反的顺序执行了"),
-         dict(blocks="reversed")),
+        (
+            say("position ids start at 1 instead of 0", "位置编号从 1 开始了，而不是从 0 开始"),
+            dict(offset=1),
+        ),
+        (
+            say(
+                "the final norm is not applied before lm_head",
+                "在 lm_head 之前没有做最后的归一化（final_norm）",
+            ),
+            dict(final_norm=False),
+        ),
+        (
+            say(
+                "the token embeddings are scaled by sqrt(d_model) (GPT-2 does not)",
+                "词元嵌入乘以了 sqrt(d_model)（GPT-2 不这样做）",
+            ),
+            dict(scale=True),
+        ),
+        (
+            say("the blocks run in reverse order", "各个块按相反的顺序执行了"),
+            dict(blocks="reversed"),
+        ),
         (say("only the first block is applied", "只执行了第一个块"), dict(blocks="first")),
-        (say("forward returns probabilities (softmax) instead of logits",
-             "forward 返回的是概率（softmax），而不是 logits"), dict(output="probs")),
-        (say("forward returns log-probabilities (log_softmax) instead of logits",
-             "forward 返回的是对数概率（log_softmax），而不是 logits"), dict(output="log_probs")),
+        (
+            say(
+                "forward returns probabilities (softmax) instead of logits",
+                "forward 返回的是概率（softmax），而不是 logits",
+            ),
+            dict(output="probs"),
+        ),
+        (
+            say(
+                "forward returns log-probabilities (log_softmax) instead of logits",
+                "forward 返回的是对数概率（log_softmax），而不是 logits",
+            ),
+            dict(output="log_probs"),
+        ),
     ]
 
 
@@ -92,21 +129,31 @@ def check_gpt(cls) -> None:
             return learner, reference
 
         config = GPT_CONFIGS[0]
-        call = describe_call(cls, ('config',))
-        case = say(f"parameter layout of {call} (GPT_CONFIGS[0])",
-                   f"{call} 的参数布局（GPT_CONFIGS[0]）")
+        call = describe_call(cls, ("config",))
+        case = say(
+            f"parameter layout of {call} (GPT_CONFIGS[0])", f"{call} 的参数布局（GPT_CONFIGS[0]）"
+        )
         learner, reference = pair(case, config)
         chk.ok()
 
         case = say("weight tying (config.tie_weights=True)", "权重绑定（config.tie_weights=True）")
         head, embedding = getattr(learner, "lm_head", None), getattr(learner, "tok_emb", None)
         if getattr(head, "weight", None) is not getattr(embedding, "weight", 0):
-            chk.fail(case, say("lm_head.weight is not the same tensor as tok_emb.weight",
-                               "lm_head.weight 与 tok_emb.weight 不是同一个张量"),
-                     looks_like=say("the weights are not tied (two matrices, or a copy)",
-                                    "权重没有绑定（是两个矩阵，或是一份拷贝）"),
-                     hint=say("after building both: self.lm_head.weight = self.tok_emb.weight",
-                              "两者都建好之后：self.lm_head.weight = self.tok_emb.weight"))
+            chk.fail(
+                case,
+                say(
+                    "lm_head.weight is not the same tensor as tok_emb.weight",
+                    "lm_head.weight 与 tok_emb.weight 不是同一个张量",
+                ),
+                looks_like=say(
+                    "the weights are not tied (two matrices, or a copy)",
+                    "权重没有绑定（是两个矩阵，或是一份拷贝）",
+                ),
+                hint=say(
+                    "after building both: self.lm_head.weight = self.tok_emb.weight",
+                    "两者都建好之后：self.lm_head.weight = self.tok_emb.weight",
+                ),
+            )
         chk.ok()
 
         case = say("idx (2, 16): idx not modified in place", "idx (2, 16)：idx 不得被原地修改")
@@ -118,15 +165,18 @@ def check_gpt(cls) -> None:
         chk.ok()
 
         for seed, shape in enumerate([(2, 16), (1, 1)]):
-            case = f"idx {shape}" + (say(": batch 1, T=1", "：批大小 1，T=1")
-                                     if shape == (1, 1) else "")
+            case = f"idx {shape}" + (
+                say(": batch 1, T=1", "：批大小 1，T=1") if shape == (1, 1) else ""
+            )
             idx = torch.randint(config.vocab_size, shape, generator=gen).to(chk.device)
             _gpt_case(chk, case, learner, reference, idx, seed)
             chk.ok()
 
         config = GPT_CONFIGS[1]
-        case = say("GPT_CONFIGS[1] (1 layer, d_model 24, bias=False), idx (3, 8)",
-                   "GPT_CONFIGS[1]（1 层，d_model 24，bias=False），idx (3, 8)")
+        case = say(
+            "GPT_CONFIGS[1] (1 layer, d_model 24, bias=False), idx (3, 8)",
+            "GPT_CONFIGS[1]（1 层，d_model 24，bias=False），idx (3, 8)",
+        )
         learner, reference = pair(case, config)
         idx = torch.randint(config.vocab_size, (3, 8), generator=gen).to(chk.device)
         _gpt_case(chk, case, learner, reference, idx, 2)
@@ -137,11 +187,28 @@ def _gpt_case(chk: Checker, case: str, learner, reference, idx, seed: int) -> No
     expected = reference(idx)
     got = chk.call(case, say("calling your model(idx)", "调用你的 model(idx)"), learner, idx)
     variants = [(label, lambda o=o: _gpt(reference, idx, **o)) for label, o in _gpt_mistakes()]
-    chk.compare(case, say("logits tensor", "logits 张量"), got, expected, variants=variants,
-                hint=say("logits (B, T, vocab_size) for every position",
-                         "每个位置都要给出 logits，形状为 (B, T, vocab_size)"))
-    backward_case(chk, case, reference, learner, expected, got, seed=seed + 300, what="logits",
-                  variants=lambda: variants)
+    chk.compare(
+        case,
+        say("logits tensor", "logits 张量"),
+        got,
+        expected,
+        variants=variants,
+        hint=say(
+            "logits (B, T, vocab_size) for every position",
+            "每个位置都要给出 logits，形状为 (B, T, vocab_size)",
+        ),
+    )
+    backward_case(
+        chk,
+        case,
+        reference,
+        learner,
+        expected,
+        got,
+        seed=seed + 300,
+        what="logits",
+        variants=lambda: variants,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,10 +223,17 @@ def _as_int(chk: Checker, case: str, n, want: int) -> int:
     if isinstance(n, torch.Tensor) and n.numel() == 1 and not n.is_floating_point():
         n = n.item()
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        chk.fail(case, say(f"got {n!r} ({type(n).__name__}), expected an int",
-                           f"得到的是 {n!r}（{type(n).__name__}），应为 int"),
-                 hint=say("count with integers: sum(p.numel() for p in ...), // instead of /",
-                          "用整数计数：sum(p.numel() for p in ...)，用 // 而不是 /"))
+        chk.fail(
+            case,
+            say(
+                f"got {n!r} ({type(n).__name__}), expected an int",
+                f"得到的是 {n!r}（{type(n).__name__}），应为 int",
+            ),
+            hint=say(
+                "count with integers: sum(p.numel() for p in ...), // instead of /",
+                "用整数计数：sum(p.numel() for p in ...)，用 // 而不是 /",
+            ),
+        )
     return int(n)
 
 
@@ -194,40 +268,79 @@ def check_bias_savings(n) -> None:
         per_block = want // layers
         norm_biases = layers * 2 * D
         table = [
-            (want + norm_biases, say(
-                "the LayerNorm biases are counted too; bias=False removes only the Linear "
-                "layers' biases (norms keep theirs)",
-                "把层归一化（LayerNorm）的偏置也算进去了；bias=False 只去掉 Linear 层的偏置"
-                "（归一化层保留自己的偏置）")),
-            (want + norm_biases + D, say(
-                "the LayerNorm biases (and a final norm's) are counted too; bias=False removes "
-                "only the Linear layers' biases",
-                "把层归一化（LayerNorm）的偏置（连同最后那个归一化层的）也算进去了；bias=False "
-                "只去掉 Linear 层的偏置")),
-            (norm_biases, say("only the LayerNorm biases are counted; bias=False removes the "
-                              "Linear layers' biases",
-                              "只算了层归一化（LayerNorm）的偏置；bias=False 去掉的是 Linear 层的"
-                              "偏置")),
-            (per_block, say("the saving of one block; the stack has 12",
-                            "这只是一个块节省的数量；整个堆叠有 12 个块")),
-            (want - layers * 2 * D, say("the fused qkv_proj bias has 3 * 768 entries, not 768",
-                                        "融合的 qkv_proj 的偏置有 3 * 768 个元素，而不是 768 个")),
-            (want - layers * 3 * D, say("the MLP's first bias has 4 * 768 entries (its hidden "
-                                        "width), not 768",
-                                        "MLP 第一层的偏置有 4 * 768 个元素（即隐藏层宽度），"
-                                        "而不是 768 个")),
-            (without, say("that is the count without biases, not the number saved",
-                          "这是不带偏置时的参数量，而不是节省下来的数量")),
-            (with_bias, say("that is the count with biases, not the number saved",
-                            "这是带偏置时的参数量，而不是节省下来的数量")),
+            (
+                want + norm_biases,
+                say(
+                    "the LayerNorm biases are counted too; bias=False removes only the Linear "
+                    "layers' biases (norms keep theirs)",
+                    "把层归一化（LayerNorm）的偏置也算进去了；bias=False 只去掉 Linear 层的偏置"
+                    "（归一化层保留自己的偏置）",
+                ),
+            ),
+            (
+                want + norm_biases + D,
+                say(
+                    "the LayerNorm biases (and a final norm's) are counted too; bias=False removes "
+                    "only the Linear layers' biases",
+                    "把层归一化（LayerNorm）的偏置（连同最后那个归一化层的）也算进去了；bias=False "
+                    "只去掉 Linear 层的偏置",
+                ),
+            ),
+            (
+                norm_biases,
+                say(
+                    "only the LayerNorm biases are counted; bias=False removes the "
+                    "Linear layers' biases",
+                    "只算了层归一化（LayerNorm）的偏置；bias=False 去掉的是 Linear 层的偏置",
+                ),
+            ),
+            (
+                per_block,
+                say(
+                    "the saving of one block; the stack has 12",
+                    "这只是一个块节省的数量；整个堆叠有 12 个块",
+                ),
+            ),
+            (
+                want - layers * 2 * D,
+                say(
+                    "the fused qkv_proj bias has 3 * 768 entries, not 768",
+                    "融合的 qkv_proj 的偏置有 3 * 768 个元素，而不是 768 个",
+                ),
+            ),
+            (
+                want - layers * 3 * D,
+                say(
+                    "the MLP's first bias has 4 * 768 entries (its hidden width), not 768",
+                    "MLP 第一层的偏置有 4 * 768 个元素（即隐藏层宽度），而不是 768 个",
+                ),
+            ),
+            (
+                without,
+                say(
+                    "that is the count without biases, not the number saved",
+                    "这是不带偏置时的参数量，而不是节省下来的数量",
+                ),
+            ),
+            (
+                with_bias,
+                say(
+                    "that is the count with biases, not the number saved",
+                    "这是带偏置时的参数量，而不是节省下来的数量",
+                ),
+            ),
         ]
         if n != want:
-            chk.fail(case, say(f"got {n:,}, expected {want:,}", f"得到 {n:,}，应为 {want:,}"),
-                     looks_like=next((why for value, why in table if value == n), None),
-                     hint=say("count the bias vectors of qkv_proj, out_proj, fc_in and fc_out, "
-                              "times 12 blocks",
-                              "数一数 qkv_proj、out_proj、fc_in 和 fc_out 的偏置向量，再乘以 12 "
-                              "个块"))
+            chk.fail(
+                case,
+                say(f"got {n:,}, expected {want:,}", f"得到 {n:,}，应为 {want:,}"),
+                looks_like=next((why for value, why in table if value == n), None),
+                hint=say(
+                    "count the bias vectors of qkv_proj, out_proj, fc_in and fc_out, "
+                    "times 12 blocks",
+                    "数一数 qkv_proj、out_proj、fc_in 和 fc_out 的偏置向量，再乘以 12 个块",
+                ),
+            )
         chk.ok()
 
 
@@ -252,34 +365,69 @@ def check_gpt2_small_params(n) -> None:
         n = _as_int(chk, case, n, want)
         chk.ok()
         table = [
-            (want + V * D, say("the LM head is counted as its own matrix; GPT-2 ties it to the "
-                               "token embedding, so it counts once",
-                               "把语言模型头（LM head）算成了一个独立的矩阵；GPT-2 把它与词元嵌入"
-                               "做了权重绑定，所以只算一次")),
-            (want - embeddings, say("the embedding tables are left out "
-                                    "(num_params(non_embedding=True))",
-                                    "漏掉了嵌入表（相当于 num_params(non_embedding=True)）")),
+            (
+                want + V * D,
+                say(
+                    "the LM head is counted as its own matrix; GPT-2 ties it to the "
+                    "token embedding, so it counts once",
+                    "把语言模型头（LM head）算成了一个独立的矩阵；GPT-2 把它与词元嵌入"
+                    "做了权重绑定，所以只算一次",
+                ),
+            ),
+            (
+                want - embeddings,
+                say(
+                    "the embedding tables are left out (num_params(non_embedding=True))",
+                    "漏掉了嵌入表（相当于 num_params(non_embedding=True)）",
+                ),
+            ),
             (want - V * D, say("the token embedding is left out", "漏掉了词元嵌入")),
-            (want - T * D, say("the position embedding table (1024 x 768) is left out",
-                               "漏掉了位置嵌入表（1024 x 768）")),
-            (embeddings + layers * _block_params(False) + final_norm,
-             say("the Linear biases are left out (that is bias=False)",
-                 "漏掉了 Linear 层的偏置（那是 bias=False 的情形）")),
-            (want - 2 * D, say("the final LayerNorm is left out",
-                               "漏掉了最后的层归一化（LayerNorm）")),
-            (want + (50304 - V) * D, say("the vocabulary is padded to 50304 (nanoGPT's trick); "
-                                         "gpt2-small has 50257",
-                                         "词表被填充到了 50304（nanoGPT 的技巧）；gpt2-small 的"
-                                         "词表大小是 50257")),
-            (want + V, say("the LM head has a bias; GPT-2's has none",
-                           "语言模型头（LM head）带了偏置；GPT-2 的没有")),
-            (want - _block_params(True), say("one block is missing (11 instead of 12)",
-                                             "少了一个块（11 个而不是 12 个）")),
+            (
+                want - T * D,
+                say(
+                    "the position embedding table (1024 x 768) is left out",
+                    "漏掉了位置嵌入表（1024 x 768）",
+                ),
+            ),
+            (
+                embeddings + layers * _block_params(False) + final_norm,
+                say(
+                    "the Linear biases are left out (that is bias=False)",
+                    "漏掉了 Linear 层的偏置（那是 bias=False 的情形）",
+                ),
+            ),
+            (
+                want - 2 * D,
+                say("the final LayerNorm is left out", "漏掉了最后的层归一化（LayerNorm）"),
+            ),
+            (
+                want + (50304 - V) * D,
+                say(
+                    "the vocabulary is padded to 50304 (nanoGPT's trick); gpt2-small has 50257",
+                    "词表被填充到了 50304（nanoGPT 的技巧）；gpt2-small 的词表大小是 50257",
+                ),
+            ),
+            (
+                want + V,
+                say(
+                    "the LM head has a bias; GPT-2's has none",
+                    "语言模型头（LM head）带了偏置；GPT-2 的没有",
+                ),
+            ),
+            (
+                want - _block_params(True),
+                say("one block is missing (11 instead of 12)", "少了一个块（11 个而不是 12 个）"),
+            ),
         ]
         if n != want:
-            chk.fail(case, say(f"got {n:,}, expected {want:,}", f"得到 {n:,}，应为 {want:,}"),
-                     looks_like=next((why for value, why in table if value == n), None),
-                     hint=say("embeddings (token and position) + 12 blocks + final norm; the "
-                              "tied head adds nothing",
-                              "嵌入（词元和位置）+ 12 个块 + 最后的归一化层；绑定的输出头不增加参数"))
+            chk.fail(
+                case,
+                say(f"got {n:,}, expected {want:,}", f"得到 {n:,}，应为 {want:,}"),
+                looks_like=next((why for value, why in table if value == n), None),
+                hint=say(
+                    "embeddings (token and position) + 12 blocks + final norm; the "
+                    "tied head adds nothing",
+                    "嵌入（词元和位置）+ 12 个块 + 最后的归一化层；绑定的输出头不增加参数",
+                ),
+            )
         chk.ok()

@@ -15,8 +15,10 @@ from ._parameters import build, load_reference, randomize_
 # scaling is told apart. M is the max_seq_len every module is built with.
 D, H, M = 24, 4, 8
 
-MHA_LAYOUT = ("qkv_proj.weight (3D, D) [rows: q, k, v; head h = rows h*head_dim:(h+1)*head_dim "
-              "of each], qkv_proj.bias (3D,), out_proj.weight (D, D), out_proj.bias (D,)")
+MHA_LAYOUT = (
+    "qkv_proj.weight (3D, D) [rows: q, k, v; head h = rows h*head_dim:(h+1)*head_dim "
+    "of each], qkv_proj.bias (3D,), out_proj.weight (D, D), out_proj.bias (D,)"
+)
 
 # ---------------------------------------------------------------------------------------------
 # Multi-head attention
@@ -45,17 +47,29 @@ def check_multi_head_attention(cls) -> None:
     """
     with Checker("MultiHeadAttention") as chk:
         gen = chk.generator(2)
-        call = describe_call(cls, (D, H), {'max_seq_len': M})
+        call = describe_call(cls, (D, H), {"max_seq_len": M})
         case = say(f"parameter layout of {call}", f"{call} 的参数布局")
         learner, reference = _pair(chk, cls, gen, case, D, H)
         chk.ok()
         _input_unchanged_case(chk, learner, gen)
         chk.ok()
-        _mha_case(chk, say(f"x (2, 5, {D}), {H} heads", f"x (2, 5, {D})，{H} 个头"), learner,
-                  reference, chk.randn(gen, 2, 5, D), 0)
+        _mha_case(
+            chk,
+            say(f"x (2, 5, {D}), {H} heads", f"x (2, 5, {D})，{H} 个头"),
+            learner,
+            reference,
+            chk.randn(gen, 2, 5, D),
+            0,
+        )
         chk.ok()
-        _mha_case(chk, say(f"x (1, 1, {D}): batch 1, T=1", f"x (1, 1, {D})：批大小 1，T=1"),
-                  learner, reference, chk.randn(gen, 1, 1, D), 1)
+        _mha_case(
+            chk,
+            say(f"x (1, 1, {D}): batch 1, T=1", f"x (1, 1, {D})：批大小 1，T=1"),
+            learner,
+            reference,
+            chk.randn(gen, 1, 1, D),
+            1,
+        )
         chk.ok()
         case = say("x (3, 7, 12), 3 heads, bias=False", "x (3, 7, 12)，3 个头，bias=False")
         learner, reference = _pair(chk, cls, gen, case, 12, 3, bias=False)
@@ -67,21 +81,24 @@ def check_multi_head_attention(cls) -> None:
         chk.ok()
 
 
-def _pair(chk: Checker, cls, gen: torch.Generator, case: str, d_model: int, n_heads: int,
-          **kwargs):
+def _pair(chk: Checker, cls, gen: torch.Generator, case: str, d_model: int, n_heads: int, **kwargs):
     """``(learner, reference)`` in eval mode: ``cls(d_model, n_heads, max_seq_len=M, **kwargs)``
     holding the weights of a randomized ``tfcourse.MultiHeadAttention``."""
     learner = build(chk, case, cls, d_model, n_heads, max_seq_len=M, **kwargs).eval()
-    reference = randomize_(reference_attention.MultiHeadAttention(
-        d_model, n_heads, max_seq_len=M, **kwargs), gen).to(chk.device, chk.dtype).eval()
+    reference = (
+        randomize_(
+            reference_attention.MultiHeadAttention(d_model, n_heads, max_seq_len=M, **kwargs), gen
+        )
+        .to(chk.device, chk.dtype)
+        .eval()
+    )
     load_reference(chk, case, learner, reference, bias=kwargs.get("bias", True))
     return learner, reference
 
 
 def _input_unchanged_case(chk: Checker, learner, gen: torch.Generator) -> None:
     """Fail if a forward pass on x (2, 5, D) modifies x."""
-    case = say(f"x (2, 5, {D}): input not modified in place",
-               f"x (2, 5, {D})：输入不得被原地修改")
+    case = say(f"x (2, 5, {D}): input not modified in place", f"x (2, 5, {D})：输入不得被原地修改")
     x = chk.randn(gen, 2, 5, D)
     x_seen = x.clone()
     with torch.no_grad():
@@ -94,19 +111,27 @@ def _dropout_eval_case(chk: Checker, cls, gen: torch.Generator):
 
     Returns the dropout module pair and x, which the train-mode sub-check uses next.
     """
-    case = say(f"x (2, 6, {D}), dropout=0.5, eval mode: dropout must do nothing",
-               f"x (2, 6, {D})，dropout=0.5，评估模式：dropout 必须不起作用")
+    case = say(
+        f"x (2, 6, {D}), dropout=0.5, eval mode: dropout must do nothing",
+        f"x (2, 6, {D})，dropout=0.5，评估模式：dropout 必须不起作用",
+    )
     learner, reference = _pair(chk, cls, gen, case, D, H, dropout=0.5)
     x = chk.randn(gen, 2, 6, D)
     first = chk.call(case, say("calling your forward(x)", "调用你的 forward(x)"), learner, x)
     second = chk.call(case, say("calling your forward(x)", "调用你的 forward(x)"), learner, x)
     if not torch.equal(first, second):
-        chk.fail(case, say("two eval-mode calls gave different outputs",
-                           "评估模式下两次调用给出了不同的输出"),
-                 looks_like=_dropout_in_eval())
-    chk.compare(case, say("output", "输出"), first, reference(x),
-                variants=[(label, lambda o=o: _mha(reference, x, **o)[0])
-                          for label, o in _mha_mistakes()])
+        chk.fail(
+            case,
+            say("two eval-mode calls gave different outputs", "评估模式下两次调用给出了不同的输出"),
+            looks_like=_dropout_in_eval(),
+        )
+    chk.compare(
+        case,
+        say("output", "输出"),
+        first,
+        reference(x),
+        variants=[(label, lambda o=o: _mha(reference, x, **o)[0]) for label, o in _mha_mistakes()],
+    )
     return learner, reference, x
 
 
@@ -117,35 +142,66 @@ def _dropout_train_case(chk: Checker, learner, reference, x: torch.Tensor) -> No
     with torch.no_grad():
         out_eval, w_ref = reference(x, return_weights=True)
         learner.train()
-        result = chk.call(case, say("calling your forward(x, return_weights=True)",
-                                    "调用你的 forward(x, return_weights=True)"), learner, x,
-                          return_weights=True)
+        result = chk.call(
+            case,
+            say(
+                "calling your forward(x, return_weights=True)",
+                "调用你的 forward(x, return_weights=True)",
+            ),
+            learner,
+            x,
+            return_weights=True,
+        )
         learner.eval()
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        chk.fail(case, say("forward(x, return_weights=True) must return (out, weights)",
-                           "forward(x, return_weights=True) 必须返回 (out, weights)"))
+        chk.fail(
+            case,
+            say(
+                "forward(x, return_weights=True) must return (out, weights)",
+                "forward(x, return_weights=True) 必须返回 (out, weights)",
+            ),
+        )
     out_train, w_train = result
-    chk.compare(case, say("attention-weights tensor in train mode", "训练模式下的注意力权重张量"),
-                w_train, w_ref, variants=[
-        (say("the weights are returned after dropout; return them before dropout (dropout "
-             "only changes what is multiplied with v)",
-             "返回的是 dropout 之后的权重；应返回 dropout 之前的权重（dropout 只影响与 v "
-             "相乘的那一份）"),
-         lambda: torch.where(w_train == 0, torch.zeros_like(w_ref), w_ref / 0.5))])
+    chk.compare(
+        case,
+        say("attention-weights tensor in train mode", "训练模式下的注意力权重张量"),
+        w_train,
+        w_ref,
+        variants=[
+            (
+                say(
+                    "the weights are returned after dropout; return them before dropout (dropout "
+                    "only changes what is multiplied with v)",
+                    "返回的是 dropout 之后的权重；应返回 dropout 之前的权重（dropout 只影响与 v "
+                    "相乘的那一份）",
+                ),
+                lambda: torch.where(w_train == 0, torch.zeros_like(w_ref), w_ref / 0.5),
+            )
+        ],
+    )
     if out_train.shape == out_eval.shape and torch.allclose(out_train, out_eval):
-        chk.fail(case, say("with dropout=0.5 the train-mode output equals the eval-mode "
-                           "output", "dropout=0.5 时，训练模式的输出与评估模式的输出相同"),
-                 looks_like=say("dropout is never applied (the dropout argument is ignored, "
-                                "or F.dropout gets training=False)",
-                                "随机失活（dropout）从未生效（忽略了 dropout 参数，或给 "
-                                "F.dropout 传了 training=False）"))
+        chk.fail(
+            case,
+            say(
+                "with dropout=0.5 the train-mode output equals the eval-mode output",
+                "dropout=0.5 时，训练模式的输出与评估模式的输出相同",
+            ),
+            looks_like=say(
+                "dropout is never applied (the dropout argument is ignored, "
+                "or F.dropout gets training=False)",
+                "随机失活（dropout）从未生效（忽略了 dropout 参数，或给 "
+                "F.dropout 传了 training=False）",
+            ),
+        )
 
 
 def _dropout_in_eval() -> str:
-    return say("dropout is active in eval mode: F.dropout(x, p) defaults to training=True; use "
-               "nn.Dropout, or F.dropout(x, p, training=self.training)",
-               "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, p) 默认 training=True；"
-               "请改用 nn.Dropout，或 F.dropout(x, p, training=self.training)")
+    return say(
+        "dropout is active in eval mode: F.dropout(x, p) defaults to training=True; use "
+        "nn.Dropout, or F.dropout(x, p, training=self.training)",
+        "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, p) 默认 training=True；"
+        "请改用 nn.Dropout，或 F.dropout(x, p, training=self.training)",
+    )
 
 
 def _mha_case(chk: Checker, case: str, learner, reference, x, seed: int) -> None:
@@ -156,34 +212,68 @@ def _mha_case(chk: Checker, case: str, learner, reference, x, seed: int) -> None
     out_ref, w_ref = reference(x_ref, return_weights=True)
     out = chk.call(case, say("calling your forward(x)", "调用你的 forward(x)"), learner, x_mine)
     if isinstance(out, (tuple, list)):
-        chk.fail(case, say(f"forward(x) returned a {type(out).__name__}; with "
-                           "return_weights=False (the default) return only the output (B, T, D)",
-                           f"forward(x) 返回了 {type(out).__name__}；return_weights=False（默认）"
-                           "时只返回输出 (B, T, D)"))
+        chk.fail(
+            case,
+            say(
+                f"forward(x) returned a {type(out).__name__}; with "
+                "return_weights=False (the default) return only the output (B, T, D)",
+                f"forward(x) 返回了 {type(out).__name__}；return_weights=False（默认）"
+                "时只返回输出 (B, T, D)",
+            ),
+        )
     table = _mha_mistakes()
     variants = [(label, lambda o=o: _mha(reference, x, **o)) for label, o in table]
     outputs = [(label, lambda f=f: f()[0]) for label, f in variants]
     chk.compare(case, say("output", "输出"), out, out_ref, variants=outputs)
     # The output matched: mistakes that touch only the returned weights come first
     # (a stable sort on the option, whatever the language of the descriptions).
-    variants = [variants[i] for i in sorted(range(len(table)),
-                                            key=lambda i: "weights" not in table[i][1])]
-    result = chk.call(case, say("calling your forward(x, return_weights=True)",
-                                "调用你的 forward(x, return_weights=True)"), learner,
-                      x.clone(), return_weights=True)
+    variants = [
+        variants[i] for i in sorted(range(len(table)), key=lambda i: "weights" not in table[i][1])
+    ]
+    result = chk.call(
+        case,
+        say(
+            "calling your forward(x, return_weights=True)",
+            "调用你的 forward(x, return_weights=True)",
+        ),
+        learner,
+        x.clone(),
+        return_weights=True,
+    )
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        chk.fail(case, say(f"forward(x, return_weights=True) returned a "
-                           f"{type(result).__name__}, expected a tuple (out, weights)",
-                           f"forward(x, return_weights=True) 返回了 {type(result).__name__}，"
-                           f"应返回元组 (out, weights)"))
-    chk.compare(case, say("attention-weights tensor", "注意力权重张量"), result[1], w_ref,
-                variants=[(label, lambda f=f: f()[1]) for label, f in variants],
-                hint=say("return one (T, T) map per head, shape (B, H, T, T): the masked "
-                         "softmax, before dropout",
-                         "每个头返回一张 (T, T) 的权重图，形状为 (B, H, T, T)：即掩码之后的 "
-                         "softmax，取在 dropout 之前"))
-    backward_case(chk, case, reference, learner, out_ref, out, seed=seed + 200,
-                  inputs={"x": (x_ref, x_mine)}, variants=lambda: outputs)
+        chk.fail(
+            case,
+            say(
+                f"forward(x, return_weights=True) returned a "
+                f"{type(result).__name__}, expected a tuple (out, weights)",
+                f"forward(x, return_weights=True) 返回了 {type(result).__name__}，"
+                f"应返回元组 (out, weights)",
+            ),
+        )
+    chk.compare(
+        case,
+        say("attention-weights tensor", "注意力权重张量"),
+        result[1],
+        w_ref,
+        variants=[(label, lambda f=f: f()[1]) for label, f in variants],
+        hint=say(
+            "return one (T, T) map per head, shape (B, H, T, T): the masked "
+            "softmax, before dropout",
+            "每个头返回一张 (T, T) 的权重图，形状为 (B, H, T, T)：即掩码之后的 "
+            "softmax，取在 dropout 之前",
+        ),
+    )
+    backward_case(
+        chk,
+        case,
+        reference,
+        learner,
+        out_ref,
+        out,
+        seed=seed + 200,
+        inputs={"x": (x_ref, x_mine)},
+        variants=lambda: outputs,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,38 +295,62 @@ def check_first_head_weights(fn) -> None:
     with Checker("first_head_weights") as chk:
         gen = chk.generator(3)
         runs = []
-        for shape, H, bias in (((2, 5, 24), 4, True), ((1, 1, 24), 4, True),
-                               ((3, 6, 12), 3, False)):
+        for shape, H, bias in (
+            ((2, 5, 24), 4, True),
+            ((1, 1, 24), 4, True),
+            ((3, 6, 12), 3, False),
+        ):
             B, T, D = shape
-            case = say(f"x {shape}, {H} heads", f"x {shape}，{H} 个头") + \
-                ("" if bias else say(", bias=False", "，bias=False")) + \
-                (say(": batch 1, T=1", "：批大小 1，T=1") if B == 1 else "")
-            mha = randomize_(reference_attention.MultiHeadAttention(
-                D, H, max_seq_len=8, bias=bias), gen).to(chk.device, chk.dtype).eval()
+            case = (
+                say(f"x {shape}, {H} heads", f"x {shape}，{H} 个头")
+                + ("" if bias else say(", bias=False", "，bias=False"))
+                + (say(": batch 1, T=1", "：批大小 1，T=1") if B == 1 else "")
+            )
+            mha = (
+                randomize_(
+                    reference_attention.MultiHeadAttention(D, H, max_seq_len=8, bias=bias), gen
+                )
+                .to(chk.device, chk.dtype)
+                .eval()
+            )
             x = chk.randn(gen, *shape)
             state = {name: t.clone() for name, t in mha.state_dict().items()}
             x_seen = x.clone()
             with torch.no_grad():
                 expected = mha(x, return_weights=True)[1][:, 0]
-            got = chk.call(case, say("calling your fn(mha, x)", "调用你的 fn(mha, x)"), fn, mha,
-                           x_seen)
+            got = chk.call(
+                case, say("calling your fn(mha, x)", "调用你的 fn(mha, x)"), fn, mha, x_seen
+            )
             if isinstance(got, torch.Tensor):
                 got = got.detach()
-            chk.compare(case, say("head-0 weights tensor", "头 0 的权重张量"), got, expected,
-                        variants=[(label, lambda o=o, mha=mha, x=x: _head_weights(mha, x, **o))
-                                  for label, o in _head_mistakes()],
-                        hint=say("return a (B, T, T) tensor: index the head axis, e.g. [:, 0]",
-                                 "返回形状为 (B, T, T) 的张量：在头这一维上取索引，例如 [:, 0]"))
+            chk.compare(
+                case,
+                say("head-0 weights tensor", "头 0 的权重张量"),
+                got,
+                expected,
+                variants=[
+                    (label, lambda o=o, mha=mha, x=x: _head_weights(mha, x, **o))
+                    for label, o in _head_mistakes()
+                ],
+                hint=say(
+                    "return a (B, T, T) tensor: index the head axis, e.g. [:, 0]",
+                    "返回形状为 (B, T, T) 的张量：在头这一维上取索引，例如 [:, 0]",
+                ),
+            )
             runs.append((case, mha, state, x, x_seen))
             chk.ok()
         for case, mha, state, _, _ in runs:
             for name, tensor in mha.state_dict().items():
                 if not torch.equal(tensor, state[name]):
-                    chk.fail(say(f"{case}: mha unchanged", f"{case}：mha 应保持不变"),
-                             say(f"your function changed mha.{name}", f"你的函数修改了 mha.{name}"),
-                             hint=say("only read the module's parameters; compute under "
-                                      "torch.no_grad() if you like",
-                                      "只读取模块的参数；愿意的话可以在 torch.no_grad() 下计算"))
+                    chk.fail(
+                        say(f"{case}: mha unchanged", f"{case}：mha 应保持不变"),
+                        say(f"your function changed mha.{name}", f"你的函数修改了 mha.{name}"),
+                        hint=say(
+                            "only read the module's parameters; compute under "
+                            "torch.no_grad() if you like",
+                            "只读取模块的参数；愿意的话可以在 torch.no_grad() 下计算",
+                        ),
+                    )
         chk.ok()
         for case, _, _, x, x_seen in runs:
             chk.unchanged(say(f"{case}: x unchanged", f"{case}：x 应保持不变"), "x", x, x_seen)

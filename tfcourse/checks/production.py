@@ -15,6 +15,7 @@ from ._harness import Checker, first_line, max_abs_diff
 
 # ----------------------------------------------------------------------------- fuse_qkv
 
+
 def _random_linear(gen: torch.Generator, d_in: int, d_out: int, bias: bool, device, dtype):
     layer = nn.Linear(d_in, d_out, bias=bias)
     with torch.no_grad():
@@ -37,55 +38,93 @@ def check_fuse_qkv(fn) -> None:
     projections (``D_in != D_out``); the three inputs left unchanged.
     """
     if not callable(fn):
-        raise TypeError(say(f"check_fuse_qkv expects a function, got {type(fn).__name__}",
-                            f"check_fuse_qkv 需要传入一个函数，实际得到 {type(fn).__name__}"))
+        raise TypeError(
+            say(
+                f"check_fuse_qkv expects a function, got {type(fn).__name__}",
+                f"check_fuse_qkv 需要传入一个函数，实际得到 {type(fn).__name__}",
+            )
+        )
     with Checker("fuse_qkv") as chk:
         gen = chk.generator(0)
-        cases = [(say("D_in=8, D_out=8, with bias", "D_in=8，D_out=8，带偏置"), 8, 8, True),
-                 (say("D_in=8, D_out=8, no bias", "D_in=8，D_out=8，不带偏置"), 8, 8, False),
-                 (say("D_in=6, D_out=4, with bias", "D_in=6，D_out=4，带偏置"), 6, 4, True)]
+        cases = [
+            (say("D_in=8, D_out=8, with bias", "D_in=8，D_out=8，带偏置"), 8, 8, True),
+            (say("D_in=8, D_out=8, no bias", "D_in=8，D_out=8，不带偏置"), 8, 8, False),
+            (say("D_in=6, D_out=4, with bias", "D_in=6，D_out=4，带偏置"), 6, 4, True),
+        ]
         for case, d_in, d_out, bias in cases:
-            projs = [_random_linear(gen, d_in, d_out, bias, chk.device, chk.dtype) for _ in range(3)]
-            before = [{n: p.detach().clone() for n, p in layer.named_parameters()} for layer in projs]
+            projs = [
+                _random_linear(gen, d_in, d_out, bias, chk.device, chk.dtype) for _ in range(3)
+            ]
+            before = [
+                {n: p.detach().clone() for n, p in layer.named_parameters()} for layer in projs
+            ]
             fused = chk.call(case, say("your function", "运行你的函数"), fn, *projs)
             for name, layer, saved in zip("qkv", projs, before):
                 for pname, p in layer.named_parameters():
                     chk.unchanged(case, f"{name}_proj.{pname}", saved[pname], p)
             _check_fused(chk, case, fused, projs, d_in, d_out, bias, gen)
             chk.ok()
-        chk.ok()                       # the inputs were compared after every case above
+        chk.ok()  # the inputs were compared after every case above
 
 
 def _check_fused(chk: Checker, case: str, fused, projs, d_in: int, d_out: int, bias: bool, gen):
-    if not isinstance(fused, nn.Module) or not isinstance(getattr(fused, "weight", None), torch.Tensor):
-        chk.fail(case, say(f"your function returned a {type(fused).__name__}, expected an "
-                           f"nn.Linear", f"你的函数返回了 {type(fused).__name__}，应返回 nn.Linear"),
-                 hint=say(f"build nn.Linear({d_in}, {3 * d_out}) and copy the stacked weights "
-                          f"into it", f"新建 nn.Linear({d_in}, {3 * d_out})，再把拼接好的权重复制"
-                          f"进去"))
+    if not isinstance(fused, nn.Module) or not isinstance(
+        getattr(fused, "weight", None), torch.Tensor
+    ):
+        chk.fail(
+            case,
+            say(
+                f"your function returned a {type(fused).__name__}, expected an nn.Linear",
+                f"你的函数返回了 {type(fused).__name__}，应返回 nn.Linear",
+            ),
+            hint=say(
+                f"build nn.Linear({d_in}, {3 * d_out}) and copy the stacked weights into it",
+                f"新建 nn.Linear({d_in}, {3 * d_out})，再把拼接好的权重复制进去",
+            ),
+        )
     w = fused.weight
     if tuple(w.shape) != (3 * d_out, d_in):
         looks = None
         if tuple(w.shape) == (d_out, 3 * d_in):
-            looks = say("the weights are concatenated along dim=1 (inputs); nn.Linear stores "
-                        "weight as (out_features, in_features), so stacking outputs is dim=0",
-                        "权重沿 dim=1（输入维）拼接了；nn.Linear 的 weight 形状是 "
-                        "(out_features, in_features)，所以按输出堆叠应该用 dim=0")
-        chk.fail(case, say(f"fused.weight has shape {tuple(w.shape)}, expected "
-                           f"{(3 * d_out, d_in)}", f"fused.weight 的形状是 {tuple(w.shape)}，"
-                           f"应为 {(3 * d_out, d_in)}"),
-                 looks_like=looks)
+            looks = say(
+                "the weights are concatenated along dim=1 (inputs); nn.Linear stores "
+                "weight as (out_features, in_features), so stacking outputs is dim=0",
+                "权重沿 dim=1（输入维）拼接了；nn.Linear 的 weight 形状是 "
+                "(out_features, in_features)，所以按输出堆叠应该用 dim=0",
+            )
+        chk.fail(
+            case,
+            say(
+                f"fused.weight has shape {tuple(w.shape)}, expected {(3 * d_out, d_in)}",
+                f"fused.weight 的形状是 {tuple(w.shape)}，应为 {(3 * d_out, d_in)}",
+            ),
+            looks_like=looks,
+        )
     b = fused.bias
     if bias and b is None:
-        chk.fail(case, say("fused.bias is None although q/k/v_proj have biases",
-                           "q/k/v_proj 都有偏置，fused.bias 却是 None"),
-                 hint=say("concatenate the three biases too: torch.cat([q.bias, k.bias, v.bias])",
-                          "把三个偏置也拼接起来：torch.cat([q.bias, k.bias, v.bias])"))
+        chk.fail(
+            case,
+            say(
+                "fused.bias is None although q/k/v_proj have biases",
+                "q/k/v_proj 都有偏置，fused.bias 却是 None",
+            ),
+            hint=say(
+                "concatenate the three biases too: torch.cat([q.bias, k.bias, v.bias])",
+                "把三个偏置也拼接起来：torch.cat([q.bias, k.bias, v.bias])",
+            ),
+        )
     if not bias and b is not None and bool((b != 0).any()):
-        chk.fail(case, say("fused.bias is nonzero although q/k/v_proj have no bias",
-                           "q/k/v_proj 都没有偏置，fused.bias 却不为零"),
-                 hint=say("build the fused layer with bias=False when the inputs have none",
-                          "输入没有偏置时，用 bias=False 构建融合层"))
+        chk.fail(
+            case,
+            say(
+                "fused.bias is nonzero although q/k/v_proj have no bias",
+                "q/k/v_proj 都没有偏置，fused.bias 却不为零",
+            ),
+            hint=say(
+                "build the fused layer with bias=False when the inputs have none",
+                "输入没有偏置时，用 bias=False 构建融合层",
+            ),
+        )
     x = torch.randn(3, 5, d_in, generator=gen, dtype=torch.float64).to(chk.device, chk.dtype)
     with torch.no_grad():
         expected = torch.cat([p(x) for p in projs], dim=-1)
@@ -95,24 +134,52 @@ def _check_fused(chk: Checker, case: str, fused, projs, d_in: int, d_out: int, b
         def order(names):
             return lambda: torch.cat([outs[n] for n in names], dim=-1)
 
-        variants = [(say(f"the blocks are in the order {', '.join(names)}; the rows must be "
-                         f"q, k, v", f"各块的顺序是 {', '.join(names)}；行的顺序必须是 q, k, v"),
-                     order(names)) for names in itertools.permutations("qkv") if names != tuple("qkv")]
+        variants = [
+            (
+                say(
+                    f"the blocks are in the order {', '.join(names)}; the rows must be q, k, v",
+                    f"各块的顺序是 {', '.join(names)}；行的顺序必须是 q, k, v",
+                ),
+                order(names),
+            )
+            for names in itertools.permutations("qkv")
+            if names != tuple("qkv")
+        ]
         if bias:
-            variants.append((say("the biases are missing (weights only)",
-                                 "缺少偏置（只拼接了权重）"),
-                             lambda: torch.cat([x @ p.weight.t() for p in projs], dim=-1)))
+            variants.append(
+                (
+                    say("the biases are missing (weights only)", "缺少偏置（只拼接了权重）"),
+                    lambda: torch.cat([x @ p.weight.t() for p in projs], dim=-1),
+                )
+            )
         if d_in == d_out:
-            variants.append((say("each weight block is transposed (W.t() instead of W)",
-                                 "每个权重块都被转置了（用了 W.t() 而不是 W）"),
-                             lambda: torch.cat([x @ p.weight + (p.bias if p.bias is not None else 0)
-                                                for p in projs], dim=-1)))
-    chk.compare(case, say("fused(x)", "fused(x) 的输出"), got, expected, variants=variants,
-                hint=say("fused.weight = cat([q.weight, k.weight, v.weight], dim=0); same for bias",
-                         "fused.weight = cat([q.weight, k.weight, v.weight], dim=0)；偏置同理"))
+            variants.append(
+                (
+                    say(
+                        "each weight block is transposed (W.t() instead of W)",
+                        "每个权重块都被转置了（用了 W.t() 而不是 W）",
+                    ),
+                    lambda: torch.cat(
+                        [x @ p.weight + (p.bias if p.bias is not None else 0) for p in projs],
+                        dim=-1,
+                    ),
+                )
+            )
+    chk.compare(
+        case,
+        say("fused(x)", "fused(x) 的输出"),
+        got,
+        expected,
+        variants=variants,
+        hint=say(
+            "fused.weight = cat([q.weight, k.weight, v.weight], dim=0); same for bias",
+            "fused.weight = cat([q.weight, k.weight, v.weight], dim=0)；偏置同理",
+        ),
+    )
 
 
 # ----------------------------------------------------------------------------- attend_with_cache
+
 
 def _raise(error: BaseException):
     raise error
@@ -124,27 +191,43 @@ def _call_with_cache(chk: Checker, case: str, what: str, fn, *args):
         return fn(*args)
     except NotImplementedError:
         raise
-    except Exception as error:      # noqa: BLE001 - any learner error becomes a report
+    except Exception as error:  # noqa: BLE001 - any learner error becomes a report
         if args[3] is not None and isinstance(error, (RuntimeError, ValueError)):
-            chk.fail(case, say(f"{what} raised {type(error).__name__}: {first_line(error)}",
-                               f"{what}时抛出了 {type(error).__name__}：{first_line(error)}"),
-                     looks_like=say("an error only once a cache is passed, usually a shape "
-                                    "mismatch: the cache must grow along the time axis, dim=-2, "
-                                    "to (B, H, T_past + T_new, head_dim)",
-                                    "只有传入缓存时才出错，通常是形状不匹配：缓存必须沿时间轴 "
-                                    "dim=-2 增长，变成 (B, H, T_past + T_new, head_dim)"),
-                     hint=say("k = torch.cat([past_k, k_new], dim=-2); the same for v",
-                              "k = torch.cat([past_k, k_new], dim=-2)；v 同理"), cause=error)
+            chk.fail(
+                case,
+                say(
+                    f"{what} raised {type(error).__name__}: {first_line(error)}",
+                    f"{what}时抛出了 {type(error).__name__}：{first_line(error)}",
+                ),
+                looks_like=say(
+                    "an error only once a cache is passed, usually a shape "
+                    "mismatch: the cache must grow along the time axis, dim=-2, "
+                    "to (B, H, T_past + T_new, head_dim)",
+                    "只有传入缓存时才出错，通常是形状不匹配：缓存必须沿时间轴 "
+                    "dim=-2 增长，变成 (B, H, T_past + T_new, head_dim)",
+                ),
+                hint=say(
+                    "k = torch.cat([past_k, k_new], dim=-2); the same for v",
+                    "k = torch.cat([past_k, k_new], dim=-2)；v 同理",
+                ),
+                cause=error,
+            )
         return chk.call(case, what, _raise, error)
 
 
 def _unpack(chk: Checker, case: str, result):
     if not isinstance(result, (tuple, list)) or len(result) != 3:
-        chk.fail(case, say(f"your function returned {type(result).__name__}, expected a tuple "
-                           f"(out, k, v)",
-                           f"你的函数返回了 {type(result).__name__}，应返回元组 (out, k, v)"),
-                 hint=say("return out, k, v (k and v: the cache for the next call)",
-                          "返回 out, k, v（k 和 v 是留给下一次调用的缓存）"))
+        chk.fail(
+            case,
+            say(
+                f"your function returned {type(result).__name__}, expected a tuple (out, k, v)",
+                f"你的函数返回了 {type(result).__name__}，应返回元组 (out, k, v)",
+            ),
+            hint=say(
+                "return out, k, v (k and v: the cache for the next call)",
+                "返回 out, k, v（k 和 v 是留给下一次调用的缓存）",
+            ),
+        )
     return result
 
 
@@ -154,25 +237,42 @@ def _variants_chunk(q, k_all, v_all):
     past = T_all - T_new
     ones = torch.ones(T_new, T_all, dtype=torch.bool, device=q.device)
     variants = [
-        (say("no causal mask among the new tokens: with one new token none is needed, but a "
-             "chunk of several new tokens must not see its own future",
-             "新词元之间没有因果掩码：只有一个新词元时不需要，但一次输入多个新词元时，"
-             "它们不能看到自己之后的词元"),
-         lambda: scaled_dot_product_attention(q, k_all, v_all)[0]),
-        (say("the causal mask is not shifted by the cache length: new query i sits at position "
-             "T_past + i, so it may see keys 0..T_past + i (tril(diagonal=T_past)); "
-             "tril() from the top-left corner hides most of the cache",
-             "因果掩码没有按缓存长度平移：第 i 个新查询位于位置 T_past + i，可以看到键 "
-             "0..T_past + i（tril(diagonal=T_past)）；从左上角开始的 tril() 会挡住大部分缓存"),
-         lambda: scaled_dot_product_attention(q, k_all, v_all, ones.tril())[0]),
-        (say("the new queries attend only to the new keys: the cached keys/values are ignored",
-             "新查询只关注了新的键：忽略了缓存里的键/值"),
-         lambda: scaled_dot_product_attention(q, k_all[..., past:, :], v_all[..., past:, :],
-                                              causal_mask(T_new, device=q.device))[0]),
-        (say("the scores are not divided by sqrt(head_dim)",
-             "注意力分数没有除以 sqrt(head_dim)"),
-         lambda: scaled_dot_product_attention(q * math.sqrt(q.shape[-1]), k_all, v_all,
-                                              ones.tril(diagonal=past))[0]),
+        (
+            say(
+                "no causal mask among the new tokens: with one new token none is needed, but a "
+                "chunk of several new tokens must not see its own future",
+                "新词元之间没有因果掩码：只有一个新词元时不需要，但一次输入多个新词元时，"
+                "它们不能看到自己之后的词元",
+            ),
+            lambda: scaled_dot_product_attention(q, k_all, v_all)[0],
+        ),
+        (
+            say(
+                "the causal mask is not shifted by the cache length: new query i sits at position "
+                "T_past + i, so it may see keys 0..T_past + i (tril(diagonal=T_past)); "
+                "tril() from the top-left corner hides most of the cache",
+                "因果掩码没有按缓存长度平移：第 i 个新查询位于位置 T_past + i，可以看到键 "
+                "0..T_past + i（tril(diagonal=T_past)）；从左上角开始的 tril() 会挡住大部分缓存",
+            ),
+            lambda: scaled_dot_product_attention(q, k_all, v_all, ones.tril())[0],
+        ),
+        (
+            say(
+                "the new queries attend only to the new keys: the cached keys/values are ignored",
+                "新查询只关注了新的键：忽略了缓存里的键/值",
+            ),
+            lambda: scaled_dot_product_attention(
+                q, k_all[..., past:, :], v_all[..., past:, :], causal_mask(T_new, device=q.device)
+            )[0],
+        ),
+        (
+            say(
+                "the scores are not divided by sqrt(head_dim)", "注意力分数没有除以 sqrt(head_dim)"
+            ),
+            lambda: scaled_dot_product_attention(
+                q * math.sqrt(q.shape[-1]), k_all, v_all, ones.tril(diagonal=past)
+            )[0],
+        ),
     ]
     return variants
 
@@ -194,72 +294,137 @@ def check_kv_cache_attention(fn) -> None:
     inputs not modified in place.
     """
     if not callable(fn):
-        raise TypeError(say(f"check_kv_cache_attention expects a function, got "
-                            f"{type(fn).__name__}", f"check_kv_cache_attention 需要传入一个函数，"
-                            f"实际得到 {type(fn).__name__}"))
+        raise TypeError(
+            say(
+                f"check_kv_cache_attention expects a function, got {type(fn).__name__}",
+                f"check_kv_cache_attention 需要传入一个函数，实际得到 {type(fn).__name__}",
+            )
+        )
     with Checker("attend_with_cache") as chk:
         gen = chk.generator(0)
         B, H, T, hd = 2, 3, 7, 8
         q, k, v = (chk.randn(gen, B, H, T, hd) for _ in range(3))
         full, _ = scaled_dot_product_attention(q, k, v, causal_mask(T, device=chk.device))
 
-        your_function, out_name = say("your function", "运行你的函数"), say("out", "返回的 out 张量")
-        case = say(f"no cache: q, k, v {(B, H, T, hd)}, past_k=past_v=None",
-                   f"无缓存：q, k, v {(B, H, T, hd)}，past_k=past_v=None")
+        your_function, out_name = (
+            say("your function", "运行你的函数"),
+            say("out", "返回的 out 张量"),
+        )
+        case = say(
+            f"no cache: q, k, v {(B, H, T, hd)}, past_k=past_v=None",
+            f"无缓存：q, k, v {(B, H, T, hd)}，past_k=past_v=None",
+        )
         out, k_c, v_c = _unpack(chk, case, chk.call(case, your_function, fn, q, k, v, None, None))
         _compare_cache(chk, case, k_c, v_c, k, v)
-        chk.compare(case, out_name, out, full, variants=_variants_chunk(q, k, v),
-                    hint=say("without a cache this is plain causal attention",
-                             "没有缓存时，这就是普通的因果注意力"))
+        chk.compare(
+            case,
+            out_name,
+            out,
+            full,
+            variants=_variants_chunk(q, k, v),
+            hint=say(
+                "without a cache this is plain causal attention",
+                "没有缓存时，这就是普通的因果注意力",
+            ),
+        )
         chk.ok()
 
         case = say(f"decoding one token at a time, T=1..{T}", f"逐个词元解码，T=1..{T}")
         past_k = past_v = None
         for t in range(T):
             step = slice(t, t + 1)
-            result = _call_with_cache(chk, case, say(f"your function at step {t}",
-                                                     f"第 {t} 步运行你的函数"), fn,
-                                      q[..., step, :], k[..., step, :], v[..., step, :],
-                                      past_k, past_v)
+            result = _call_with_cache(
+                chk,
+                case,
+                say(f"your function at step {t}", f"第 {t} 步运行你的函数"),
+                fn,
+                q[..., step, :],
+                k[..., step, :],
+                v[..., step, :],
+                past_k,
+                past_v,
+            )
             out, past_k, past_v = _unpack(chk, case, result)
             at_step = say(f"{case}, step {t}", f"{case}，第 {t} 步")
             _compare_cache(chk, at_step, past_k, past_v, k[..., : t + 1, :], v[..., : t + 1, :])
-            chk.compare(at_step, out_name, out, full[..., step, :],
-                        variants=_variants_chunk(q[..., step, :], k[..., : t + 1, :],
-                                                 v[..., : t + 1, :]),
-                        hint=say("the new token attends to every cached key and to itself",
-                                 "新词元要关注缓存里的每一个键，以及它自己"))
+            chk.compare(
+                at_step,
+                out_name,
+                out,
+                full[..., step, :],
+                variants=_variants_chunk(q[..., step, :], k[..., : t + 1, :], v[..., : t + 1, :]),
+                hint=say(
+                    "the new token attends to every cached key and to itself",
+                    "新词元要关注缓存里的每一个键，以及它自己",
+                ),
+            )
         chk.ok()
 
-        case = say("a chunk of 3 new tokens after a cache of 4", "在 4 个已缓存的词元之后一次输入 3 个新词元")
+        case = say(
+            "a chunk of 3 new tokens after a cache of 4",
+            "在 4 个已缓存的词元之后一次输入 3 个新词元",
+        )
         new = slice(4, 7)
-        result = _call_with_cache(chk, case, your_function, fn, q[..., new, :], k[..., new, :],
-                                  v[..., new, :], k[..., :4, :], v[..., :4, :])
+        result = _call_with_cache(
+            chk,
+            case,
+            your_function,
+            fn,
+            q[..., new, :],
+            k[..., new, :],
+            v[..., new, :],
+            k[..., :4, :],
+            v[..., :4, :],
+        )
         out, k_c, v_c = _unpack(chk, case, result)
         _compare_cache(chk, case, k_c, v_c, k, v)
-        chk.compare(case, out_name, out, full[..., new, :],
-                    variants=_variants_chunk(q[..., new, :], k, v),
-                    hint=say("mask = torch.ones(T_new, T_all, dtype=torch.bool).tril(diagonal=T_all "
-                             "- T_new)", "掩码应为 mask = torch.ones(T_new, T_all, "
-                             "dtype=torch.bool).tril(diagonal=T_all - T_new)"))
+        chk.compare(
+            case,
+            out_name,
+            out,
+            full[..., new, :],
+            variants=_variants_chunk(q[..., new, :], k, v),
+            hint=say(
+                "mask = torch.ones(T_new, T_all, dtype=torch.bool).tril(diagonal=T_all - T_new)",
+                "掩码应为 mask = torch.ones(T_new, T_all, "
+                "dtype=torch.bool).tril(diagonal=T_all - T_new)",
+            ),
+        )
         chk.ok()
 
         case = say("batch 1, one head, T_past=2, T_new=1", "批大小 1，单个头，T_past=2，T_new=1")
         q1, k1, v1 = (chk.randn(gen, 1, 1, 3, 4) for _ in range(3))
-        want, _, _ = attend_with_cache(q1[..., 2:, :], k1[..., 2:, :], v1[..., 2:, :],
-                                       k1[..., :2, :], v1[..., :2, :])
-        result = _call_with_cache(chk, case, your_function, fn, q1[..., 2:, :], k1[..., 2:, :],
-                                  v1[..., 2:, :], k1[..., :2, :], v1[..., :2, :])
+        want, _, _ = attend_with_cache(
+            q1[..., 2:, :], k1[..., 2:, :], v1[..., 2:, :], k1[..., :2, :], v1[..., :2, :]
+        )
+        result = _call_with_cache(
+            chk,
+            case,
+            your_function,
+            fn,
+            q1[..., 2:, :],
+            k1[..., 2:, :],
+            v1[..., 2:, :],
+            k1[..., :2, :],
+            v1[..., :2, :],
+        )
         out, k_c, v_c = _unpack(chk, case, result)
         _compare_cache(chk, case, k_c, v_c, k1, v1)
-        chk.compare(case, out_name, out, want,
-                    variants=_variants_chunk(q1[..., 2:, :], k1, v1))
+        chk.compare(case, out_name, out, want, variants=_variants_chunk(q1[..., 2:, :], k1, v1))
         chk.ok()
 
         case = say("inputs not modified in place", "输入不得被原地修改")
         originals = [t.clone() for t in (q, k, v)]
-        chk.call(case, your_function, fn, q[..., 5:, :], k[..., 5:, :], v[..., 5:, :],
-                 k[..., :5, :], v[..., :5, :])
+        chk.call(
+            case,
+            your_function,
+            fn,
+            q[..., 5:, :],
+            k[..., 5:, :],
+            v[..., 5:, :],
+            k[..., :5, :],
+            v[..., :5, :],
+        )
         for name, before, after in zip("qkv", originals, (q, k, v)):
             chk.unchanged(case, name, before, after)
         chk.ok()
@@ -269,35 +434,61 @@ def _compare_cache(chk: Checker, case: str, k_got, v_got, k_want, v_want) -> Non
     for name, got, want in (("k", k_got, k_want), ("v", v_got, v_want)):
         if not isinstance(got, torch.Tensor):
             shape = tuple(want.shape)
-            chk.fail(case, say(f"the returned cache {name} is a {type(got).__name__}, expected a "
-                               f"tensor of shape {shape}", f"返回的缓存 {name} 是 "
-                               f"{type(got).__name__}，应为形状 {shape} 的张量"),
-                     hint=say(f"return the concatenated {name}", f"返回拼接之后的 {name}"))
+            chk.fail(
+                case,
+                say(
+                    f"the returned cache {name} is a {type(got).__name__}, expected a "
+                    f"tensor of shape {shape}",
+                    f"返回的缓存 {name} 是 {type(got).__name__}，应为形状 {shape} 的张量",
+                ),
+                hint=say(f"return the concatenated {name}", f"返回拼接之后的 {name}"),
+            )
         if got.shape != want.shape:
             B, _, T, hd = want.shape
             looks = None
             if got.dim() == 4 and got.shape[-1] != hd and got.shape[-2] != T:
-                looks = say("concatenated along the channel axis (dim=-1); time is dim=-2",
-                            "沿通道轴（dim=-1）拼接了；时间轴是 dim=-2")
+                looks = say(
+                    "concatenated along the channel axis (dim=-1); time is dim=-2",
+                    "沿通道轴（dim=-1）拼接了；时间轴是 dim=-2",
+                )
             elif got.dim() == 4 and got.shape[0] != B:
-                looks = say("concatenated along the batch axis (dim=0); time is dim=-2",
-                            "沿批次轴（dim=0）拼接了；时间轴是 dim=-2")
+                looks = say(
+                    "concatenated along the batch axis (dim=0); time is dim=-2",
+                    "沿批次轴（dim=0）拼接了；时间轴是 dim=-2",
+                )
             elif got.dim() == 4 and got.shape[-2] < T:
-                looks = say("the returned cache holds only the new tokens: concatenate the past "
-                            "first", "返回的缓存里只有新词元：要先拼上过去的部分")
+                looks = say(
+                    "the returned cache holds only the new tokens: concatenate the past first",
+                    "返回的缓存里只有新词元：要先拼上过去的部分",
+                )
             cat = f"{name} = torch.cat([past_{name}, {name}_new], dim=-2)"
-            chk.fail(case, say(f"the returned cache {name} has shape {tuple(got.shape)}, expected "
-                               f"{tuple(want.shape)}", f"返回的缓存 {name} 的形状是 "
-                               f"{tuple(got.shape)}，应为 {tuple(want.shape)}"), looks_like=looks,
-                     hint=say(cat, f"应写成 {cat}"))
+            chk.fail(
+                case,
+                say(
+                    f"the returned cache {name} has shape {tuple(got.shape)}, expected "
+                    f"{tuple(want.shape)}",
+                    f"返回的缓存 {name} 的形状是 {tuple(got.shape)}，应为 {tuple(want.shape)}",
+                ),
+                looks_like=looks,
+                hint=say(cat, f"应写成 {cat}"),
+            )
         if not torch.equal(got.detach(), want):
             looks = None
             if torch.equal(got.detach().flip(-2), want) or (
-                    got.shape[-2] > 1 and not torch.equal(got[..., -1:, :].detach(), want[..., -1:, :])):
-                looks = say("the new keys/values come first; the cache must keep time order "
-                            "(past, then new)",
-                            "新的键/值排在了前面；缓存必须保持时间顺序（先过去的，再新的）")
+                got.shape[-2] > 1 and not torch.equal(got[..., -1:, :].detach(), want[..., -1:, :])
+            ):
+                looks = say(
+                    "the new keys/values come first; the cache must keep time order "
+                    "(past, then new)",
+                    "新的键/值排在了前面；缓存必须保持时间顺序（先过去的，再新的）",
+                )
             cat = f"cat([past_{name}, {name}_new], dim=-2)"
-            chk.fail(case, say(f"the returned cache {name} differs from {cat}",
-                               f"返回的缓存 {name} 与 {cat} 不一致"),
-                     diff=max_abs_diff(got, want), looks_like=looks)
+            chk.fail(
+                case,
+                say(
+                    f"the returned cache {name} differs from {cat}",
+                    f"返回的缓存 {name} 与 {cat} 不一致",
+                ),
+                diff=max_abs_diff(got, want),
+                looks_like=looks,
+            )

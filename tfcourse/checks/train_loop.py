@@ -30,8 +30,9 @@ CONFIG = GPTConfig(vocab_size=24, max_seq_len=8, n_layers=2, n_heads=2, d_model=
 MAX_LR, WARMUP, WEIGHT_DECAY = 1e-2, 2, 0.1
 
 
-def _loop(model, batches, *, max_lr, warmup_steps, max_norm=math.inf, mistake: str = ""
-          ) -> tuple[list[float], list[float]]:
+def _loop(
+    model, batches, *, max_lr, warmup_steps, max_norm=math.inf, mistake: str = ""
+) -> tuple[list[float], list[float]]:
     """The course's loop, or the same with one of ``MISTAKES`` (by key) made: the loss of
     every step and its gradient norm before clipping."""
     steps, accum = batches.shape[:2]
@@ -44,8 +45,13 @@ def _loop(model, batches, *, max_lr, warmup_steps, max_norm=math.inf, mistake: s
     losses, norms = [], []
     for step in range(steps):
         schedule_step = 0 if mistake == "per-epoch" else step
-        lr = lr_at(schedule_step, max_lr=max_lr, warmup_steps=warmup_steps, total_steps=steps,
-                   min_lr=max_lr / 10)
+        lr = lr_at(
+            schedule_step,
+            max_lr=max_lr,
+            warmup_steps=warmup_steps,
+            total_steps=steps,
+            min_lr=max_lr / 10,
+        )
         if mistake != "no-schedule":
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -70,43 +76,55 @@ def _loop(model, batches, *, max_lr, warmup_steps, max_norm=math.inf, mistake: s
 
 
 MISTAKES = {
-    "no-zero-grad": say("no optimizer.zero_grad(): each step adds its gradient to all the "
-                        "earlier ones (and to the stale gradient the model came with)",
-                        "没有调用 optimizer.zero_grad()：每一步的梯度都叠加在之前所有步的梯度上"
-                        "（还有模型带进来的旧梯度）"),
+    "no-zero-grad": say(
+        "no optimizer.zero_grad(): each step adds its gradient to all the "
+        "earlier ones (and to the stale gradient the model came with)",
+        "没有调用 optimizer.zero_grad()：每一步的梯度都叠加在之前所有步的梯度上"
+        "（还有模型带进来的旧梯度）",
+    ),
     "zero-grad-per-micro-batch": say(
         "optimizer.zero_grad() inside the loop over micro-batches: only the last micro-batch's "
-        "gradient is left for the step", "在遍历微批次的循环里调用了 optimizer.zero_grad()："
-        "一步结束时只剩下最后一个微批次的梯度"),
+        "gradient is left for the step",
+        "在遍历微批次的循环里调用了 optimizer.zero_grad()：一步结束时只剩下最后一个微批次的梯度",
+    ),
     "zero-grad-after-backward": say(
-        "optimizer.zero_grad() between backward() and optimizer.step(): the step sees no "
-        "gradient", "在 backward() 和 optimizer.step() 之间调用了 optimizer.zero_grad()："
-        "更新时已经没有梯度了"),
-    "clip-after-step": say("the gradient is clipped after optimizer.step() (or not at all): "
-                           "the step used the unclipped gradient",
-                           "梯度裁剪放在了 optimizer.step() 之后（或者根本没有裁剪）："
-                           "这一步用的是未裁剪的梯度"),
-    "per-epoch": say("the learning rate is set once, not at every step (the schedule is "
-                     "stepped per epoch): every step uses the rate of step 0",
-                     "学习率只设置了一次，而不是每一步都设置（学习率调度按 epoch 而不是按步推进）："
-                     "每一步用的都是第 0 步的学习率"),
-    "no-schedule": say("the learning rate is never set: every step uses max_lr, with no warmup "
-                       "and no decay", "从未设置学习率：每一步都用 max_lr，既没有预热也没有衰减"),
-    "sum": say("the micro-batch losses are summed, not averaged over the accumulation steps "
-               "(each backward() should get loss / number of micro-batches, and the step's "
-               "loss is their mean)",
-               "微批次的损失是求和而不是在累积步上取平均（每次 backward() 应该用 "
-               "loss / 微批次个数，这一步报告的损失是它们的平均值）"),
+        "optimizer.zero_grad() between backward() and optimizer.step(): the step sees no gradient",
+        "在 backward() 和 optimizer.step() 之间调用了 optimizer.zero_grad()：更新时已经没有梯度了",
+    ),
+    "clip-after-step": say(
+        "the gradient is clipped after optimizer.step() (or not at all): "
+        "the step used the unclipped gradient",
+        "梯度裁剪放在了 optimizer.step() 之后（或者根本没有裁剪）：这一步用的是未裁剪的梯度",
+    ),
+    "per-epoch": say(
+        "the learning rate is set once, not at every step (the schedule is "
+        "stepped per epoch): every step uses the rate of step 0",
+        "学习率只设置了一次，而不是每一步都设置（学习率调度按 epoch 而不是按步推进）："
+        "每一步用的都是第 0 步的学习率",
+    ),
+    "no-schedule": say(
+        "the learning rate is never set: every step uses max_lr, with no warmup and no decay",
+        "从未设置学习率：每一步都用 max_lr，既没有预热也没有衰减",
+    ),
+    "sum": say(
+        "the micro-batch losses are summed, not averaged over the accumulation steps "
+        "(each backward() should get loss / number of micro-batches, and the step's "
+        "loss is their mean)",
+        "微批次的损失是求和而不是在累积步上取平均（每次 backward() 应该用 "
+        "loss / 微批次个数，这一步报告的损失是它们的平均值）",
+    ),
 }
 
 
 def _hint() -> str:
-    return say("per step: set every param group's lr to lr_at(step, ...), zero_grad(), for each "
-               "micro-batch (loss / n_micro).backward(), clip_grad_norm_(model.parameters(), "
-               "max_norm), optimizer.step(); call model.train() once before the loop",
-               "每一步：把每个参数组的 lr 设为 lr_at(step, ...)，zero_grad()，对每个微批次执行 "
-               "(loss / 微批次个数).backward()，clip_grad_norm_(model.parameters(), max_norm)，"
-               "optimizer.step()；循环开始前调用一次 model.train()")
+    return say(
+        "per step: set every param group's lr to lr_at(step, ...), zero_grad(), for each "
+        "micro-batch (loss / n_micro).backward(), clip_grad_norm_(model.parameters(), "
+        "max_norm), optimizer.step(); call model.train() once before the loop",
+        "每一步：把每个参数组的 lr 设为 lr_at(step, ...)，zero_grad()，对每个微批次执行 "
+        "(loss / 微批次个数).backward()，clip_grad_norm_(model.parameters(), max_norm)，"
+        "optimizer.step()；循环开始前调用一次 model.train()",
+    )
 
 
 def _model(seed: int, device, dtype) -> GPT:
@@ -124,19 +142,31 @@ def _losses(chk: Checker, case: str, result, steps: int) -> list[float]:
     if isinstance(result, torch.Tensor):
         result = result.tolist()
     if not isinstance(result, (list, tuple)) or len(result) != steps:
-        chk.fail(case, say(f"returned {type(result).__name__}"
-                           + (f" of length {len(result)}" if hasattr(result, "__len__") else "")
-                           + f", expected a list of {steps} losses, one per step",
-                           f"返回了 {type(result).__name__}"
-                           + (f"（长度 {len(result)}）" if hasattr(result, "__len__") else "")
-                           + f"，应返回一个列表，每步一个损失，共 {steps} 个"),
-                 hint=say("append loss.item() (the step's mean) to a list and return it",
-                          "把 loss.item()（这一步的平均损失）追加到列表里并返回"))
+        chk.fail(
+            case,
+            say(
+                f"returned {type(result).__name__}"
+                + (f" of length {len(result)}" if hasattr(result, "__len__") else "")
+                + f", expected a list of {steps} losses, one per step",
+                f"返回了 {type(result).__name__}"
+                + (f"（长度 {len(result)}）" if hasattr(result, "__len__") else "")
+                + f"，应返回一个列表，每步一个损失，共 {steps} 个",
+            ),
+            hint=say(
+                "append loss.item() (the step's mean) to a list and return it",
+                "把 loss.item()（这一步的平均损失）追加到列表里并返回",
+            ),
+        )
     try:
         return [float(value) for value in result]
     except (TypeError, ValueError, RuntimeError):
-        chk.fail(case, say("the losses must be numbers (floats or 0-d tensors)",
-                           "损失必须是数值（float 或 0 维张量）"))
+        chk.fail(
+            case,
+            say(
+                "the losses must be numbers (floats or 0-d tensors)",
+                "损失必须是数值（float 或 0 维张量）",
+            ),
+        )
 
 
 def _close(got: list[float], want: list[float]) -> bool:
@@ -162,17 +192,23 @@ def check_train_loop(fn) -> None:
     mistake when it is a known one (``MISTAKES``).
     """
     if not callable(fn):
-        raise TypeError(say(f"check_train_loop expects a function, got {type(fn).__name__}",
-                            f"check_train_loop 需要传入一个函数，实际得到 {type(fn).__name__}"))
+        raise TypeError(
+            say(
+                f"check_train_loop expects a function, got {type(fn).__name__}",
+                f"check_train_loop 需要传入一个函数，实际得到 {type(fn).__name__}",
+            )
+        )
     name = getattr(fn, "__name__", "fn")
     with Checker("train_loop") as chk:
-        dtype = torch.float64                   # the losses compared to the last digits
+        dtype = torch.float64  # the losses compared to the last digits
         gen = chk.generator(11)
         calls = []
         for number, accum in enumerate((2, 1)):
             steps = case_int(20 + number, 6, 4, 9)
-            case = say(f"{steps} steps of {accum} micro-batch(es) of 2 x 8 tokens",
-                       f"{steps} 步，每步 {accum} 个 2 x 8 词元的微批次")
+            case = say(
+                f"{steps} steps of {accum} micro-batch(es) of 2 x 8 tokens",
+                f"{steps} 步，每步 {accum} 个 2 x 8 词元的微批次",
+            )
             batches = torch.randint(CONFIG.vocab_size, (steps, accum, 2, 9), generator=gen)
             batches = batches.to(chk.device)
             seed = case_seed(30 + number)
@@ -187,32 +223,61 @@ def check_train_loop(fn) -> None:
             want = _loop(fresh(), batches, **setting)[0]
             model = fresh()
             seen = batches.clone()
-            result = chk.call(case, say(f"calling your {name}(model, batches, ...)",
-                                        f"调用你的 {name}(model, batches, ...)"),
-                              fn, model, seen, **setting)
+            result = chk.call(
+                case,
+                say(
+                    f"calling your {name}(model, batches, ...)",
+                    f"调用你的 {name}(model, batches, ...)",
+                ),
+                fn,
+                model,
+                seen,
+                **setting,
+            )
             got = _losses(chk, case, result, steps)
             if not _close(got, want):
-                looks = next((text for key, text in MISTAKES.items() if _close(
-                    got, _loop(fresh(), batches, **setting, mistake=key)[0])), None)
-                first = next(i for i, (g, w) in enumerate(zip(got, want))
-                             if not math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9))
-                chk.fail(case, say(f"the loss of step {first} is {fmt(got[first], 6)}, expected "
-                                   f"{fmt(want[first], 6)}",
-                                   f"第 {first} 步的损失是 {fmt(got[first], 6)}，应为 "
-                                   f"{fmt(want[first], 6)}"),
-                         looks_like=looks, hint=_hint())
+                looks = next(
+                    (
+                        text
+                        for key, text in MISTAKES.items()
+                        if _close(got, _loop(fresh(), batches, **setting, mistake=key)[0])
+                    ),
+                    None,
+                )
+                first = next(
+                    i
+                    for i, (g, w) in enumerate(zip(got, want))
+                    if not math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9)
+                )
+                chk.fail(
+                    case,
+                    say(
+                        f"the loss of step {first} is {fmt(got[first], 6)}, expected "
+                        f"{fmt(want[first], 6)}",
+                        f"第 {first} 步的损失是 {fmt(got[first], 6)}，应为 {fmt(want[first], 6)}",
+                    ),
+                    looks_like=looks,
+                    hint=_hint(),
+                )
             calls.append((case, model, batches, seen))
             chk.ok()
         for case, model, batches, seen in calls:
             if not model.training:
-                chk.fail(case, say("the model is still in eval mode after training",
-                                   "训练结束后模型仍处于 eval 模式"),
-                         looks_like=say("model.train() is never called: in eval mode dropout is "
-                                        "off, so a model with dropout would train without it",
-                                        "从未调用 model.train()：eval 模式下 dropout 是关闭的，"
-                                        "带 dropout 的模型就会在没有 dropout 的情况下训练"),
-                         hint=say("call model.train() before the loop",
-                                  "在循环开始前调用 model.train()"))
+                chk.fail(
+                    case,
+                    say(
+                        "the model is still in eval mode after training",
+                        "训练结束后模型仍处于 eval 模式",
+                    ),
+                    looks_like=say(
+                        "model.train() is never called: in eval mode dropout is "
+                        "off, so a model with dropout would train without it",
+                        "从未调用 model.train()：eval 模式下 dropout 是关闭的，"
+                        "带 dropout 的模型就会在没有 dropout 的情况下训练",
+                    ),
+                    hint=say(
+                        "call model.train() before the loop", "在循环开始前调用 model.train()"
+                    ),
+                )
             chk.unchanged(case, "batches", batches, seen)
         chk.ok()
-

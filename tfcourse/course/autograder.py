@@ -43,7 +43,7 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PACKAGE_FILES = ("pyproject.toml", "README.md")
 EXECUTABLE = 0o100755 << 16  # zip external_attr: a regular file, rwxr-xr-x
 REGULAR = 0o100644 << 16
-SECRET = 0o100600 << 16     # the grading secret: readable by the grader's user only
+SECRET = 0o100600 << 16  # the grading secret: readable by the grader's user only
 STAMP = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip can hold: same bytes on every build
 
 SETUP_SH = """\
@@ -185,8 +185,10 @@ def course_notebook(solutions: Path, name: str) -> Path:
     stem = name.removesuffix(".ipynb")
     names = sorted(p.stem for p in solutions.glob("*.ipynb") if p.is_file())
     if not NAME.fullmatch(stem) or stem not in names:
-        raise ValueError(f"{name!r} is not one of the course's notebooks (in "
-                         f"{notebook_format.shown(solutions)}: {', '.join(names) or 'none'})")
+        raise ValueError(
+            f"{name!r} is not one of the course's notebooks (in "
+            f"{notebook_format.shown(solutions)}: {', '.join(names) or 'none'})"
+        )
     return solutions / f"{stem}.ipynb"
 
 
@@ -194,8 +196,10 @@ def _package_files(root: Path) -> list[tuple[str, Path]]:
     """(name in the zip, file) for the package source: what `pip install` needs to build it."""
     missing = [name for name in (*PACKAGE_FILES, "tfcourse") if not (root / name).exists()]
     if missing:
-        raise ValueError(f"{notebook_format.shown(root)} is not a tfcourse checkout: "
-                         f"{', '.join(missing)} missing")
+        raise ValueError(
+            f"{notebook_format.shown(root)} is not a tfcourse checkout: "
+            f"{', '.join(missing)} missing"
+        )
     files = [(name, root / name) for name in PACKAGE_FILES]
     for path in sorted((root / "tfcourse").rglob("*")):
         relative = path.relative_to(root)
@@ -204,27 +208,38 @@ def _package_files(root: Path) -> list[tuple[str, Path]]:
     return files
 
 
-def build_bundle(root: str | Path, name: str, out: str | Path, *, timeout: float = 120,
-                 secret: bytes, unsealed: bool = False) -> Path:
+def build_bundle(
+    root: str | Path,
+    name: str,
+    out: str | Path,
+    *,
+    timeout: float = 120,
+    secret: bytes,
+    unsealed: bool = False,
+) -> Path:
     """Write the autograder zip for course notebook ``name`` of the checkout ``root`` to
     ``out`` and return ``out``. ``secret``: the grading secret that draws each learner's
     cases (the teacher's, ``secret.load_secret``); ``unsealed``: grade without the sandbox
     where Gradescope cannot run it. Raises ``ValueError`` for a bad name or checkout."""
     root, out = Path(root), Path(out)
     solution = course_notebook(root / "solutions", name)
-    scripts = {"setup.sh": SETUP_SH.replace("__TORCH__", shlex.quote(TORCH))
-                                   .replace("__CPU_INDEX__", shlex.quote(CPU_INDEX)),
-               "run_autograder": RUN_AUTOGRADER.replace("__NAME__", shlex.quote(solution.stem))
-                                               .replace("__TIMEOUT__", f"{timeout:g}")
-                                               .replace("__UNSEALED__",
-                                                        "--unsealed" if unsealed else "")}
+    scripts = {
+        "setup.sh": SETUP_SH.replace("__TORCH__", shlex.quote(TORCH)).replace(
+            "__CPU_INDEX__", shlex.quote(CPU_INDEX)
+        ),
+        "run_autograder": RUN_AUTOGRADER.replace("__NAME__", shlex.quote(solution.stem))
+        .replace("__TIMEOUT__", f"{timeout:g}")
+        .replace("__UNSEALED__", "--unsealed" if unsealed else ""),
+    }
     files = [*_package_files(root), (f"solutions/{solution.name}", solution)]
-    translated = solution.parent / "zh" / solution.name      # a Chinese submission's answer key
+    translated = solution.parent / "zh" / solution.name  # a Chinese submission's answer key
     if translated.is_file():
         files.append((f"solutions/zh/{solution.name}", translated))
     # A failed build leaves no half-written zip.
-    with replaced_atomically(out, prefix=".autograder-", mode=0o644) as temporary, \
-            zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as bundle:
+    with (
+        replaced_atomically(out, prefix=".autograder-", mode=0o644) as temporary,
+        zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as bundle,
+    ):
         for entry, text in scripts.items():
             _add(bundle, entry, text.encode("utf-8"), EXECUTABLE)
         for entry, path in files:
@@ -240,15 +255,27 @@ def _add(bundle: zipfile.ZipFile, entry: str, data: bytes, mode: int) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("notebook", metavar="NOTEBOOK",
-                        help="the course notebook to grade, by name (e.g. 03_norms)")
-    parser.add_argument("--out", metavar="FILE.zip",
-                        help="where to write the zip (default: NOTEBOOK-autograder.zip here)")
-    parser.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
-                        help="per-cell time limit on Gradescope (default: 120)")
-    parser.add_argument("--unsealed", action="store_true",
-                        help="grade without the sandbox where bubblewrap cannot run on "
-                             "Gradescope (every test then says UNSEALED)")
+    parser.add_argument(
+        "notebook", metavar="NOTEBOOK", help="the course notebook to grade, by name (e.g. 03_norms)"
+    )
+    parser.add_argument(
+        "--out",
+        metavar="FILE.zip",
+        help="where to write the zip (default: NOTEBOOK-autograder.zip here)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120,
+        metavar="SECONDS",
+        help="per-cell time limit on Gradescope (default: 120)",
+    )
+    parser.add_argument(
+        "--unsealed",
+        action="store_true",
+        help="grade without the sandbox where bubblewrap cannot run on "
+        "Gradescope (every test then says UNSEALED)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -262,11 +289,19 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--out {out}: is a folder; name a file")
         if not out.parent.resolve().is_dir():
             raise ValueError(f"--out {out}: the folder {out.parent} does not exist")
-        build_bundle(root, solution.stem, out, timeout=args.timeout, secret=load_secret(),
-                     unsealed=args.unsealed)
+        build_bundle(
+            root,
+            solution.stem,
+            out,
+            timeout=args.timeout,
+            secret=load_secret(),
+            unsealed=args.unsealed,
+        )
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {notebook_format.shown(out)}: upload it as the autograder of a Gradescope "
-          f"programming assignment for {solution.stem} (see docs/grading.md)")
+    print(
+        f"wrote {notebook_format.shown(out)}: upload it as the autograder of a Gradescope "
+        f"programming assignment for {solution.stem} (see docs/grading.md)"
+    )
     return 0

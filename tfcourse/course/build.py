@@ -34,7 +34,7 @@ from .sanitize import find_machine_paths
 from .stubs import stub_message
 
 HINT_PREFIX = "# Hint: "
-HINT_PREFIXES = {"en": HINT_PREFIX, "zh": "# 提示："}    # by the notebook's language
+HINT_PREFIXES = {"en": HINT_PREFIX, "zh": "# 提示："}  # by the notebook's language
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STUB = re.compile(r"^(?P<indent>[ \t]*)raise NotImplementedError\(\s*[\"'](?:Exercise|练习) ")
 
@@ -58,23 +58,28 @@ def solution_regions(source: str) -> list[Region]:
         marker = line.strip()
         if marker == notebook_format.BEGIN_MARKER:
             if begin is not None:
-                raise ValueError(f"line {number + 1}: '{notebook_format.BEGIN_MARKER}' inside another "
-                                 f"solution region (opened on line {begin + 1})")
+                raise ValueError(
+                    f"line {number + 1}: '{notebook_format.BEGIN_MARKER}' inside another "
+                    f"solution region (opened on line {begin + 1})"
+                )
             begin = number
         elif marker == notebook_format.END_MARKER:
             if begin is None:
-                raise ValueError(f"line {number + 1}: '{notebook_format.END_MARKER}' without a "
-                                 f"'{notebook_format.BEGIN_MARKER}' before it")
+                raise ValueError(
+                    f"line {number + 1}: '{notebook_format.END_MARKER}' without a "
+                    f"'{notebook_format.BEGIN_MARKER}' before it"
+                )
             opening = source.split("\n")[begin]
             regions.append(Region(begin, number, opening[: len(opening) - len(opening.lstrip())]))
             begin = None
     if begin is not None:
-        raise ValueError(f"line {begin + 1}: '{notebook_format.BEGIN_MARKER}' has no '{notebook_format.END_MARKER}'")
+        raise ValueError(
+            f"line {begin + 1}: '{notebook_format.BEGIN_MARKER}' has no '{notebook_format.END_MARKER}'"
+        )
     return regions
 
 
-def make_stub(source: str, name: str, hint: str | None = None, *,
-              language: str = "en") -> str:
+def make_stub(source: str, name: str, hint: str | None = None, *, language: str = "en") -> str:
     """Replace every solution region of ``source`` by the learner's stub.
 
     >>> print(make_stub("def f(x):\\n    ### BEGIN SOLUTION\\n    return x\\n"
@@ -88,10 +93,12 @@ def make_stub(source: str, name: str, hint: str | None = None, *,
     lines = source.split("\n")
     regions = solution_regions(source)
     if not regions:
-        raise ValueError(f"no '{notebook_format.BEGIN_MARKER}' / '{notebook_format.END_MARKER}' region")
+        raise ValueError(
+            f"no '{notebook_format.BEGIN_MARKER}' / '{notebook_format.END_MARKER}' region"
+        )
     out, position = [], 0
     for number, region in enumerate(regions):
-        out += lines[position:region.begin]
+        out += lines[position : region.begin]
         if hint and number == 0:
             out.append(f"{region.indent}{HINT_PREFIXES[language]}{' '.join(hint.split())}")
         out.append(f"{region.indent}raise NotImplementedError({stub_message(name, language)!r})")
@@ -107,8 +114,10 @@ def fill_in(learner_source: str, solution_source: str, *, keep_markers: bool = F
     the learner cell no longer has one stub per solution region.
     """
     solution_lines = solution_source.split("\n")
-    bodies = [solution_lines[r.begin:r.end + 1] if keep_markers
-              else solution_lines[r.begin + 1:r.end] for r in solution_regions(solution_source)]
+    bodies = [
+        solution_lines[r.begin : r.end + 1] if keep_markers else solution_lines[r.begin + 1 : r.end]
+        for r in solution_regions(solution_source)
+    ]
     out, used = [], 0
     for line in learner_source.split("\n"):
         match = _STUB.match(line)
@@ -116,16 +125,19 @@ def fill_in(learner_source: str, solution_source: str, *, keep_markers: bool = F
             out.append(line)
             continue
         if used == len(bodies):
-            raise ValueError("the learner cell has more exercise stubs than the solution has "
-                             "regions")
-        if out and out[-1].startswith(tuple(match.group("indent") + prefix
-                                            for prefix in HINT_PREFIXES.values())):
+            raise ValueError(
+                "the learner cell has more exercise stubs than the solution has regions"
+            )
+        if out and out[-1].startswith(
+            tuple(match.group("indent") + prefix for prefix in HINT_PREFIXES.values())
+        ):
             out.pop()
         out += bodies[used]
         used += 1
     if used != len(bodies):
-        raise ValueError(f"the learner cell has {used} exercise stubs, the solution "
-                         f"{len(bodies)} regions")
+        raise ValueError(
+            f"the learner cell has {used} exercise stubs, the solution {len(bodies)} regions"
+        )
     return "\n".join(out)
 
 
@@ -165,20 +177,26 @@ def validate_solution(nb) -> list[str]:
             problems.append(f"{label}: machine-specific path {path!r} in the source")
         for text in notebook_format.text_of_outputs(cell.get("outputs", [])):
             for path in find_machine_paths(text):
-                problems.append(f"{label}: machine-specific path {path!r} in an output "
-                                f"(run `tfcourse execute` to re-run and strip it)")
+                problems.append(
+                    f"{label}: machine-specific path {path!r} in an output "
+                    f"(run `tfcourse execute` to re-run and strip it)"
+                )
         if cell.cell_type != "code":
             continue
         has_markers = notebook_format.BEGIN_MARKER in source or notebook_format.END_MARKER in source
         name = notebook_format.exercise_name(cell)
         if notebook_format.is_exercise(cell):
             if name is None:
-                problems.append(f"{label}: exercise cell without metadata tfcourse.exercise "
-                                f"(the exercise's name)")
+                problems.append(
+                    f"{label}: exercise cell without metadata tfcourse.exercise "
+                    f"(the exercise's name)"
+                )
             try:
                 if not solution_regions(source):
-                    problems.append(f"{label}: exercise cell without a '{notebook_format.BEGIN_MARKER}' "
-                                    f"/ '{notebook_format.END_MARKER}' region")
+                    problems.append(
+                        f"{label}: exercise cell without a '{notebook_format.BEGIN_MARKER}' "
+                        f"/ '{notebook_format.END_MARKER}' region"
+                    )
                 else:
                     error = _compiles(make_stub(source, name or "?"))
                     if error:
@@ -188,32 +206,40 @@ def validate_solution(nb) -> list[str]:
             if name:
                 exercises.setdefault(name, index)
         elif has_markers:
-            problems.append(f"{label}: solution markers in a cell not tagged "
-                            f"'{notebook_format.EXERCISE_TAG}'")
+            problems.append(
+                f"{label}: solution markers in a cell not tagged '{notebook_format.EXERCISE_TAG}'"
+            )
         if notebook_format.is_check(cell):
             if name is None:
                 problems.append(f"{label}: check cell without metadata tfcourse.exercise")
             else:
                 checks.setdefault(name, index)
             if notebook_format.CHECK_OUTPUT_TAG not in notebook_format.tags(cell):
-                problems.append(f"{label}: check cell without the '{notebook_format.CHECK_OUTPUT_TAG}' tag "
-                                f"(nbval would not compare it)")
+                problems.append(
+                    f"{label}: check cell without the '{notebook_format.CHECK_OUTPUT_TAG}' tag "
+                    f"(nbval would not compare it)"
+                )
             if not cell.get("outputs") or cell.get("execution_count") is None:
-                problems.append(f"{label}: check cell has no stored output; run "
-                                f"`tfcourse execute` on the solution first")
+                problems.append(
+                    f"{label}: check cell has no stored output; run "
+                    f"`tfcourse execute` on the solution first"
+                )
             elif any(out.get("output_type") == "error" for out in cell.outputs):
-                problems.append(f"{label}: check cell's stored output is an error, not a "
-                                f"verdict")
+                problems.append(f"{label}: check cell's stored output is an error, not a verdict")
             if notebook_format.is_exercise(cell):
                 problems.append(f"{label}: a cell cannot be both an exercise and a check")
     for name, index in exercises.items():
         if name not in checks:
-            problems.append(f"{notebook_format.cell_label(nb.cells[index], index)}: exercise {name!r} has "
-                            f"no check cell (tag '{notebook_format.CHECK_TAG}', tfcourse.exercise={name!r})")
+            problems.append(
+                f"{notebook_format.cell_label(nb.cells[index], index)}: exercise {name!r} has "
+                f"no check cell (tag '{notebook_format.CHECK_TAG}', tfcourse.exercise={name!r})"
+            )
     for name, index in checks.items():
         if name not in exercises:
-            problems.append(f"{notebook_format.cell_label(nb.cells[index], index)}: check for {name!r}, "
-                            f"but no exercise cell has that name")
+            problems.append(
+                f"{notebook_format.cell_label(nb.cells[index], index)}: check for {name!r}, "
+                f"but no exercise cell has that name"
+            )
     return problems
 
 
@@ -240,8 +266,9 @@ def make_learner(solution, name: str):
             continue
         if notebook_format.is_exercise(cell):
             hint = cell.metadata.get("tfcourse", {}).get("hint")
-            cell.source = make_stub(cell.source, notebook_format.exercise_name(cell), hint,
-                                    language=language)
+            cell.source = make_stub(
+                cell.source, notebook_format.exercise_name(cell), hint, language=language
+            )
         cell.outputs, cell.execution_count = [], None
     return nb
 
@@ -270,8 +297,13 @@ class BuildReport:
         return not (self.out_of_sync or self.orphans or self.problems)
 
 
-def build(solutions_dir: str | Path, out_dir: str | Path, *, only: list[Path] | None = None,
-          check: bool = False) -> BuildReport:
+def build(
+    solutions_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    only: list[Path] | None = None,
+    check: bool = False,
+) -> BuildReport:
     """Generate ``out_dir/NAME.ipynb`` for each ``solutions_dir/NAME.ipynb``.
 
     ``only`` restricts to some solution files (orphans are then not looked for). With
@@ -290,7 +322,9 @@ def build(solutions_dir: str | Path, out_dir: str | Path, *, only: list[Path] | 
             continue
         problems = validate_solution(solution)
         if problems:
-            report.problems += [f"{notebook_format.shown(source)}: {problem}" for problem in problems]
+            report.problems += [
+                f"{notebook_format.shown(source)}: {problem}" for problem in problems
+            ]
             continue
         _emit(report, out_dir / source.name, make_learner(solution, source.stem), check)
         if translation.twin_path(source).exists():
@@ -298,8 +332,11 @@ def build(solutions_dir: str | Path, out_dir: str | Path, *, only: list[Path] | 
     if not only:
         names = {source.name for source in sources}
         chinese = {source.name for source in sources if translation.twin_path(source).exists()}
-        for folder, expected in ((out_dir, names), (out_dir / translation.LANGUAGE, chinese),
-                                 (solutions_dir / translation.LANGUAGE, chinese)):
+        for folder, expected in (
+            (out_dir, names),
+            (out_dir / translation.LANGUAGE, chinese),
+            (solutions_dir / translation.LANGUAGE, chinese),
+        ):
             for generated in sorted(folder.glob("*.ipynb")) if folder.is_dir() else []:
                 if generated.name not in expected:
                     report.orphans.append(generated)
@@ -331,8 +368,12 @@ def _keep_outputs(chinese, previous) -> None:
     executed = {cell.get("id"): cell for cell in previous.cells if cell.cell_type == "code"}
     for cell in chinese.cells:
         old = executed.get(cell.get("id"))
-        if cell.cell_type == "code" and old is not None and old.source == cell.source \
-                and old.outputs:
+        if (
+            cell.cell_type == "code"
+            and old is not None
+            and old.source == cell.source
+            and old.outputs
+        ):
             cell.outputs, cell.execution_count = old.outputs, old.execution_count
 
 
@@ -341,35 +382,53 @@ def _build_chinese(report: BuildReport, source: Path, solution, out_dir: Path, c
     its translations (``solutions/NAME.zh.md``); a missing or stale translation is a
     problem naming the cell."""
     try:
-        sections = translation.parse_twin(translation.twin_path(source).read_text(encoding="utf-8"),
-                                          notebook_format.shown(translation.twin_path(source)))
+        sections = translation.parse_twin(
+            translation.twin_path(source).read_text(encoding="utf-8"),
+            notebook_format.shown(translation.twin_path(source)),
+        )
     except ValueError as error:
         report.problems.append(str(error))
         return
     chinese, problems = translation.translate_notebook(solution, sections, source.stem)
     problems += validate_solution(chinese)
     if problems:
-        report.problems += [f"{notebook_format.shown(source)} (中文版): {problem}"
-                            for problem in problems]
+        report.problems += [
+            f"{notebook_format.shown(source)} (中文版): {problem}" for problem in problems
+        ]
         return
     notebook_format.normalize_metadata(chinese)
     target = source.parent / translation.LANGUAGE / source.name
     if target.exists():
         _keep_outputs(chinese, notebook_format.read_notebook(target))
     _emit(report, target, chinese, check)
-    _emit(report, out_dir / translation.LANGUAGE / source.name,
-          make_learner(chinese, source.stem), check)
+    _emit(
+        report,
+        out_dir / translation.LANGUAGE / source.name,
+        make_learner(chinese, source.stem),
+        check,
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
-                        help="solution notebooks to build (default: all of solutions/)")
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if notebooks/ is out of sync with solutions/")
-    parser.add_argument("--solutions", metavar="DIR",
-                        help="folder of solution notebooks (default: <course>/solutions)")
-    parser.add_argument("--out", metavar="DIR",
-                        help="folder for learner notebooks (default: <course>/notebooks)")
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        metavar="NOTEBOOK",
+        help="solution notebooks to build (default: all of solutions/)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if notebooks/ is out of sync with solutions/",
+    )
+    parser.add_argument(
+        "--solutions",
+        metavar="DIR",
+        help="folder of solution notebooks (default: <course>/solutions)",
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="folder for learner notebooks (default: <course>/notebooks)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -382,12 +441,17 @@ def run(args: argparse.Namespace) -> int:
         if not path.exists():
             path = solutions_dir / (path.name if path.suffix else f"{path.name}.ipynb")
         if not path.exists():
-            print(f"error: no solution notebook {name!r} (looked in {notebook_format.shown(solutions_dir)})",
-                  file=sys.stderr)
+            print(
+                f"error: no solution notebook {name!r} (looked in {notebook_format.shown(solutions_dir)})",
+                file=sys.stderr,
+            )
             return 2
         only.append(path)
     if not only and not sorted(solutions_dir.glob("*.ipynb")):
-        print(f"error: no solution notebooks in {notebook_format.shown(solutions_dir)}", file=sys.stderr)
+        print(
+            f"error: no solution notebooks in {notebook_format.shown(solutions_dir)}",
+            file=sys.stderr,
+        )
         return 2
     report = build(solutions_dir, out_dir, only=only or None, check=args.check)
     for problem in report.problems:
@@ -399,15 +463,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"out of sync: {notebook_format.shown(path)} {state}")
     for path in report.orphans:
         if args.check:
-            print(f"orphan: {notebook_format.shown(path)} has no solution in {notebook_format.shown(solutions_dir)}")
+            print(
+                f"orphan: {notebook_format.shown(path)} has no solution in {notebook_format.shown(solutions_dir)}"
+            )
         else:
             print(f"removed {notebook_format.shown(path)} (no solution notebook)")
     if args.check:
         if report.ok:
             print(f"{len(report.unchanged)} learner notebooks in sync with their solutions")
         else:
-            print("run `tfcourse build-notebooks` (or `make notebooks`) to regenerate",
-                  file=sys.stderr)
+            print(
+                "run `tfcourse build-notebooks` (or `make notebooks`) to regenerate",
+                file=sys.stderr,
+            )
         return 0 if report.ok else 1
     if not report.problems:
         print(f"{len(report.written)} written, {len(report.unchanged)} unchanged")

@@ -51,8 +51,9 @@ def clean_outputs(nb) -> None:
         cell.outputs = kept
 
 
-def execute_notebook(path: str | Path, *, timeout: float = 600, threads: int | None = None,
-                     write: bool = True) -> tuple[list[str], float, list[str]]:
+def execute_notebook(
+    path: str | Path, *, timeout: float = 600, threads: int | None = None, write: bool = True
+) -> tuple[list[str], float, list[str]]:
     """Execute ``path`` in place. Returns (problems, seconds, slowest cells); writes only if
     there are no problems.
 
@@ -61,15 +62,18 @@ def execute_notebook(path: str | Path, *, timeout: float = 600, threads: int | N
     """
     path = Path(path)
     nb = notebook_format.read_notebook(path)
-    run = run_notebook(nb, cwd=path.parent, timeout=timeout, env=kernel_env(threads),
-                       kernel_log=True)
+    run = run_notebook(
+        nb, cwd=path.parent, timeout=timeout, env=kernel_env(threads), kernel_log=True
+    )
     problems = []
     for cell_run in run.failures():
         cell = nb.cells[cell_run.index]
         if cell_run.status == "error" and "raises-exception" in notebook_format.tags(cell):
             continue
-        problems.append(f"{notebook_format.cell_label(cell, cell_run.index)}: {cell_run.status}: "
-                        f"{cell_run.error_text}")
+        problems.append(
+            f"{notebook_format.cell_label(cell, cell_run.index)}: {cell_run.status}: "
+            f"{cell_run.error_text}"
+        )
     clean_outputs(nb)
     notebook_format.normalize_metadata(nb)
     if not problems and write:
@@ -79,12 +83,25 @@ def execute_notebook(path: str | Path, *, timeout: float = 600, threads: int | N
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
-                        help="solution notebooks to execute (default: all of solutions/)")
-    parser.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
-                        help="per-cell time limit (default: 600)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="pin OMP/MKL threads in the kernel (default: torch's choice)")
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        metavar="NOTEBOOK",
+        help="solution notebooks to execute (default: all of solutions/)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600,
+        metavar="SECONDS",
+        help="per-cell time limit (default: 600)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="pin OMP/MKL threads in the kernel (default: torch's choice)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,14 +111,17 @@ def run(args: argparse.Namespace) -> int:
         paths = sorted((notebook_format.course_root() / "solutions").glob("*.ipynb"))
     missing = [path for path in paths if not path.is_file()]
     if missing or not paths:
-        print(f"error: no such notebook: {', '.join(map(str, missing)) or 'solutions/*.ipynb'}",
-              file=sys.stderr)
+        print(
+            f"error: no such notebook: {', '.join(map(str, missing)) or 'solutions/*.ipynb'}",
+            file=sys.stderr,
+        )
         return 2
     failed, started = 0, time.monotonic()
     for path in paths:
         try:
-            problems, seconds, slowest = execute_notebook(path, timeout=args.timeout,
-                                                          threads=args.threads)
+            problems, seconds, slowest = execute_notebook(
+                path, timeout=args.timeout, threads=args.threads
+            )
         except ValueError as error:
             problems, seconds, slowest = [str(error)], 0.0, []
         if problems:
@@ -110,9 +130,13 @@ def run(args: argparse.Namespace) -> int:
             for problem in problems:
                 print(f"  {problem}")
         else:
-            print(f"executed {notebook_format.shown(path)} in {seconds:.1f} s (slowest cells: "
-                  f"{', '.join(slowest)})")
-    print(f"{len(paths) - failed}/{len(paths)} notebooks executed in "
-          f"{time.monotonic() - started:.1f} s"
-          + ("; now run `tfcourse build-notebooks`" if not failed else ""))
+            print(
+                f"executed {notebook_format.shown(path)} in {seconds:.1f} s (slowest cells: "
+                f"{', '.join(slowest)})"
+            )
+    print(
+        f"{len(paths) - failed}/{len(paths)} notebooks executed in "
+        f"{time.monotonic() - started:.1f} s"
+        + ("; now run `tfcourse build-notebooks`" if not failed else "")
+    )
     return 1 if failed else 0

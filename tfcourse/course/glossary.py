@@ -17,21 +17,32 @@ _ROW = re.compile(r"^\|([^|]+)\|([^|]+)\|[^|]*\|\s*$")
 _BRACKET = re.compile(r"^(?P<main>[^（(]+?)\s*[（(](?P<inner>[^）)]+)[）)]\s*$")
 
 # English words too common to mean the glossary's term wherever they appear.
-GENERIC = {"query", "key", "value", "token", "vocabulary", "stub", "checkpoint", "restamp",
-           "encoder layer", "gradient norm", "GELU"}
+GENERIC = {
+    "query",
+    "key",
+    "value",
+    "token",
+    "vocabulary",
+    "stub",
+    "checkpoint",
+    "restamp",
+    "encoder layer",
+    "gradient norm",
+    "GELU",
+}
 
 
 @dataclass(frozen=True)
 class Term:
     english: str
-    chinese: tuple[str, ...]       # accepted Chinese forms, the preferred one first
+    chinese: tuple[str, ...]  # accepted Chinese forms, the preferred one first
 
     def used_in(self, english_text: str) -> bool:
         pattern = r"(?<![\w-])" + re.escape(self.english) + r"(?:s|es)?(?![\w-])"
         return re.search(pattern, english_text, re.IGNORECASE) is not None
 
     def kept_in(self, chinese_text: str) -> bool:
-        squeezed = re.sub(r"\s+", "", chinese_text).lower()        # "Transformer 块" = "Transformer块"
+        squeezed = re.sub(r"\s+", "", chinese_text).lower()  # "Transformer 块" = "Transformer块"
         return any(re.sub(r"\s+", "", form).lower() in squeezed for form in self.chinese)
 
 

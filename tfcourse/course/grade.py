@@ -66,10 +66,14 @@ def find_solution(path: Path, solutions_dir: Path, against: str | None = None) -
     if against is not None:
         stem = against.removesuffix(".ipynb")
         if not NAME.fullmatch(stem) or stem not in names:
-            raise ValueError(say(f"--against {against!r} is not one of the course's notebooks "
-                                 f"({', '.join(names) or 'none found'})",
-                                 f"--against {against!r} 不是本课程的 notebook"
-                                 f"（{', '.join(names) or '一个也没有找到'}）"))
+            raise ValueError(
+                say(
+                    f"--against {against!r} is not one of the course's notebooks "
+                    f"({', '.join(names) or 'none found'})",
+                    f"--against {against!r} 不是本课程的 notebook"
+                    f"（{', '.join(names) or '一个也没有找到'}）",
+                )
+            )
         return solutions_dir / f"{stem}.ipynb"
     contained = sorted((name for name in names if name in path.stem), key=len)
     if path.stem in names:
@@ -77,11 +81,15 @@ def find_solution(path: Path, solutions_dir: Path, against: str | None = None) -
     if contained:
         return solutions_dir / f"{contained[-1]}.ipynb"
     folder = notebook_format.shown(solutions_dir)
-    raise ValueError(say(f"no solution notebook for {path.name} in {folder}: name the file after "
-                         f"one of {', '.join(names) or '(none found)'}, or pass --against NAME",
-                         f"{folder} 中没有与 {path.name} 对应的参考答案 notebook：请用其中一个名字"
-                         f"（{', '.join(names) or '一个也没有找到'}）给文件命名，或使用 "
-                         f"--against NAME"))
+    raise ValueError(
+        say(
+            f"no solution notebook for {path.name} in {folder}: name the file after "
+            f"one of {', '.join(names) or '(none found)'}, or pass --against NAME",
+            f"{folder} 中没有与 {path.name} 对应的参考答案 notebook：请用其中一个名字"
+            f"（{', '.join(names) or '一个也没有找到'}）给文件命名，或使用 "
+            f"--against NAME",
+        )
+    )
 
 
 def report_language(notebook) -> str:
@@ -100,9 +108,15 @@ def _raw(path: Path):
         return None
 
 
-def grade(learner, solution, setup: Setup, *, label: str = "notebook",
-          restamped_path: str | Path | None = None,
-          identity: str | None = None) -> tuple[NotebookGrade, object]:
+def grade(
+    learner,
+    solution,
+    setup: Setup,
+    *,
+    label: str = "notebook",
+    restamped_path: str | Path | None = None,
+    identity: str | None = None,
+) -> tuple[NotebookGrade, object]:
     """Restamp and judge an in-memory learner notebook against ``solution``, every exercise
     sealed (``sealed/session.py``), on the cases of ``identity`` (default: ``label``).
     Returns ``(NotebookGrade, restamped notebook)``; ``restamped_path`` (optional)
@@ -121,13 +135,15 @@ def grade(learner, solution, setup: Setup, *, label: str = "notebook",
             notebook_format.write_notebook(notebook, restamped_path)
         names = exercise_names(solution)
         verdicts = grade_exercises(notebook, solution, names, setup, identity or label)
-        result.exercises = [_result(name, verdicts[name], solution, sealed=not setup.unsealed)
-                            for name in names]
+        result.exercises = [
+            _result(name, verdicts[name], solution, sealed=not setup.unsealed) for name in names
+        ]
         result.isolation = isolation(setup)
         refuse(result.exercises, scan(solution, notebook))
         if not result.exercises:
-            result.error = say("the solution notebook has no exercises",
-                               "参考答案 notebook 中没有练习")
+            result.error = say(
+                "the solution notebook has no exercises", "参考答案 notebook 中没有练习"
+            )
         result.seconds = time.monotonic() - started
     result.language = language
     return result, notebook
@@ -136,22 +152,32 @@ def grade(learner, solution, setup: Setup, *, label: str = "notebook",
 def isolation(setup: Setup) -> list[str]:
     """The measures every worker of this run was under, in words."""
 
-    limits = say(f"CPU time per cell {setup.timeout:g} s, memory {MEMORY_BYTES >> 30} GiB, "
-                 f"files {FILE_BYTES >> 20} MiB each, 256 open files, no core dumps",
-                 f"每个单元格 CPU 时间 {setup.timeout:g} 秒、内存 {MEMORY_BYTES >> 30} GiB、"
-                 f"单个文件 {FILE_BYTES >> 20} MiB、最多打开 256 个文件、不生成核心转储")
+    limits = say(
+        f"CPU time per cell {setup.timeout:g} s, memory {MEMORY_BYTES >> 30} GiB, "
+        f"files {FILE_BYTES >> 20} MiB each, 256 open files, no core dumps",
+        f"每个单元格 CPU 时间 {setup.timeout:g} 秒、内存 {MEMORY_BYTES >> 30} GiB、"
+        f"单个文件 {FILE_BYTES >> 20} MiB、最多打开 256 个文件、不生成核心转储",
+    )
     if setup.sandbox == "users":
         return users.measures(limits)
-    found = Sandbox(None, say("the teacher asked for it", "教师要求这样做")) if setup.unsealed \
+    found = (
+        Sandbox(None, say("the teacher asked for it", "教师要求这样做"))
+        if setup.unsealed
         else sandbox()
+    )
     return measures(found, limits)
 
 
 def _result(name: str, verdict: SealedVerdict, solution, *, sealed: bool) -> ExerciseResult:
     """The report's entry for one exercise from its verdict."""
-    result = ExerciseResult(name=name, passed=verdict.status == "passed",
-                            check_cells=[], points=exercise_points(solution, name),
-                            sealed=sealed, notes=list(verdict.notes))
+    result = ExerciseResult(
+        name=name,
+        passed=verdict.status == "passed",
+        check_cells=[],
+        points=exercise_points(solution, name),
+        sealed=sealed,
+        notes=list(verdict.notes),
+    )
     if result.passed:
         return result
     result.reason = "builtin" if verdict.status == "builtin" else verdict.reason
@@ -173,8 +199,9 @@ def refuse(exercises: list[ExerciseResult], findings: list[Finding]) -> None:
         if mine:
             result.passed, result.reason = False, mine[0].kind
             result.got = "\n".join(finding.describe() for finding in mine)
-            result.expected = result.expected or say("your own implementation, judged by its "
-                                                     "check", "你自己的实现，由检查来评判")
+            result.expected = result.expected or say(
+                "your own implementation, judged by its check", "你自己的实现，由检查来评判"
+            )
 
 
 def edition(solution: Path, language: str) -> Path:
@@ -196,17 +223,26 @@ def refused(path: Path, solutions: Path) -> str:
     """Why ``path`` is not graded ("" when it is): a symlink (it could point at the answer
     key), or a file inside the solutions folder."""
     if path.is_symlink():
-        return say("the submission is a symbolic link; submit the notebook file itself",
-                   "提交的是一个符号链接；请提交 notebook 文件本身")
+        return say(
+            "the submission is a symbolic link; submit the notebook file itself",
+            "提交的是一个符号链接；请提交 notebook 文件本身",
+        )
     if path.resolve().is_relative_to(solutions.resolve()):
-        return say("the submission lies inside the solutions folder",
-                   "提交的文件位于参考答案文件夹中")
+        return say(
+            "the submission lies inside the solutions folder", "提交的文件位于参考答案文件夹中"
+        )
     return ""
 
 
-def grade_notebook(path: str | Path, setup: Setup, *, solutions_dir: str | Path | None = None,
-                   against: str | None = None, restamped: str | Path | None = None,
-                   identity: str | None = None) -> NotebookGrade:
+def grade_notebook(
+    path: str | Path,
+    setup: Setup,
+    *,
+    solutions_dir: str | Path | None = None,
+    against: str | None = None,
+    restamped: str | Path | None = None,
+    identity: str | None = None,
+) -> NotebookGrade:
     """Grade one learner notebook file. Never raises: whatever goes wrong with this
     notebook (a malformed file, a grader error) goes to ``NotebookGrade.error``, so a class
     run carries on. ``restamped``: where to write the restamped notebook. ``identity``:
@@ -217,25 +253,41 @@ def grade_notebook(path: str | Path, setup: Setup, *, solutions_dir: str | Path 
     language = report_language(_raw(path))
     with speaking(language or None):
         try:
-            result = _grade_notebook(path, setup, solutions_dir=solutions_dir, against=against,
-                                     restamped=restamped, identity=identity, label=label)
+            result = _grade_notebook(
+                path,
+                setup,
+                solutions_dir=solutions_dir,
+                against=against,
+                restamped=restamped,
+                identity=identity,
+                label=label,
+            )
         except Exception as error:  # noqa: BLE001 - one notebook's line; the class goes on
-            result = NotebookGrade(notebook=label, error=say(
-                f"the grader failed on this notebook ({type(error).__name__}: {error}); the "
-                f"other notebooks are graded", f"评分器处理这个 notebook 时出错"
-                f"（{type(error).__name__}: {error}）；其他 notebook 照常评分"))
+            result = NotebookGrade(
+                notebook=label,
+                error=say(
+                    f"the grader failed on this notebook ({type(error).__name__}: {error}); the "
+                    f"other notebooks are graded",
+                    f"评分器处理这个 notebook 时出错"
+                    f"（{type(error).__name__}: {error}）；其他 notebook 照常评分",
+                ),
+            )
     result.language = language
     return result
 
 
-def _grade_notebook(path: Path, setup: Setup, *, solutions_dir, against, restamped, identity,
-                    label) -> NotebookGrade:
+def _grade_notebook(
+    path: Path, setup: Setup, *, solutions_dir, against, restamped, identity, label
+) -> NotebookGrade:
     folder = Path(solutions_dir) if solutions_dir else installed_solutions()
     try:
         if folder is None:
-            raise ValueError(say("no solutions are installed with this tfcourse: pass "
-                                 "--solutions DIR", "这个 tfcourse 没有附带参考答案：请使用 "
-                                 "--solutions DIR"))
+            raise ValueError(
+                say(
+                    "no solutions are installed with this tfcourse: pass --solutions DIR",
+                    "这个 tfcourse 没有附带参考答案：请使用 --solutions DIR",
+                )
+            )
         if why := refused(path, folder):
             raise ValueError(why)
         solution_path = find_solution(path, folder, against)
@@ -244,14 +296,23 @@ def _grade_notebook(path: Path, setup: Setup, *, solutions_dir, against, restamp
         solution = notebook_format.read_notebook(solution_path)
     except ValueError as error:
         return NotebookGrade(notebook=label, error=str(error))
-    result, _ = grade(learner, solution, setup, label=label, restamped_path=restamped,
-                      identity=identity or path.name)
+    result, _ = grade(
+        learner,
+        solution,
+        setup,
+        label=label,
+        restamped_path=restamped,
+        identity=identity or path.name,
+    )
     result.solution = notebook_format.shown(solution_path)
     meta = learner.metadata.get("tfcourse")
     named = meta.get("notebook") if isinstance(meta, dict) else None
     if isinstance(named, str) and named != solution_path.stem:
-        result.notes.append(say(f"the notebook's metadata names {named!r}; ignored: graded "
-                                f"against {solution_path.stem!r}",
-                                f"notebook 的元数据指定的是 {named!r}；已忽略：按 "
-                                f"{solution_path.stem!r} 评分"))
+        result.notes.append(
+            say(
+                f"the notebook's metadata names {named!r}; ignored: graded "
+                f"against {solution_path.stem!r}",
+                f"notebook 的元数据指定的是 {named!r}；已忽略：按 {solution_path.stem!r} 评分",
+            )
+        )
     return result

@@ -48,8 +48,9 @@ def collect(paths: list[str]) -> list[tuple[Path, Path]]:
         elif path.is_file() or path.is_symlink():
             found.append(path)
         else:
-            raise ValueError(say(f"no such notebook or folder: {name}",
-                                 f"没有这个 notebook 或文件夹：{name}"))
+            raise ValueError(
+                say(f"no such notebook or folder: {name}", f"没有这个 notebook 或文件夹：{name}")
+            )
     named, taken = [], set()
     for path in found:
         full = path.parent.resolve() / path.name
@@ -69,23 +70,34 @@ def collect(paths: list[str]) -> list[tuple[Path, Path]]:
 def number(flag: str, value, *, low: float, high: float, integer: bool = False) -> str:
     """A problem with a numeric flag ("" when ``low <= value <= high``, finite, and an
     integer where asked)."""
-    ok = (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high
-          and (not integer or float(value).is_integer()))
+    ok = (
+        isinstance(value, (int, float))
+        and math.isfinite(value)
+        and low <= value <= high
+        and (not integer or float(value).is_integer())
+    )
     if ok:
         return ""
     kind = say("an integer", "整数") if integer else say("a number", "数")
-    return say(f"{flag} must be {kind} from {low:g} to {high:g}, got {value!r}",
-               f"{flag} 必须是 {low:g} 到 {high:g} 之间的{kind}，实际是 {value!r}")
+    return say(
+        f"{flag} must be {kind} from {low:g} to {high:g}, got {value!r}",
+        f"{flag} 必须是 {low:g} 到 {high:g} 之间的{kind}，实际是 {value!r}",
+    )
 
 
 def check_arguments(args: argparse.Namespace) -> list[str]:
     """Every problem found before any grading (which can take minutes): numbers, output
     files (created now, so a full disk or a typo shows at once), the sandbox."""
-    kind, why = choose_sandbox(args)        # first: it may set the umask
-    problems = [p for p in (
-        number("--timeout", args.timeout, low=1, high=24 * 3600),
-        number("--threads", args.threads, low=0, high=256, integer=True),
-        number("--jobs", args.jobs, low=1, high=256, integer=True)) if p]
+    kind, why = choose_sandbox(args)  # first: it may set the umask
+    problems = [
+        p
+        for p in (
+            number("--timeout", args.timeout, low=1, high=24 * 3600),
+            number("--threads", args.threads, low=0, high=256, integer=True),
+            number("--jobs", args.jobs, low=1, high=256, integer=True),
+        )
+        if p
+    ]
     for flag, value in (("--csv", args.csv), ("--gradescope", args.gradescope)):
         if value is not None and (problem := probe_output(value)):
             problems.append(f"{flag} {value}: {problem}")
@@ -94,30 +106,44 @@ def check_arguments(args: argparse.Namespace) -> list[str]:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            problems.append(say(f"--restamped {args.restamped}: cannot create it "
-                                f"({error.strerror})",
-                                f"--restamped {args.restamped}：无法创建（{error.strerror}）"))
+            problems.append(
+                say(
+                    f"--restamped {args.restamped}: cannot create it ({error.strerror})",
+                    f"--restamped {args.restamped}：无法创建（{error.strerror}）",
+                )
+            )
         else:
             if not os.access(folder, os.W_OK):
-                problems.append(say(f"--restamped {args.restamped}: cannot write there",
-                                    f"--restamped {args.restamped}：无法写入该位置"))
+                problems.append(
+                    say(
+                        f"--restamped {args.restamped}: cannot write there",
+                        f"--restamped {args.restamped}：无法写入该位置",
+                    )
+                )
     if args.solutions is not None and not Path(args.solutions).is_dir():
-        problems.append(say(f"--solutions {args.solutions}: not a folder",
-                            f"--solutions {args.solutions}：不是文件夹"))
+        problems.append(
+            say(
+                f"--solutions {args.solutions}: not a folder",
+                f"--solutions {args.solutions}：不是文件夹",
+            )
+        )
     if not why and kind == "users":
         with tempfile.TemporaryDirectory(prefix="tfcourse-probe-") as folder:
             why = users.probe(secrets(hidden_paths(args)), Path(folder))
     if why:
-        problems.append(say(
-            f"cannot seal the learners' code here: {why}. Install bubblewrap "
-            "(Debian/Ubuntu: apt-get install bubblewrap) and grade as a user allowed to "
-            "create namespaces, or as root with the grader's files readable by root only "
-            "(docs/grading.md), or pass --unsealed to grade without the sandbox (every "
-            "report line then says the grade is unsealed)",
-            f"无法在这里隔离学员的代码：{why}。请安装 bubblewrap（Debian/Ubuntu："
-            "apt-get install bubblewrap）并以可以创建命名空间的用户评分，或者以 root 身份评分、"
-            "并让评分器的文件只有 root 可读（见 docs/grading.md），或者使用 --unsealed "
-            "在没有沙箱的情况下评分（报告的每一行都会注明成绩未经隔离）"))
+        problems.append(
+            say(
+                f"cannot seal the learners' code here: {why}. Install bubblewrap "
+                "(Debian/Ubuntu: apt-get install bubblewrap) and grade as a user allowed to "
+                "create namespaces, or as root with the grader's files readable by root only "
+                "(docs/grading.md), or pass --unsealed to grade without the sandbox (every "
+                "report line then says the grade is unsealed)",
+                f"无法在这里隔离学员的代码：{why}。请安装 bubblewrap（Debian/Ubuntu："
+                "apt-get install bubblewrap）并以可以创建命名空间的用户评分，或者以 root 身份评分、"
+                "并让评分器的文件只有 root 可读（见 docs/grading.md），或者使用 --unsealed "
+                "在没有沙箱的情况下评分（报告的每一行都会注明成绩未经隔离）",
+            )
+        )
     return problems
 
 
@@ -144,67 +170,140 @@ def choose_sandbox(args: argparse.Namespace) -> tuple[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's flags; their help in the reader's language (``TFCOURSE_LANG``)."""
-    parser.add_argument("paths", nargs="+", metavar="NOTEBOOK_OR_FOLDER",
-                        help=say("learner notebooks, or folders of them (e.g. submissions/)",
-                                 "学员的 notebook，或存放它们的文件夹（例如 submissions/）"))
-    parser.add_argument("--solutions", metavar="DIR",
-                        help=say("folder of solution notebooks (default: the course's own)",
-                                 "参考答案 notebook 所在的文件夹（默认：课程自带的）"))
-    parser.add_argument("--against", metavar="NAME",
-                        help=say("grade every notebook against this course notebook (e.g. "
-                                 "03_norms); default: the one whose name the file name contains",
-                                 "所有 notebook 都对照这个课程 notebook 评分（例如 03_norms）；"
-                                 "默认：文件名中包含其名称的那个"))
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                        help=say("notebooks graded at once (default: the number of cores)",
-                                 "同时评分的 notebook 数（默认：CPU 核数）"))
-    parser.add_argument("--timeout", type=float, default=120, metavar="SECONDS",
-                        help=say("per-cell and per-check-call time limit (default: 120)",
-                                 "每个单元格、每次检查调用的时间上限（默认：120 秒）"))
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="NOTEBOOK_OR_FOLDER",
+        help=say(
+            "learner notebooks, or folders of them (e.g. submissions/)",
+            "学员的 notebook，或存放它们的文件夹（例如 submissions/）",
+        ),
+    )
+    parser.add_argument(
+        "--solutions",
+        metavar="DIR",
+        help=say(
+            "folder of solution notebooks (default: the course's own)",
+            "参考答案 notebook 所在的文件夹（默认：课程自带的）",
+        ),
+    )
+    parser.add_argument(
+        "--against",
+        metavar="NAME",
+        help=say(
+            "grade every notebook against this course notebook (e.g. "
+            "03_norms); default: the one whose name the file name contains",
+            "所有 notebook 都对照这个课程 notebook 评分（例如 03_norms）；"
+            "默认：文件名中包含其名称的那个",
+        ),
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help=say(
+            "notebooks graded at once (default: the number of cores)",
+            "同时评分的 notebook 数（默认：CPU 核数）",
+        ),
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120,
+        metavar="SECONDS",
+        help=say(
+            "per-cell and per-check-call time limit (default: 120)",
+            "每个单元格、每次检查调用的时间上限（默认：120 秒）",
+        ),
+    )
     # One thread by default: verdicts do not depend on it (the determinism test checks),
     # and torch's OpenMP threads spin and multiply CPU time on a busy machine.
-    parser.add_argument("--threads", type=int, default=1,
-                        help=say("OMP/MKL threads for learner code (default: 1; 0: torch's "
-                                 "choice)", "学员代码使用的 OMP/MKL 线程数（默认：1；0：由 "
-                                 "torch 决定）"))
-    parser.add_argument("--unsealed", action="store_true",
-                        help=say("grade without the sandbox where it cannot work (no "
-                                 "bubblewrap, macOS): learner code can then read and write what "
-                                 "you can; every report line says so",
-                                 "在沙箱无法工作的地方（没有 bubblewrap、macOS）不用沙箱评分："
-                                 "学员代码能读写你能读写的一切；报告的每一行都会注明"))
-    parser.add_argument("--sandbox", choices=("auto", "bubblewrap", "users"), default="auto",
-                        help=say("how learner code is sealed: bubblewrap, or (as root, where "
-                                 "bubblewrap cannot run) a fresh unprivileged user per worker "
-                                 "(default: auto, the first that works)",
-                                 "学员代码的隔离方式：bubblewrap，或者（以 root 运行且 bubblewrap "
-                                 "无法运行时）每个隔离进程使用一个全新的非特权用户（默认：auto，"
-                                 "取第一个可用的）"))
-    parser.add_argument("--secret", metavar="FILE",
-                        help=say("the grading secret that draws each learner's cases (default: "
-                                 "created on first use in your config folder)",
-                                 "为每位学员抽取测试用例的评分密钥（默认：首次使用时在你的配置"
-                                 "文件夹中创建）"))
-    parser.add_argument("--identity", metavar="ID",
-                        help=say("the learner's identity that draws their cases, e.g. a "
-                                 "Gradescope submission id (default: each notebook's file name; "
-                                 "one notebook only)",
-                                 "用来抽取测试用例的学员身份，例如 Gradescope 的提交 id（默认："
-                                 "每个 notebook 的文件名；只能用于一个 notebook）"))
-    parser.add_argument("--json", action="store_true",
-                        help=say("print a machine-readable report (a JSON list) instead of text",
-                                 "输出机器可读的报告（一个 JSON 列表），而不是文字报告"))
-    parser.add_argument("--csv", metavar="OUT",
-                        help=say("also write one CSV row per notebook to OUT",
-                                 "另外把每个 notebook 的一行 CSV 写入 OUT"))
-    parser.add_argument("--gradescope", metavar="OUT",
-                        help=say("also write Gradescope's results.json to OUT",
-                                 "另外把 Gradescope 的 results.json 写入 OUT"))
-    parser.add_argument("--restamped", metavar="DIR",
-                        help=say("also write each restamped notebook to DIR (to run "
-                                 "`pytest --nbval-lax` on it)",
-                                 "另外把恢复了检查单元格的 notebook 写入 DIR（可对它运行 "
-                                 "`pytest --nbval-lax`）"))
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help=say(
+            "OMP/MKL threads for learner code (default: 1; 0: torch's choice)",
+            "学员代码使用的 OMP/MKL 线程数（默认：1；0：由 torch 决定）",
+        ),
+    )
+    parser.add_argument(
+        "--unsealed",
+        action="store_true",
+        help=say(
+            "grade without the sandbox where it cannot work (no "
+            "bubblewrap, macOS): learner code can then read and write what "
+            "you can; every report line says so",
+            "在沙箱无法工作的地方（没有 bubblewrap、macOS）不用沙箱评分："
+            "学员代码能读写你能读写的一切；报告的每一行都会注明",
+        ),
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=("auto", "bubblewrap", "users"),
+        default="auto",
+        help=say(
+            "how learner code is sealed: bubblewrap, or (as root, where "
+            "bubblewrap cannot run) a fresh unprivileged user per worker "
+            "(default: auto, the first that works)",
+            "学员代码的隔离方式：bubblewrap，或者（以 root 运行且 bubblewrap "
+            "无法运行时）每个隔离进程使用一个全新的非特权用户（默认：auto，"
+            "取第一个可用的）",
+        ),
+    )
+    parser.add_argument(
+        "--secret",
+        metavar="FILE",
+        help=say(
+            "the grading secret that draws each learner's cases (default: "
+            "created on first use in your config folder)",
+            "为每位学员抽取测试用例的评分密钥（默认：首次使用时在你的配置文件夹中创建）",
+        ),
+    )
+    parser.add_argument(
+        "--identity",
+        metavar="ID",
+        help=say(
+            "the learner's identity that draws their cases, e.g. a "
+            "Gradescope submission id (default: each notebook's file name; "
+            "one notebook only)",
+            "用来抽取测试用例的学员身份，例如 Gradescope 的提交 id（默认："
+            "每个 notebook 的文件名；只能用于一个 notebook）",
+        ),
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=say(
+            "print a machine-readable report (a JSON list) instead of text",
+            "输出机器可读的报告（一个 JSON 列表），而不是文字报告",
+        ),
+    )
+    parser.add_argument(
+        "--csv",
+        metavar="OUT",
+        help=say(
+            "also write one CSV row per notebook to OUT", "另外把每个 notebook 的一行 CSV 写入 OUT"
+        ),
+    )
+    parser.add_argument(
+        "--gradescope",
+        metavar="OUT",
+        help=say(
+            "also write Gradescope's results.json to OUT",
+            "另外把 Gradescope 的 results.json 写入 OUT",
+        ),
+    )
+    parser.add_argument(
+        "--restamped",
+        metavar="DIR",
+        help=say(
+            "also write each restamped notebook to DIR (to run `pytest --nbval-lax` on it)",
+            "另外把恢复了检查单元格的 notebook 写入 DIR（可对它运行 `pytest --nbval-lax`）",
+        ),
+    )
+
 
 def run(args: argparse.Namespace) -> int:
     problems = check_arguments(args)
@@ -216,17 +315,27 @@ def run(args: argparse.Namespace) -> int:
     if not paths and not problems:
         problems.append(say("no notebooks to grade", "没有要评分的 notebook"))
     if args.restamped is not None:
-        clashes = [path for path, name in paths
-                   if (Path(args.restamped) / name).resolve() == path.resolve()]
+        clashes = [
+            path
+            for path, name in paths
+            if (Path(args.restamped) / name).resolve() == path.resolve()
+        ]
         if clashes:
-            problems.append(say(f"--restamped {args.restamped} would overwrite the notebook "
-                                f"{clashes[0]} itself: choose another folder",
-                                f"--restamped {args.restamped} 会覆盖 notebook {clashes[0]} "
-                                f"本身：请换一个文件夹"))
+            problems.append(
+                say(
+                    f"--restamped {args.restamped} would overwrite the notebook "
+                    f"{clashes[0]} itself: choose another folder",
+                    f"--restamped {args.restamped} 会覆盖 notebook {clashes[0]} "
+                    f"本身：请换一个文件夹",
+                )
+            )
     if args.identity is not None and len(paths) > 1:
-        problems.append(say(f"--identity names one learner, but {len(paths)} notebooks were "
-                            f"given",
-                            f"--identity 只能对应一位学员，但给出了 {len(paths)} 个 notebook"))
+        problems.append(
+            say(
+                f"--identity names one learner, but {len(paths)} notebooks were given",
+                f"--identity 只能对应一位学员，但给出了 {len(paths)} 个 notebook",
+            )
+        )
     salt = None
     try:
         salt = learner_salt(args.secret)
@@ -236,17 +345,27 @@ def run(args: argparse.Namespace) -> int:
         for problem in problems:
             print(say(f"error: {problem}", f"错误：{problem}"), file=sys.stderr)
         return 2
-    setup = Setup(env=grading_env(int(args.threads) or None), timeout=args.timeout,
-                  sandbox=choose_sandbox(args)[0], salt=salt, hide=hidden_paths(args))
+    setup = Setup(
+        env=grading_env(int(args.threads) or None),
+        timeout=args.timeout,
+        sandbox=choose_sandbox(args)[0],
+        salt=salt,
+        hide=hidden_paths(args),
+    )
 
     def grade_one(item: tuple[Path, Path]) -> NotebookGrade:
         path, name = item
         out = Path(args.restamped) / name if args.restamped else None
         if out is not None:
             out.parent.mkdir(parents=True, exist_ok=True)
-        return grade.grade_notebook(path, setup, solutions_dir=args.solutions,
-                                    against=args.against, restamped=out,
-                                    identity=args.identity)
+        return grade.grade_notebook(
+            path,
+            setup,
+            solutions_dir=args.solutions,
+            against=args.against,
+            restamped=out,
+            identity=args.identity,
+        )
 
     # Threads are enough: each exercise runs in its own worker process, and a crash or a
     # hang there is that exercise's verdict alone. Reports come out in the input order.
@@ -260,8 +379,9 @@ def run(args: argparse.Namespace) -> int:
         print(json_report(grades))
     elif len(grades) > 1:
         passed = f"{sum(g.ok for g in grades)}/{len(grades)}"
-        print(say(f"{passed} notebooks passed every exercise",
-                  f"{passed} 个 notebook 通过了全部练习"))
+        print(
+            say(f"{passed} notebooks passed every exercise", f"{passed} 个 notebook 通过了全部练习")
+        )
     errors = write_outputs(grades, csv=args.csv, gradescope=args.gradescope)
     for error in errors:
         print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
@@ -272,8 +392,14 @@ def hidden_paths(args: argparse.Namespace) -> tuple[Path, ...]:
     """The teacher's own paths: covered in a worker wherever a mount it needs would show
     them (bubblewrap shows only system and Python folders to begin with), proven out of a
     fresh user's reach (``--sandbox users``)."""
-    named = [*args.paths, args.solutions, args.csv, args.gradescope, args.restamped,
-             args.secret or secret_path()]
+    named = [
+        *args.paths,
+        args.solutions,
+        args.csv,
+        args.gradescope,
+        args.restamped,
+        args.secret or secret_path(),
+    ]
     return tuple(Path(p).resolve() for p in named if p is not None and Path(p).exists())
 
 

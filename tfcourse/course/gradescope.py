@@ -39,10 +39,13 @@ def _points(result: ExerciseResult) -> float:
     points = float(result.points)
     # JSON has no NaN or Infinity; a bad points value must fail here, not in Gradescope.
     if not math.isfinite(points) or points < 0:
-        raise ValueError(say(f"exercise {result.name!r}: points must be a finite number >= 0, "
-                             f"got {result.points!r}",
-                             f"练习 {result.name!r}：分值必须是 >= 0 的有限数，"
-                             f"实际是 {result.points!r}"))
+        raise ValueError(
+            say(
+                f"exercise {result.name!r}: points must be a finite number >= 0, "
+                f"got {result.points!r}",
+                f"练习 {result.name!r}：分值必须是 >= 0 的有限数，实际是 {result.points!r}",
+            )
+        )
     return points
 
 
@@ -51,14 +54,17 @@ def _test_output(result: ExerciseResult) -> str:
     unsealed = "" if result.sealed else say(" (UNSEALED)", "（未隔离）")
     if result.passed:
         return say("PASS", "通过") + unsealed
-    failed = say("FAIL", "未通过") + (say(f" ({result.reason})", f"（{result.reason}）")
-                                     if result.reason else "")
+    failed = say("FAIL", "未通过") + (
+        say(f" ({result.reason})", f"（{result.reason}）") if result.reason else ""
+    )
     lines = [failed + unsealed]
     # A continuation line starts under its first line's text, so a learner's output cannot
     # make a line of its own that starts like "expected:" or "note:".
-    for label, text in ((say("expected: ", "预期："), result.expected),
-                        (say("got:      ", "实际："), result.got),
-                        *((say("note: ", "说明："), note) for note in result.notes)):
+    for label, text in (
+        (say("expected: ", "预期："), result.expected),
+        (say("got:      ", "实际："), result.got),
+        *((say("note: ", "说明："), note) for note in result.notes),
+    ):
         lines.append(label + indented(text, " " * text_width(label)))
     return "\n".join(lines)
 
@@ -66,9 +72,14 @@ def _test_output(result: ExerciseResult) -> str:
 def _test(name: str, score: float, max_score: float, passed: bool, output: str) -> dict:
     # status is explicit: by default Gradescope calls a test passed when score == max_score,
     # which would make a 0/0 "not graded" test look passed.
-    return {"name": name, "score": score, "max_score": max_score,
-            "status": "passed" if passed else "failed", "output": output,
-            "visibility": VISIBLE}
+    return {
+        "name": name,
+        "score": score,
+        "max_score": max_score,
+        "status": "passed" if passed else "failed",
+        "output": output,
+        "visibility": VISIBLE,
+    }
 
 
 def _summary(grade: NotebookGrade, score: float, max_score: float) -> str:
@@ -78,13 +89,21 @@ def _summary(grade: NotebookGrade, score: float, max_score: float) -> str:
     against = say(f" (against {course})", f"（对照 {course}）") if grade.solution else ""
     if grade.error:
         error = indented(grade.error, "    ")
-        lines = [say(f"{grade.notebook}{against}: NOT GRADED — {error}",
-                     f"{grade.notebook}{against}：未能评分——{error}")]
+        lines = [
+            say(
+                f"{grade.notebook}{against}: NOT GRADED — {error}",
+                f"{grade.notebook}{against}：未能评分——{error}",
+            )
+        ]
     else:
-        lines = [say(f"{grade.notebook}{against}: {grade.passed}/{grade.total} exercises passed, "
-                     f"{score:g}/{max_score:g} points",
-                     f"{grade.notebook}{against}：通过 {grade.passed}/{grade.total} 个练习，"
-                     f"得分 {score:g}/{max_score:g}")]
+        lines = [
+            say(
+                f"{grade.notebook}{against}: {grade.passed}/{grade.total} exercises passed, "
+                f"{score:g}/{max_score:g} points",
+                f"{grade.notebook}{against}：通过 {grade.passed}/{grade.total} 个练习，"
+                f"得分 {score:g}/{max_score:g}",
+            )
+        ]
     note = say("  note: ", "  说明：")
     pad = " " * text_width(note)
     lines += [note + indented(text, pad) for text in grade.restamped + grade.notes]
@@ -111,8 +130,11 @@ def results(grades: list[NotebookGrade]) -> dict:
                 points = _points(result)
                 passed = result.passed and not grade.error
                 earned = points if passed else 0.0
-                output = (say(f"not graded: {grade.error}", f"未能评分：{grade.error}")
-                          if grade.error else _test_output(result))
+                output = (
+                    say(f"not graded: {grade.error}", f"未能评分：{grade.error}")
+                    if grade.error
+                    else _test_output(result)
+                )
                 tests.append(_test(f"{course}: {result.name}", earned, points, passed, output))
                 score, max_score = score + earned, max_score + points
             if grade.error and not grade.exercises:
@@ -123,8 +145,11 @@ def results(grades: list[NotebookGrade]) -> dict:
     return {
         "score": total,
         "execution_time": round(seconds),  # whole seconds, as in Gradescope's example
-        "output": ("\n".join(summaries) if summaries
-                   else say("no notebook was graded", "没有为任何 notebook 评分")),
+        "output": (
+            "\n".join(summaries)
+            if summaries
+            else say("no notebook was graded", "没有为任何 notebook 评分")
+        ),
         "output_format": TEXT,
         "test_output_format": TEXT,
         "test_name_format": TEXT,
@@ -146,5 +171,9 @@ def write_results(grades: list[NotebookGrade], path: str | Path) -> None:
         write_atomically(path, text, prefix=".results-")
     except OSError as error:
         why = error.strerror or str(error)
-        raise OSError(say(f"could not write Gradescope's results {path}: {why}",
-                          f"无法写入 Gradescope 结果文件 {path}：{why}")) from error
+        raise OSError(
+            say(
+                f"could not write Gradescope's results {path}: {why}",
+                f"无法写入 Gradescope 结果文件 {path}：{why}",
+            )
+        ) from error

@@ -18,8 +18,17 @@ from .sanitize import sanitize
 
 # Output fields nbval does not compare (nbval's skip list, without --nbdime): pictures,
 # widget model ids, tracebacks, counters and the like.
-_SKIP = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
-         notebook_format.WIDGET_MIME, "image/png", "image/jpeg"}
+_SKIP = {
+    "metadata",
+    "traceback",
+    "prompt_number",
+    "output_type",
+    "name",
+    "execution_count",
+    notebook_format.WIDGET_MIME,
+    "image/png",
+    "image/jpeg",
+}
 
 
 @dataclass
@@ -47,7 +56,7 @@ class NotebookGrade:
     notebook: str
     solution: str = ""
     exercises: list[ExerciseResult] = field(default_factory=list)
-    isolation: list[str] = field(default_factory=list)   # what the sealed workers ran under
+    isolation: list[str] = field(default_factory=list)  # what the sealed workers ran under
     restamped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -71,8 +80,9 @@ class NotebookGrade:
     def to_dict(self) -> dict:
         data = asdict(self)
         del data["language"]
-        data.update(passed=self.passed, total=self.total, ok=self.ok,
-                    seconds=round(self.seconds, 2))
+        data.update(
+            passed=self.passed, total=self.total, ok=self.ok, seconds=round(self.seconds, 2)
+        )
         return data
 
 
@@ -86,8 +96,11 @@ def comparable(outputs) -> dict[str, list]:
             if name in streams:
                 streams[name]["text"] += output.get("text", "")
             else:
-                streams[name] = {"output_type": "stream", "name": name,
-                                 "text": output.get("text", "")}
+                streams[name] = {
+                    "output_type": "stream",
+                    "name": name,
+                    "text": output.get("text", ""),
+                }
                 merged.append(streams[name])
         else:
             merged.append(output)
@@ -102,8 +115,9 @@ def comparable(outputs) -> dict[str, list]:
             if key == "data":
                 for mime, content in value.items():
                     if mime not in _SKIP:
-                        fields[mime].append(sanitize(content) if isinstance(content, str)
-                                            else content)
+                        fields[mime].append(
+                            sanitize(content) if isinstance(content, str) else content
+                        )
             else:
                 fields[key].append(sanitize(value) if isinstance(value, str) else value)
     return dict(fields)
@@ -139,12 +153,19 @@ def exercise_points(solution, name: str) -> float:
     for cell in solution.cells:
         if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == name:
             points = cell.metadata.get("tfcourse", {}).get("points", 1)
-            if (isinstance(points, bool) or not isinstance(points, (int, float))
-                    or not 0 <= points < math.inf):
-                raise ValueError(say(f"exercise {name!r}: metadata tfcourse.points must be a "
-                                     f"number >= 0, got {points!r}",
-                                     f"练习 {name!r}：元数据 tfcourse.points 必须是 >= 0 的数，"
-                                     f"实际是 {points!r}"))
+            if (
+                isinstance(points, bool)
+                or not isinstance(points, (int, float))
+                or not 0 <= points < math.inf
+            ):
+                raise ValueError(
+                    say(
+                        f"exercise {name!r}: metadata tfcourse.points must be a "
+                        f"number >= 0, got {points!r}",
+                        f"练习 {name!r}：元数据 tfcourse.points 必须是 >= 0 的数，"
+                        f"实际是 {points!r}",
+                    )
+                )
             return float(points)
     return 1.0
 
@@ -154,8 +175,11 @@ def exercise_names(solution) -> list[str]:
     names = []
     for cell in solution.cells:
         name = notebook_format.exercise_name(cell)
-        if name and (notebook_format.is_exercise(cell) or notebook_format.is_check(cell)) \
-                and name not in names:
+        if (
+            name
+            and (notebook_format.is_exercise(cell) or notebook_format.is_check(cell))
+            and name not in names
+        ):
             names.append(name)
     return names
 

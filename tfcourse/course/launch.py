@@ -39,23 +39,31 @@ FIRST_PORT = 8888
 ANNOUNCEMENTS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
 NOTIFICATION_SETTINGS = "@jupyterlab/apputils-extension:notification"
 QUIET_OPTIONS = [
-    "--LabApp.news_url=None",                       # the server fetches no news feed
-    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",    # nor asks PyPI
+    "--LabApp.news_url=None",  # the server fetches no news feed
+    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",  # nor asks PyPI
 ]
 QUIET_LABCONFIG = {
     # read by jupyterlab_server from <each JUPYTER_CONFIG_PATH entry>/labconfig/
     "page_config.json": {"disabledExtensions": {ANNOUNCEMENTS_PLUGIN: True}},
     "default_setting_overrides.json": {
-        NOTIFICATION_SETTINGS: {"fetchNews": "false", "checkForUpdates": False}},
+        NOTIFICATION_SETTINGS: {"fetchNews": "false", "checkForUpdates": False}
+    },
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", default=None,
-                        help=f"folder to open (default: the course's {FOLDER}/ next to the "
-                             f"package, else ./{FOLDER}/)")
-    parser.add_argument("jupyter_args", nargs="*", metavar="-- JUPYTER_ARGS",
-                        help="passed to `jupyter lab` (put them after --)")
+    parser.add_argument(
+        "--dir",
+        default=None,
+        help=f"folder to open (default: the course's {FOLDER}/ next to the "
+        f"package, else ./{FOLDER}/)",
+    )
+    parser.add_argument(
+        "jupyter_args",
+        nargs="*",
+        metavar="-- JUPYTER_ARGS",
+        help="passed to `jupyter lab` (put them after --)",
+    )
 
 
 def find_notebooks(explicit: str | None = None) -> Path | None:
@@ -63,13 +71,14 @@ def find_notebooks(explicit: str | None = None) -> Path | None:
     if explicit is not None:
         candidates = [Path(explicit)]
     else:
-        repository = Path(__file__).resolve().parents[2]    # tfcourse/course/ -> the checkout
+        repository = Path(__file__).resolve().parents[2]  # tfcourse/course/ -> the checkout
         candidates = [repository / FOLDER, Path.cwd() / FOLDER]
     return next((c.resolve() for c in candidates if c.is_dir()), None)
 
 
 def first_notebook(folder: Path) -> str | None:
     """The lowest-numbered ``*.ipynb`` in ``folder`` (``00_setup_and_shapes.ipynb``), or None."""
+
     def number(name: str) -> tuple[float, str]:
         digits = re.match(r"\d+", name)
         return (int(digits[0]) if digits else float("inf"), name)
@@ -102,7 +111,7 @@ def free_port(start: int = FIRST_PORT, tries: int = 50) -> int:
 
 def running_as_root() -> bool:
     """True for root on POSIX, where Jupyter refuses to start without ``--allow-root``."""
-    return hasattr(os, "geteuid") and os.geteuid() == 0     # no geteuid on Windows
+    return hasattr(os, "geteuid") and os.geteuid() == 0  # no geteuid on Windows
 
 
 def write_quiet_config(folder: Path) -> Path:
@@ -123,7 +132,8 @@ def quiet_environment(config: Path, environ: dict[str, str] | None = None) -> di
     """
     env = dict(os.environ if environ is None else environ)
     env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
-        [str(config), *filter(None, [env.get("JUPYTER_CONFIG_PATH")])])
+        [str(config), *filter(None, [env.get("JUPYTER_CONFIG_PATH")])]
+    )
     return env
 
 
@@ -145,26 +155,36 @@ def serve(command: list[str], env: dict[str, str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     folder = find_notebooks(args.dir)
     if folder is None:
-        where = args.dir or say(f"{FOLDER}/ next to the tfcourse package or in the current "
-                                "directory",
-                                f"tfcourse 软件包旁边或当前目录下的 {FOLDER}/")
-        print(say(f"tfcourse lab: no notebook folder found (looked for {where}).\n"
-                  f"Run this from the course folder (the one with solutions/ and notebooks/), or "
-                  f"pass --dir FOLDER. If notebooks/ is missing but solutions/ exists, create it "
-                  f"with `tfcourse build-notebooks`. Meanwhile, `tfcourse demo` runs without "
-                  f"notebooks.",
-                  f"tfcourse lab：没有找到 notebook 文件夹（查找的是 {where}）。\n"
-                  f"请在课程文件夹（包含 solutions/ 和 notebooks/ 的那个）中运行，或用 --dir FOLDER "
-                  f"指定文件夹。如果缺少 notebooks/ 但有 solutions/，可以用 "
-                  f"`tfcourse build-notebooks` 生成它。在此之前，`tfcourse demo` 不需要 notebook "
-                  f"也能运行。"),
-              file=sys.stderr)
+        where = args.dir or say(
+            f"{FOLDER}/ next to the tfcourse package or in the current directory",
+            f"tfcourse 软件包旁边或当前目录下的 {FOLDER}/",
+        )
+        print(
+            say(
+                f"tfcourse lab: no notebook folder found (looked for {where}).\n"
+                f"Run this from the course folder (the one with solutions/ and notebooks/), or "
+                f"pass --dir FOLDER. If notebooks/ is missing but solutions/ exists, create it "
+                f"with `tfcourse build-notebooks`. Meanwhile, `tfcourse demo` runs without "
+                f"notebooks.",
+                f"tfcourse lab：没有找到 notebook 文件夹（查找的是 {where}）。\n"
+                f"请在课程文件夹（包含 solutions/ 和 notebooks/ 的那个）中运行，或用 --dir FOLDER "
+                f"指定文件夹。如果缺少 notebooks/ 但有 solutions/，可以用 "
+                f"`tfcourse build-notebooks` 生成它。在此之前，`tfcourse demo` 不需要 notebook "
+                f"也能运行。",
+            ),
+            file=sys.stderr,
+        )
         return 1
     if importlib.util.find_spec("jupyterlab") is None:
-        print(say("tfcourse lab: JupyterLab is not installed in this environment; install it with "
-                  "`pip install -e '.[lab]'` (or run `make lab`).",
-                  "tfcourse lab：当前环境中没有安装 JupyterLab；请用 `pip install -e '.[lab]'` "
-                  "安装（或运行 `make lab`）。"), file=sys.stderr)
+        print(
+            say(
+                "tfcourse lab: JupyterLab is not installed in this environment; install it with "
+                "`pip install -e '.[lab]'` (or run `make lab`).",
+                "tfcourse lab：当前环境中没有安装 JupyterLab；请用 `pip install -e '.[lab]'` "
+                "安装（或运行 `make lab`）。",
+            ),
+            file=sys.stderr,
+        )
         return 1
     extra = list(args.jupyter_args)
     if extra[:1] == ["--"]:
@@ -181,21 +201,31 @@ def run(args: argparse.Namespace) -> int:
         token = secrets.token_hex(24)
         ours.append(f"--IdentityProvider.token={token}")
     notebook = first_notebook(folder)
-    if notebook is not None:                 # Jupyter opens it in the browser it starts
+    if notebook is not None:  # Jupyter opens it in the browser it starts
         ours.append(f"--ServerApp.file_to_run={folder / notebook}")
     if running_as_root() and not {"--allow-root", "--ServerApp.allow_root=True"} & set(extra):
         ours.append("--allow-root")
-        print(say("tfcourse lab: running as root, so passing --allow-root to Jupyter (usual in "
-                  "containers and cloud VMs; Jupyter refuses root without it)",
-                  "tfcourse lab：正以 root 身份运行，因此给 Jupyter 加上 --allow-root（在容器和"
-                  "云虚拟机中很常见；没有它 Jupyter 会拒绝以 root 启动）"), flush=True)
+        print(
+            say(
+                "tfcourse lab: running as root, so passing --allow-root to Jupyter (usual in "
+                "containers and cloud VMs; Jupyter refuses root without it)",
+                "tfcourse lab：正以 root 身份运行，因此给 Jupyter 加上 --allow-root（在容器和"
+                "云虚拟机中很常见；没有它 Jupyter 会拒绝以 root 启动）",
+            ),
+            flush=True,
+        )
     command = [sys.executable, "-m", "jupyterlab", str(folder), *ours, *extra]
     url = f"http://localhost:{port}/lab" + (f"/tree/{quote(notebook)}" if notebook else "")
     link = url + (f"?token={token}" if token else "")
-    print(say(f"tfcourse lab: opening {folder} in JupyterLab (Ctrl+C stops the server)\n"
-              f"tfcourse lab: open {link}",
-              f"tfcourse lab：正在用 JupyterLab 打开 {folder}（按 Ctrl+C 停止服务器）\n"
-              f"tfcourse lab：请打开 {link}"), flush=True)
+    print(
+        say(
+            f"tfcourse lab: opening {folder} in JupyterLab (Ctrl+C stops the server)\n"
+            f"tfcourse lab: open {link}",
+            f"tfcourse lab：正在用 JupyterLab 打开 {folder}（按 Ctrl+C 停止服务器）\n"
+            f"tfcourse lab：请打开 {link}",
+        ),
+        flush=True,
+    )
     # The quiet labconfig lives as long as this session, then goes.
     with tempfile.TemporaryDirectory(prefix="tfcourse-lab-") as config:
         return serve(command, quiet_environment(write_quiet_config(Path(config))))

@@ -68,7 +68,9 @@ def exercise_name(cell) -> str | None:
 
 def cell_label(cell, index: int) -> str:
     """How reports name a cell: its id and its position, e.g. "cell 'ex-rmsnorm' (#5)"."""
-    return say(f"cell {cell.get('id', '?')!r} (#{index})", f"单元格 {cell.get('id', '?')!r}（#{index}）")
+    return say(
+        f"cell {cell.get('id', '?')!r} (#{index})", f"单元格 {cell.get('id', '?')!r}（#{index}）"
+    )
 
 
 def language_of(nb) -> str:
@@ -98,8 +100,9 @@ def read_notebook(path: str | Path, *, require_ids: bool = True) -> nbformat.Not
     if require_ids:
         version = (raw.get("nbformat"), raw.get("nbformat_minor"))
         if version[0] != 4 or not isinstance(version[1], int) or version[1] < 5:
-            raise ValueError(f"{path}: expected nbformat 4.5 or later (cell ids), got "
-                             f"{version[0]}.{version[1]}")
+            raise ValueError(
+                f"{path}: expected nbformat 4.5 or later (cell ids), got {version[0]}.{version[1]}"
+            )
         missing = [index for index, cell in enumerate(raw["cells"]) if not cell.get("id")]
         if missing:
             raise ValueError(f"{path}: cells at positions {missing} have no 'id'")
@@ -138,8 +141,9 @@ def normalize_metadata(nb) -> None:
     interpreter path; keeps ``tfcourse`` and sets the standard kernel.
     """
     course = nb.metadata.get("tfcourse")
-    nb.metadata = nbformat.from_dict({"kernelspec": dict(KERNELSPEC),
-                                      "language_info": dict(LANGUAGE_INFO)})
+    nb.metadata = nbformat.from_dict(
+        {"kernelspec": dict(KERNELSPEC), "language_info": dict(LANGUAGE_INFO)}
+    )
     if course is not None:
         nb.metadata["tfcourse"] = copy.deepcopy(course)
     nb.nbformat, nb.nbformat_minor = 4, max(5, int(nb.get("nbformat_minor", 5)))
@@ -173,7 +177,7 @@ def course_root(start: str | Path | None = None) -> Path:
     for folder in (start, *start.parents):
         if (folder / "solutions").is_dir():
             return folder
-    checkout = Path(__file__).resolve().parents[2]          # tfcourse/course/ -> the checkout
+    checkout = Path(__file__).resolve().parents[2]  # tfcourse/course/ -> the checkout
     if (checkout / "solutions").is_dir():
         return checkout
     return start

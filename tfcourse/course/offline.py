@@ -39,8 +39,13 @@ class _ResourceFinder(HTMLParser):
             if name == "style" and value:
                 self.handle_data(value, css=True)
             elif name in _LOADING_ATTRIBUTES and value and tag not in ("a", "area"):
-                urls = [value] if name != "srcset" else [
-                    candidate.split()[0] for candidate in value.split(",") if candidate.strip()]
+                urls = (
+                    [value]
+                    if name != "srcset"
+                    else [
+                        candidate.split()[0] for candidate in value.split(",") if candidate.strip()
+                    ]
+                )
                 self.found += [f"<{tag} {name}={url}>" for url in urls if is_remote(url)]
 
     def handle_endtag(self, tag):
@@ -65,5 +70,8 @@ def external_resources(page_html: str) -> list[str]:
 def check_offline(out: str | Path) -> list[str]:
     """``"page: resource"`` for each network resource any page under ``out`` would load."""
     out = Path(out)
-    return [f"{page.relative_to(out).as_posix()}: {found}" for page in sorted(out.rglob("*.html"))
-            for found in external_resources(page.read_text(encoding="utf-8"))]
+    return [
+        f"{page.relative_to(out).as_posix()}: {found}"
+        for page in sorted(out.rglob("*.html"))
+        for found in external_resources(page.read_text(encoding="utf-8"))
+    ]

@@ -33,8 +33,12 @@ COURSE_HELPERS: dict[str, tuple[str, ...]] = {
     # The rotation itself, and the course's tools that rotate queries and keys.
     "apply_rotary": ("rotate_half", "RotaryEmbedding", "rotary_scores", "context_extension"),
     # The course's other ways to build the same tables.
-    "rotary_cos_sin": ("RotaryEmbedding", "rounded_rotary_tables", "rotary_scores",
-                       "context_extension"),
+    "rotary_cos_sin": (
+        "RotaryEmbedding",
+        "rounded_rotary_tables",
+        "rotary_scores",
+        "context_extension",
+    ),
     # Cached attention: the course's attention module does it with its KV cache.
     "attend_with_cache": ("MultiHeadAttention",),
     # The course's own training loop.
@@ -44,26 +48,46 @@ COURSE_HELPERS: dict[str, tuple[str, ...]] = {
     "merge_pair": ("ByteBPE", "_merge"),
 }
 
-_ATTENTION = ("torch.ops.aten.scaled_dot_product_attention",
-              "torch._C._nn.scaled_dot_product_attention")
+_ATTENTION = (
+    "torch.ops.aten.scaled_dot_product_attention",
+    "torch._C._nn.scaled_dot_product_attention",
+)
 BUILTIN_ALIASES: dict[str, tuple[str, ...]] = {
-    "LayerNorm": ("torch.ops.aten.layer_norm", "torch.ops.aten.native_layer_norm",
-                  "torch.nn.functional.instance_norm", "torch.instance_norm",
-                  "torch.group_norm", "torch.native_group_norm", "torch.ops.aten.group_norm",
-                  "torch.ops.aten.instance_norm", "torch.nn.InstanceNorm1d"),
+    "LayerNorm": (
+        "torch.ops.aten.layer_norm",
+        "torch.ops.aten.native_layer_norm",
+        "torch.nn.functional.instance_norm",
+        "torch.instance_norm",
+        "torch.group_norm",
+        "torch.native_group_norm",
+        "torch.ops.aten.group_norm",
+        "torch.ops.aten.instance_norm",
+        "torch.nn.InstanceNorm1d",
+    ),
     "RMSNorm": ("torch.ops.aten.rms_norm",),
     "scaled_dot_product_attention": _ATTENTION,
 }
 
 # Functions a learner's own implementation never calls (each does the whole job), by the
 # name the function itself carries (an operator's overload suffix dropped).
-_NORMS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm",
-          "instance_norm", "batch_norm", "native_batch_norm")
-_FUSED_ATTENTION = ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-                    "_scaled_dot_product_flash_attention_for_cpu",
-                    "_scaled_dot_product_efficient_attention",
-                    "_scaled_dot_product_cudnn_attention", "multi_head_attention_forward",
-                    "_native_multi_head_attention")
+_NORMS = (
+    "layer_norm",
+    "native_layer_norm",
+    "group_norm",
+    "native_group_norm",
+    "instance_norm",
+    "batch_norm",
+    "native_batch_norm",
+)
+_FUSED_ATTENTION = (
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "multi_head_attention_forward",
+    "_native_multi_head_attention",
+)
 WATCHED: dict[str, tuple[str, ...]] = {
     "LayerNorm": _NORMS,
     "RMSNorm": ("rms_norm", "_fused_rms_norm"),
@@ -74,8 +98,14 @@ WATCHED: dict[str, tuple[str, ...]] = {
 
 def exercise_cell(solution, exercise: str):
     """The solution's exercise cell of ``exercise``, or None."""
-    return next((cell for cell in solution.cells if notebook_format.is_exercise(cell)
-                 and notebook_format.exercise_name(cell) == exercise), None)
+    return next(
+        (
+            cell
+            for cell in solution.cells
+            if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == exercise
+        ),
+        None,
+    )
 
 
 def reference_names(solution, exercise: str) -> frozenset[str]:
@@ -85,8 +115,11 @@ def reference_names(solution, exercise: str) -> frozenset[str]:
         return frozenset()
     meta = cell.metadata.get("tfcourse", {})
     meta = meta if isinstance(meta, dict) else {}
-    return frozenset(defined_names(cell.source) | set(meta.get("reference", []))
-                     | set(COURSE_HELPERS.get(exercise, ())))
+    return frozenset(
+        defined_names(cell.source)
+        | set(meta.get("reference", []))
+        | set(COURSE_HELPERS.get(exercise, ()))
+    )
 
 
 def builtins(solution, exercise: str) -> tuple[str, ...]:

@@ -31,21 +31,38 @@ def clean_grade(grade: NotebookGrade) -> NotebookGrade:
     """A copy of ``grade`` with every text passed through ``untrusted.plain``; names and
     labels (notebook, solution, exercise, check cells, reason) kept on one line."""
     if not isinstance(grade, NotebookGrade):
-        raise TypeError(say(f"expected a NotebookGrade, got {type(grade).__name__}",
-                            f"需要 NotebookGrade，实际是 {type(grade).__name__}"))
+        raise TypeError(
+            say(
+                f"expected a NotebookGrade, got {type(grade).__name__}",
+                f"需要 NotebookGrade，实际是 {type(grade).__name__}",
+            )
+        )
 
     def label(text: str) -> str:
         return plain(text, LABEL_LIMIT, one_line=True)
 
-    exercises = [dataclasses.replace(
-        result, name=label(result.name), check_cells=[label(c) for c in result.check_cells],
-        expected=plain(result.expected), got=plain(result.got), reason=label(result.reason),
-        notes=[plain(note) for note in result.notes]) for result in grade.exercises]
+    exercises = [
+        dataclasses.replace(
+            result,
+            name=label(result.name),
+            check_cells=[label(c) for c in result.check_cells],
+            expected=plain(result.expected),
+            got=plain(result.got),
+            reason=label(result.reason),
+            notes=[plain(note) for note in result.notes],
+        )
+        for result in grade.exercises
+    ]
     return dataclasses.replace(
-        grade, notebook=label(grade.notebook), solution=label(grade.solution),
-        exercises=exercises, isolation=[plain(text) for text in grade.isolation],
+        grade,
+        notebook=label(grade.notebook),
+        solution=label(grade.solution),
+        exercises=exercises,
+        isolation=[plain(text) for text in grade.isolation],
         restamped=[plain(text) for text in grade.restamped],
-        notes=[plain(text) for text in grade.notes], error=plain(grade.error))
+        notes=[plain(text) for text in grade.notes],
+        error=plain(grade.error),
+    )
 
 
 def _quoted(text: str, indent: str) -> str:
@@ -71,13 +88,20 @@ def format_report(grade: NotebookGrade) -> str:
 def _format_report(grade: NotebookGrade) -> str:
     if grade.error:
         error = indented(grade.error, "    ")
-        return say(f"{grade.notebook}: NOT GRADED — {error}",
-                   f"{grade.notebook}：未能评分——{error}")
+        return say(
+            f"{grade.notebook}: NOT GRADED — {error}", f"{grade.notebook}：未能评分——{error}"
+        )
     seconds = f"{grade.seconds:.1f}"
-    lines = [say(f"{grade.notebook} ("
-                 + (f"against {grade.solution}, " if grade.solution else "") + f"{seconds} s)",
-                 f"{grade.notebook}（" + (f"对照 {grade.solution}，" if grade.solution else "")
-                 + f"{seconds} 秒）")]
+    lines = [
+        say(
+            f"{grade.notebook} ("
+            + (f"against {grade.solution}, " if grade.solution else "")
+            + f"{seconds} s)",
+            f"{grade.notebook}（"
+            + (f"对照 {grade.solution}，" if grade.solution else "")
+            + f"{seconds} 秒）",
+        )
+    ]
     # The continuation lines of a multi-line expected/got/note start under its first line.
     expected, got = say("expected: ", "预期："), say("got:      ", "实际：")
     note = say("note: ", "说明：")
@@ -86,8 +110,9 @@ def _format_report(grade: NotebookGrade) -> str:
     for result in grade.exercises:
         unsealed = "" if result.sealed else say(" (UNSEALED)", "（未隔离）")
         if result.passed:
-            lines.append(say(f"  {result.name}: PASS{unsealed}",
-                             f"  {result.name}：通过{unsealed}"))
+            lines.append(
+                say(f"  {result.name}: PASS{unsealed}", f"  {result.name}：通过{unsealed}")
+            )
             continue
         lines.append(say(f"  {result.name}: FAIL{unsealed}", f"  {result.name}：未通过{unsealed}"))
         lines.append(f"      {expected}{_quoted(result.expected, pad)}")
@@ -97,10 +122,18 @@ def _format_report(grade: NotebookGrade) -> str:
     for text in grade.restamped + grade.notes:
         lines.append(f"  {note}{indented(text, grade_note_pad)}")
     if grade.isolation:
-        lines.append(say(f"  sealed: {'; '.join(grade.isolation)}",
-                         f"  隔离措施：{'；'.join(grade.isolation)}"))
-    lines.append(say(f"  score: {grade.passed}/{grade.total} exercises passed",
-                     f"  成绩：通过 {grade.passed}/{grade.total} 个练习"))
+        lines.append(
+            say(
+                f"  sealed: {'; '.join(grade.isolation)}",
+                f"  隔离措施：{'；'.join(grade.isolation)}",
+            )
+        )
+    lines.append(
+        say(
+            f"  score: {grade.passed}/{grade.total} exercises passed",
+            f"  成绩：通过 {grade.passed}/{grade.total} 个练习",
+        )
+    )
     if any(result.points != 1 for result in grade.exercises):
         score = sum(result.score for result in grade.exercises)
         earned = f"{score:g}/{sum(result.points for result in grade.exercises):g}"
@@ -112,15 +145,18 @@ def json_report(grades: list[NotebookGrade]) -> str:
     """The machine-readable report (``tfcourse grade --json``): a JSON list, one object per
     notebook (``NotebookGrade.to_dict``), its texts cleaned as in the text report."""
     grades = _checked(grades)
-    return json.dumps([clean_dict(clean_grade(grade).to_dict()) for grade in grades], indent=2,
-                      ensure_ascii=False)
+    return json.dumps(
+        [clean_dict(clean_grade(grade).to_dict()) for grade in grades], indent=2, ensure_ascii=False
+    )
 
 
 def _checked(grades) -> list[NotebookGrade]:
-    if not isinstance(grades, (list, tuple)) or not all(isinstance(g, NotebookGrade)
-                                                        for g in grades):
-        raise TypeError(say("grades must be a list of NotebookGrade",
-                            "grades 必须是 NotebookGrade 的列表"))
+    if not isinstance(grades, (list, tuple)) or not all(
+        isinstance(g, NotebookGrade) for g in grades
+    ):
+        raise TypeError(
+            say("grades must be a list of NotebookGrade", "grades 必须是 NotebookGrade 的列表")
+        )
     return list(grades)
 
 
@@ -134,16 +170,37 @@ def csv_text_of(grades: list[NotebookGrade]) -> str:
                 exercises.append(result.name)
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow([csv_text(name) for name in ["notebook", "solution", *exercises, "passed",
-                                                 "total", "seconds", "sealed", "error"]])
+    writer.writerow(
+        [
+            csv_text(name)
+            for name in [
+                "notebook",
+                "solution",
+                *exercises,
+                "passed",
+                "total",
+                "seconds",
+                "sealed",
+                "error",
+            ]
+        ]
+    )
     for grade in grades:
         # Only text cells are guarded against formulas: marks, counts and seconds are numbers
         # we wrote, and must stay numbers (a negative one would be shown as text otherwise).
         marks = {result.name: int(result.passed) for result in grade.exercises}
-        writer.writerow([csv_text(grade.notebook), csv_text(grade.solution),
-                         *(marks.get(name, "") for name in exercises),
-                         grade.passed, grade.total, f"{grade.seconds:.1f}",
-                         "no" if unsealed(grade) else "yes", csv_text(grade.error)])
+        writer.writerow(
+            [
+                csv_text(grade.notebook),
+                csv_text(grade.solution),
+                *(marks.get(name, "") for name in exercises),
+                grade.passed,
+                grade.total,
+                f"{grade.seconds:.1f}",
+                "no" if unsealed(grade) else "yes",
+                csv_text(grade.error),
+            ]
+        )
     return out.getvalue()
 
 
@@ -164,8 +221,12 @@ def write_csv(grades: list[NotebookGrade], out: str | Path) -> None:
     try:
         write_atomically(out, text)
     except OSError as error:
-        raise OSError(say(f"could not write the CSV {out}: {_why(error)}",
-                          f"无法写入 CSV 文件 {out}：{_why(error)}")) from error
+        raise OSError(
+            say(
+                f"could not write the CSV {out}: {_why(error)}",
+                f"无法写入 CSV 文件 {out}：{_why(error)}",
+            )
+        ) from error
 
 
 def write_atomically(path: str | Path, text: str, *, prefix: str = ".tfcourse-") -> None:
@@ -193,15 +254,21 @@ def probe_output(path: str | Path) -> str | None:
     space on the disk.
     """
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(say(f"path must be a str or a path, got {type(path).__name__}",
-                            f"path 必须是字符串或路径，实际是 {type(path).__name__}"))
+        raise TypeError(
+            say(
+                f"path must be a str or a path, got {type(path).__name__}",
+                f"path 必须是字符串或路径，实际是 {type(path).__name__}",
+            )
+        )
     given = Path(path)
     target = Path(os.path.realpath(given))
     if target.is_dir():
         return say(f"{path}: is a folder; name a file", f"{path}：这是一个文件夹；请给出文件名")
     if not target.parent.is_dir():
-        return say(f"{path}: the folder {given.parent} does not exist",
-                   f"{path}：文件夹 {given.parent} 不存在")
+        return say(
+            f"{path}: the folder {given.parent} does not exist",
+            f"{path}：文件夹 {given.parent} 不存在",
+        )
     if target.exists() and not target.is_file():
         # A device or a pipe: it would be replaced by the file, not written into.
         return say(f"{path}: is not a regular file", f"{path}：不是普通文件")
@@ -216,15 +283,18 @@ def probe_output(path: str | Path) -> str | None:
         os.unlink(temporary)
         free = shutil.disk_usage(target.parent).free
     except OSError as error:
-        return say(f"{path}: cannot write there ({_why(error)})",
-                   f"{path}：无法写入该位置（{_why(error)}）")
+        return say(
+            f"{path}: cannot write there ({_why(error)})",
+            f"{path}：无法写入该位置（{_why(error)}）",
+        )
     if free == 0:
         return say(f"{path}: the disk is full", f"{path}：磁盘已满")
     return None
 
 
-def write_outputs(grades: list[NotebookGrade], csv: str | Path | None = None,
-                  gradescope: str | Path | None = None) -> list[str]:
+def write_outputs(
+    grades: list[NotebookGrade], csv: str | Path | None = None, gradescope: str | Path | None = None
+) -> list[str]:
     """Write the CSV and Gradescope's results.json that were asked for (``None``: not asked).
 
     Each is tried even when the other failed; what went wrong comes back as one line per

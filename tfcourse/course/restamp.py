@@ -39,11 +39,14 @@ class Restamp:
     action: str
 
     def describe(self) -> str:
-        what = say(f"check cell {self.cell_id!r}" + (f" ({self.exercise})" if self.exercise else ""),
-                   f"检查单元格 {self.cell_id!r}" + (f"（{self.exercise}）" if self.exercise else ""))
+        what = say(
+            f"check cell {self.cell_id!r}" + (f" ({self.exercise})" if self.exercise else ""),
+            f"检查单元格 {self.cell_id!r}" + (f"（{self.exercise}）" if self.exercise else ""),
+        )
         if self.action == "deleted":
-            return say(f"{what} was missing; restored from the solution",
-                       f"{what}缺失，已按参考答案恢复")
+            return say(
+                f"{what} was missing; restored from the solution", f"{what}缺失，已按参考答案恢复"
+            )
         return say(f"{what} was edited; the original was restored", f"{what}被改动过，已恢复原样")
 
 
@@ -53,7 +56,7 @@ def restamp(learner, solution) -> tuple[object, list[Restamp]]:
     _dedupe_ids(nb)
     repairs = []
     stamped_ids: set[str] = set()
-    stamped_cells = []                  # the cells put back (identity, not id: ids may clash)
+    stamped_cells = []  # the cells put back (identity, not id: ids may clash)
     for reference in solution.cells:
         if not notebook_format.is_check(reference):
             continue
@@ -66,8 +69,11 @@ def restamp(learner, solution) -> tuple[object, list[Restamp]]:
             repairs.append(Restamp(reference.id, exercise, "deleted"))
         else:
             current = nb.cells[index]
-            if (current.get("cell_type") != "code" or current.get("source") != reference.source
-                    or sorted(notebook_format.tags(current)) != sorted(notebook_format.tags(reference))):
+            if (
+                current.get("cell_type") != "code"
+                or current.get("source") != reference.source
+                or sorted(notebook_format.tags(current)) != sorted(notebook_format.tags(reference))
+            ):
                 repairs.append(Restamp(reference.id, exercise, "edited"))
             nb.cells[index] = learner_check_cell(reference)
             stamped_cells.append(nb.cells[index])
@@ -75,7 +81,7 @@ def restamp(learner, solution) -> tuple[object, list[Restamp]]:
     for index, cell in enumerate(nb.cells):
         stamped = any(cell is other for other in stamped_cells)
         if cell.get("id") in stamped_ids and not stamped:
-            cell["id"] = _fresh_id(nb, f"learner-{index}")       # a learner cell using our id
+            cell["id"] = _fresh_id(nb, f"learner-{index}")  # a learner cell using our id
         if cell.get("cell_type") == "code" and not stamped:
             # Learner cells, and copies of check cells the learner made: no stored verdict
             # to trust, and nothing for nbval to compare.
@@ -86,17 +92,24 @@ def restamp(learner, solution) -> tuple[object, list[Restamp]]:
 
 def _find_check(nb, reference, taken: set[str]) -> int | None:
     """Where the learner notebook holds ``reference`` (a solution check cell), or None."""
-    candidates = [(index, cell) for index, cell in enumerate(nb.cells)
-                  if cell.get("cell_type") == "code" and cell.get("id") not in taken]
+    candidates = [
+        (index, cell)
+        for index, cell in enumerate(nb.cells)
+        if cell.get("cell_type") == "code" and cell.get("id") not in taken
+    ]
     exercise = notebook_format.exercise_name(reference)
+
     def same_source(cell):
         return cell.get("source", "").strip() == reference.source.strip()
 
-    rules = (lambda cell: cell.get("id") == reference.id and same_source(cell),
-             same_source,
-             lambda cell: cell.get("id") == reference.id,
-             lambda cell: notebook_format.is_check(cell)
-             and notebook_format.exercise_name(cell) == exercise)
+    rules = (
+        lambda cell: cell.get("id") == reference.id and same_source(cell),
+        same_source,
+        lambda cell: cell.get("id") == reference.id,
+        lambda cell: (
+            notebook_format.is_check(cell) and notebook_format.exercise_name(cell) == exercise
+        ),
+    )
     for rule in rules:
         for index, cell in candidates:
             if rule(cell):
@@ -110,35 +123,53 @@ def defined_names(source: str) -> set[str]:
         tree = notebook_format.parse_python(source)
     except SyntaxError:
         return set(re.findall(r"^(?:def|class)\s+(\w+)", source, flags=re.MULTILINE))
-    return {node.name for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
 
 
 def _insert_position(nb, solution, reference, stamped_ids: set[str]) -> int:
     """Right after the learner's exercise cell for this check, else after the nearest
     earlier solution cell the learner still has, else at the end."""
     exercise = notebook_format.exercise_name(reference)
-    solution_exercise = next((cell for cell in solution.cells if notebook_format.is_exercise(cell)
-                              and notebook_format.exercise_name(cell) == exercise), None)
+    solution_exercise = next(
+        (
+            cell
+            for cell in solution.cells
+            if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == exercise
+        ),
+        None,
+    )
     wanted = defined_names(solution_exercise.source) if solution_exercise is not None else set()
-    by_tag = [index for index, cell in enumerate(nb.cells) if notebook_format.is_exercise(cell)
-              and notebook_format.exercise_name(cell) == exercise]
-    by_definition = [index for index, cell in enumerate(nb.cells)
-                     if cell.get("cell_type") == "code" and wanted
-                     and wanted <= defined_names(cell.get("source", ""))]
+    by_tag = [
+        index
+        for index, cell in enumerate(nb.cells)
+        if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == exercise
+    ]
+    by_definition = [
+        index
+        for index, cell in enumerate(nb.cells)
+        if cell.get("cell_type") == "code"
+        and wanted
+        and wanted <= defined_names(cell.get("source", ""))
+    ]
     for found in (by_tag, by_definition):
         if found:
             return _after_own_checks(nb, found[-1], stamped_ids)
     position = {cell.get("id"): index for index, cell in enumerate(nb.cells)}
     solution_ids = [cell.get("id") for cell in solution.cells]
-    for earlier in reversed(solution_ids[:solution_ids.index(reference.id)]):
+    for earlier in reversed(solution_ids[: solution_ids.index(reference.id)]):
         if earlier in position and (earlier in stamped_ids or not _is_check_id(solution, earlier)):
             return _after_own_checks(nb, position[earlier], stamped_ids)
     return len(nb.cells)
 
 
 def _is_check_id(solution, cell_id) -> bool:
-    return any(cell.get("id") == cell_id and notebook_format.is_check(cell) for cell in solution.cells)
+    return any(
+        cell.get("id") == cell_id and notebook_format.is_check(cell) for cell in solution.cells
+    )
 
 
 def _after_own_checks(nb, index: int, stamped_ids: set[str]) -> int:

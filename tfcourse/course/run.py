@@ -44,8 +44,10 @@ class CurrentEnvKernelManager(AsyncKernelManager):
         if self._kernel_spec is None:
             import ipykernel.kernelspec
 
-            self._kernel_spec = KernelSpec(resource_dir=ipykernel.kernelspec.RESOURCES,
-                                           **ipykernel.kernelspec.get_kernel_dict())
+            self._kernel_spec = KernelSpec(
+                resource_dir=ipykernel.kernelspec.RESOURCES,
+                **ipykernel.kernelspec.get_kernel_dict(),
+            )
         return self._kernel_spec
 
 
@@ -107,8 +109,19 @@ def kernel_env(threads: int | None = None, extra: dict[str, str] | None = None) 
 
 # What a graded kernel keeps of the grader's environment: enough to run Python, torch and
 # matplotlib the same way; no tokens, credentials or paths of other tools.
-_GRADING_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "MPLCONFIGDIR",
-                "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "TFCOURSE_DEVICE", "TFCOURSE_LANG")
+_GRADING_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "MPLCONFIGDIR",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "TFCOURSE_DEVICE",
+    "TFCOURSE_LANG",
+)
 _GRADING_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_")
 
 
@@ -116,13 +129,24 @@ def grading_env(threads: int | None = 1) -> dict[str, str]:
     """``kernel_env(threads)`` scrubbed for running a submission: only the variables in
     ``_GRADING_ENV`` (and locale and thread settings) are kept."""
     env = kernel_env(threads)
-    return {name: value for name, value in env.items()
-            if name in _GRADING_ENV or name.startswith(_GRADING_PREFIXES)
-            or name == "PYDEVD_DISABLE_FILE_VALIDATION"}
+    return {
+        name: value
+        for name, value in env.items()
+        if name in _GRADING_ENV
+        or name.startswith(_GRADING_PREFIXES)
+        or name == "PYDEVD_DISABLE_FILE_VALIDATION"
+    }
 
 
-def run_notebook(nb, *, cwd: str | Path, timeout: float = 120, startup_timeout: float = 60,
-                 env: dict[str, str] | None = None, kernel_log: bool = False) -> NotebookRun:
+def run_notebook(
+    nb,
+    *,
+    cwd: str | Path,
+    timeout: float = 120,
+    startup_timeout: float = 60,
+    env: dict[str, str] | None = None,
+    kernel_log: bool = False,
+) -> NotebookRun:
     """Execute every code cell of ``nb`` in place (outputs replaced) in a fresh kernel.
 
     ``cwd`` is the kernel's working directory (the notebook's folder, so relative paths
@@ -138,8 +162,9 @@ def run_notebook(nb, *, cwd: str | Path, timeout: float = 120, startup_timeout: 
     launch = {"env": env if env is not None else kernel_env()}
     if not kernel_log:
         launch["stderr"] = subprocess.DEVNULL
-    return run_sync(_run)(nb, cwd=cwd, timeout=timeout, startup_timeout=startup_timeout,
-                          launch=launch)
+    return run_sync(_run)(
+        nb, cwd=cwd, timeout=timeout, startup_timeout=startup_timeout, launch=launch
+    )
 
 
 async def _run(nb, *, cwd, timeout, startup_timeout, launch) -> NotebookRun:
@@ -153,11 +178,14 @@ async def _run(nb, *, cwd, timeout, startup_timeout, launch) -> NotebookRun:
         interrupt_on_timeout=True,
         # Return at once after interrupting, with this error as the reply: nbclient would
         # otherwise wait (and re-interrupt) forever for a kernel that ignores SIGINT.
-        error_on_timeout={"ename": TIMEOUT_ENAME,
-                          "evalue": say(f"the cell did not finish within {timeout:g} s and was "
-                                        f"interrupted",
-                                        f"这个单元格没有在 {timeout:g} 秒内运行完，已被中断"),
-                          "traceback": []},
+        error_on_timeout={
+            "ename": TIMEOUT_ENAME,
+            "evalue": say(
+                f"the cell did not finish within {timeout:g} s and was interrupted",
+                f"这个单元格没有在 {timeout:g} 秒内运行完，已被中断",
+            ),
+            "traceback": [],
+        },
         record_timing=False,
         store_widget_state=False,
         shutdown_kernel="immediate",  # nothing to save; a graceful shutdown only costs time
@@ -189,11 +217,15 @@ async def _run(nb, *, cwd, timeout, startup_timeout, launch) -> NotebookRun:
                 await client.async_execute_cell(cell, cell_index)
             except DeadKernelError:
                 run.status = "kernel-died"
-                run.evalue = say("the kernel died while running this cell (crash or out of memory)",
-                                 "内核在运行这个单元格时退出了（崩溃或内存不足）")
+                run.evalue = say(
+                    "the kernel died while running this cell (crash or out of memory)",
+                    "内核在运行这个单元格时退出了（崩溃或内存不足）",
+                )
                 where = cell.get("id", cell_index)
-                give_up = say(f"not run: the kernel died in cell {where!r}",
-                              f"没有运行：内核在单元格 {where!r} 中退出了")
+                give_up = say(
+                    f"not run: the kernel died in cell {where!r}",
+                    f"没有运行：内核在单元格 {where!r} 中退出了",
+                )
             run.seconds = time.monotonic() - cell_started
             if run.status != "ok":
                 continue
@@ -201,12 +233,14 @@ async def _run(nb, *, cwd, timeout, startup_timeout, launch) -> NotebookRun:
             if reply.get("status") == "error" and reply.get("ename") == TIMEOUT_ENAME:
                 run.status, run.evalue = "timeout", reply.get("evalue", "")
                 if not await _responsive(client):
-                    run.evalue += say("; the kernel did not respond to the interrupt",
-                                      "；内核没有响应中断")
+                    run.evalue += say(
+                        "; the kernel did not respond to the interrupt", "；内核没有响应中断"
+                    )
                     where = cell.get("id", cell_index)
-                    give_up = say(f"not run: the kernel was stuck in cell {where!r} after its "
-                                  f"timeout",
-                                  f"没有运行：单元格 {where!r} 超时后内核卡住了")
+                    give_up = say(
+                        f"not run: the kernel was stuck in cell {where!r} after its timeout",
+                        f"没有运行：单元格 {where!r} 超时后内核卡住了",
+                    )
             else:
                 errors = [out for out in cell.outputs if out.get("output_type") == "error"]
                 if errors or reply.get("status") == "error":

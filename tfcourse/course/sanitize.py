@@ -65,9 +65,12 @@ def find_machine_paths(text: str) -> list[str]:
 
 def nbval_config() -> str:
     """``SANITIZE_PATTERNS`` in the format of nbval's ``--nbval-sanitize-with`` file."""
-    lines = ["# Generated from tfcourse/course/sanitize.py (SANITIZE_PATTERNS); keep them in sync:",
-             "#   python -c 'import tfcourse.sanitize as s; print(s.nbval_config(), end=\"\")' \\",
-             "#     > tests/nbval_sanitize.cfg", ""]
+    lines = [
+        "# Generated from tfcourse/course/sanitize.py (SANITIZE_PATTERNS); keep them in sync:",
+        "#   python -c 'import tfcourse.sanitize as s; print(s.nbval_config(), end=\"\")' \\",
+        "#     > tests/nbval_sanitize.cfg",
+        "",
+    ]
     for index, (regex, replacement) in enumerate(SANITIZE_PATTERNS):
         # nbval reads "regex: ..." / "replace: ..." line pairs; "[name]" headers are comments
         # to it but make the file readable.

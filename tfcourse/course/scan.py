@@ -38,19 +38,22 @@ class Finding:
     """One reason to give ``exercise`` no points."""
 
     exercise: str
-    kind: str           # "reference" | "builtin"
-    what: str           # the dotted name found
-    cell: str           # how the report names the cell
+    kind: str  # "reference" | "builtin"
+    what: str  # the dotted name found
+    cell: str  # how the report names the cell
 
     def describe(self) -> str:
         if self.kind == "reference":
-            return say(f"{self.cell} uses the course's own implementation ({self.what}); write "
-                       f"the exercise yourself",
-                       f"{self.cell} 用了课程自带的参考实现（{self.what}）；请自己完成这个练习")
-        return say(f"{self.cell} hands the whole exercise to PyTorch's built-in {self.what}; "
-                   f"write it from primitives",
-                   f"{self.cell} 把整个练习交给了 PyTorch 的内置函数 {self.what}；"
-                   f"请用基本运算自己实现")
+            return say(
+                f"{self.cell} uses the course's own implementation ({self.what}); write "
+                f"the exercise yourself",
+                f"{self.cell} 用了课程自带的参考实现（{self.what}）；请自己完成这个练习",
+            )
+        return say(
+            f"{self.cell} hands the whole exercise to PyTorch's built-in {self.what}; "
+            f"write it from primitives",
+            f"{self.cell} 把整个练习交给了 PyTorch 的内置函数 {self.what}；请用基本运算自己实现",
+        )
 
 
 class _Names(ast.NodeVisitor):
@@ -73,7 +76,8 @@ class _Names(ast.NodeVisitor):
     def visit_Import(self, node):
         for alias in node.names:
             self.aliases[alias.asname or alias.name.split(".")[0]] = (
-                alias.name if alias.asname else alias.name.split(".")[0])
+                alias.name if alias.asname else alias.name.split(".")[0]
+            )
             self.used.append(alias.name)
 
     def visit_ImportFrom(self, node):
@@ -111,15 +115,19 @@ def _is_reference(name: str, names: set[str]) -> bool:
     does not use a reference called ``train``."""
     parts = name.split(".")
     return parts[0] == "tfcourse" and any(
-        part in names and ".".join(parts[:i + 1]) not in _MODULES
-        for i, part in enumerate(parts[1:], 1))
+        part in names and ".".join(parts[: i + 1]) not in _MODULES
+        for i, part in enumerate(parts[1:], 1)
+    )
 
 
 # The package's modules and subpackages, by dotted name (read from its files, not imported).
 _PACKAGE = Path(__file__).resolve().parents[1]
 _MODULES = frozenset(
-    ".".join(("tfcourse", *path.relative_to(_PACKAGE).with_suffix("").parts))
-    .removesuffix(".__init__") for path in _PACKAGE.rglob("*.py"))
+    ".".join(("tfcourse", *path.relative_to(_PACKAGE).with_suffix("").parts)).removesuffix(
+        ".__init__"
+    )
+    for path in _PACKAGE.rglob("*.py")
+)
 
 
 def _bound(statement) -> set[str]:
@@ -128,15 +136,18 @@ def _bound(statement) -> set[str]:
         return {statement.name}
     if isinstance(statement, (ast.Import, ast.ImportFrom)):
         return {alias.asname or alias.name.split(".")[0] for alias in statement.names}
-    return {node.id for node in ast.walk(statement)
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    return {
+        node.id
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+    }
 
 
 def _parse(cell):
     try:
         return notebook_format.parse_python(_python(cell.get("source", "")))
-    except (SyntaxError, ValueError):   # ValueError: a null byte, on older Pythons
-        return None             # it fails when it runs; nothing to find here
+    except (SyntaxError, ValueError):  # ValueError: a null byte, on older Pythons
+        return None  # it fails when it runs; nothing to find here
 
 
 def scan(solution, learner) -> list[Finding]:
@@ -147,20 +158,30 @@ def scan(solution, learner) -> list[Finding]:
     (``LayerNorm = tc.LayerNorm``, a helper function it calls, ``norm = F.layer_norm``). A
     scratch cell that compares your LayerNorm with ``tc.LayerNorm`` is fine.
     """
-    ours = {cell.get("source", "").strip() for cell in solution.cells
-            if cell.get("cell_type") == "code" and not notebook_format.is_exercise(cell)}
-    exercises = {name: (set(references.reference_names(solution, name)),
-                        set(references.builtins(solution, name)))
-                 for name in dict.fromkeys(notebook_format.exercise_name(cell)
-                                           for cell in solution.cells
-                                           if notebook_format.is_exercise(cell))}
+    ours = {
+        cell.get("source", "").strip()
+        for cell in solution.cells
+        if cell.get("cell_type") == "code" and not notebook_format.is_exercise(cell)
+    }
+    exercises = {
+        name: (
+            set(references.reference_names(solution, name)),
+            set(references.builtins(solution, name)),
+        )
+        for name in dict.fromkeys(
+            notebook_format.exercise_name(cell)
+            for cell in solution.cells
+            if notebook_format.is_exercise(cell)
+        )
+    }
     # What can reach exercise E's graded code: its names, and every name its exercise cell
     # uses (a helper it calls, an alias it inherits from).
     reach: dict[str, set[str]] = {name: set(names) for name, (names, _) in exercises.items()}
     for cell in learner.cells:
         if notebook_format.is_exercise(cell) and (tree := _parse(cell)) is not None:
             reach.setdefault(notebook_format.exercise_name(cell), set()).update(
-                node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
+                node.id for node in ast.walk(tree) if isinstance(node, ast.Name)
+            )
     aliases: dict[str, str] = {}
     findings: list[Finding] = []
     for index, cell in enumerate(learner.cells):
@@ -175,12 +196,14 @@ def scan(solution, learner) -> list[Finding]:
             names = _Names(aliases)
             names.visit(statement)
             if not mine:
-                continue            # our own cell: its imports count, its uses are ours
+                continue  # our own cell: its imports count, its uses are ours
             bound = _bound(statement)
             for name in names.used:
                 for exercise, (reference, builtins) in exercises.items():
-                    own = (notebook_format.is_exercise(cell)
-                           and notebook_format.exercise_name(cell) == exercise)
+                    own = (
+                        notebook_format.is_exercise(cell)
+                        and notebook_format.exercise_name(cell) == exercise
+                    )
                     if not (own or bound & reach.get(exercise, set())):
                         continue
                     if _is_reference(name, reference):
@@ -188,8 +211,10 @@ def scan(solution, learner) -> list[Finding]:
                     if any(_covers(name, builtin) for builtin in builtins):
                         found.add((exercise, "builtin", name))
         label = notebook_format.cell_label(cell, index)
-        findings += [Finding(exercise, kind, what, label)
-                     for exercise, kind, what in sorted(found, key=lambda f: (f[1], f[2]))]
+        findings += [
+            Finding(exercise, kind, what, label)
+            for exercise, kind, what in sorted(found, key=lambda f: (f[1], f[2]))
+        ]
     return findings
 
 

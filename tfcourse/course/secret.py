@@ -29,8 +29,8 @@ from pathlib import Path
 from ..language import say
 
 ENVIRONMENT_VARIABLE = "TFCOURSE_GRADING_SECRET"
-SECRET_BYTES = 32           # what a new secret holds
-MINIMUM_BYTES = 16          # a shorter secret could be guessed
+SECRET_BYTES = 32  # what a new secret holds
+MINIMUM_BYTES = 16  # a shorter secret could be guessed
 
 
 def secret_path() -> Path:
@@ -72,14 +72,22 @@ def case_salt(secret: bytes, identity: str, exercise: str) -> int:
     salts; any difference gives an unrelated salt.
     """
     if not isinstance(secret, (bytes, bytearray)):
-        raise TypeError(say(f"the secret must be bytes, got {type(secret).__name__}",
-                            f"密钥必须是 bytes，实际得到 {type(secret).__name__}"))
+        raise TypeError(
+            say(
+                f"the secret must be bytes, got {type(secret).__name__}",
+                f"密钥必须是 bytes，实际得到 {type(secret).__name__}",
+            )
+        )
     if len(secret) < MINIMUM_BYTES:
         raise ValueError(_too_short(len(secret)))
     for name, value in (("identity", identity), ("exercise", exercise)):
         if not isinstance(value, str):
-            raise TypeError(say(f"{name} must be a str, got {type(value).__name__}",
-                                f"{name} 必须是 str，实际得到 {type(value).__name__}"))
+            raise TypeError(
+                say(
+                    f"{name} must be a str, got {type(value).__name__}",
+                    f"{name} 必须是 str，实际得到 {type(value).__name__}",
+                )
+            )
     # A JSON list keeps the fields apart: ("ab", "c") and ("a", "bc") differ.
     message = json.dumps(["tfcourse grading salt", 1, identity, exercise]).encode()
     digest = hmac.new(bytes(secret), message, hashlib.sha256).digest()
@@ -102,7 +110,7 @@ def _create(path: Path) -> None:
             os.link(temporary, path)
         except FileExistsError:
             pass
-        except OSError:             # a file system without hard links
+        except OSError:  # a file system without hard links
             os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):
@@ -113,22 +121,29 @@ def _read(path: Path) -> bytes:
     with open(path, "rb") as file:
         status = os.fstat(file.fileno())
         if not stat.S_ISREG(status.st_mode):
-            raise ValueError(say(f"the grading secret {path} is not a regular file",
-                                 f"评分密钥 {path} 不是普通文件"))
+            raise ValueError(
+                say(
+                    f"the grading secret {path} is not a regular file",
+                    f"评分密钥 {path} 不是普通文件",
+                )
+            )
         # Windows has no such permission bits to check.
         if os.name != "nt" and status.st_mode & 0o077:
             mode = oct(stat.S_IMODE(status.st_mode))
-            raise ValueError(say(
-                f"the grading secret {path} may be read or changed by other users (mode "
-                f"{mode}); whoever reads it can compute the grading cases. Make it private "
-                f"with: chmod 600 {path}",
-                f"评分密钥 {path} 可被其他用户读取或修改（权限 {mode}）；读到它的人就能算出"
-                f"评分用例。请用以下命令把它设为仅自己可访问：chmod 600 {path}"))
+            raise ValueError(
+                say(
+                    f"the grading secret {path} may be read or changed by other users (mode "
+                    f"{mode}); whoever reads it can compute the grading cases. Make it private "
+                    f"with: chmod 600 {path}",
+                    f"评分密钥 {path} 可被其他用户读取或修改（权限 {mode}）；读到它的人就能算出"
+                    f"评分用例。请用以下命令把它设为仅自己可访问：chmod 600 {path}",
+                )
+            )
         content = file.read()
     text = content.strip()
     try:
         secret = bytes.fromhex(text.decode("ascii"))
-    except ValueError:              # not hex digits: the raw bytes are the secret
+    except ValueError:  # not hex digits: the raw bytes are the secret
         secret = content
     if len(secret) < MINIMUM_BYTES:
         raise ValueError(_too_short(len(secret), path))
@@ -137,7 +152,9 @@ def _read(path: Path) -> bytes:
 
 def _too_short(length: int, path: Path | None = None) -> str:
     where = say(f" in {path}", f"（{path}）") if path is not None else ""
-    return say(f"the grading secret{where} has {length} bytes, fewer than {MINIMUM_BYTES}: it "
-               f"could be guessed. Delete it to have a new one made, or use a longer one",
-               f"评分密钥{where}只有 {length} 字节，少于 {MINIMUM_BYTES} 字节，可能被猜到。删除"
-               f"它即可自动生成新的密钥，或换用更长的密钥")
+    return say(
+        f"the grading secret{where} has {length} bytes, fewer than {MINIMUM_BYTES}: it "
+        f"could be guessed. Delete it to have a new one made, or use a longer one",
+        f"评分密钥{where}只有 {length} 字节，少于 {MINIMUM_BYTES} 字节，可能被猜到。删除"
+        f"它即可自动生成新的密钥，或换用更长的密钥",
+    )

@@ -35,16 +35,16 @@ from . import notebook_format
 from .offline import check_offline
 from .site_languages import ENGLISH, Edition, editions, english_home, href, of_document, twins
 
-STYLESHEET = Path(__file__).with_name("site.css")   # ours; Pygments' colours appended
-MARKER = ".tfcourse-site"          # marks a folder this command may wipe and rebuild
+STYLESHEET = Path(__file__).with_name("site.css")  # ours; Pygments' colours appended
+MARKER = ".tfcourse-site"  # marks a folder this command may wipe and rebuild
 WIDGET_NOTE = ENGLISH.words["widget"]
-_CELLS_TEMPLATE = "{%- extends 'base.html.j2' -%}"     # lab's cells, no <head>: no CDN scripts
-_LINKS_ONLY = re.compile(r"\s*(\[[^\]]*\]\([^)]*\)[\s|·/,]*)+$")      # "[English](README.md)"
+_CELLS_TEMPLATE = "{%- extends 'base.html.j2' -%}"  # lab's cells, no <head>: no CDN scripts
+_LINKS_ONLY = re.compile(r"\s*(\[[^\]]*\]\([^)]*\)[\s|·/,]*)+$")  # "[English](README.md)"
 _GOAL_LABEL = re.compile(r"^\*\*(Goal|目标)[.:。：]\*\*\s*")
 # A sentence ends at . ! ? before a space and a capital, or at 。！？ unless a closing quote follows.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(\"])|(?<=[。！？])(?![」』”’）)])\s*")
 _CJK = "\u3000-\u303f\u3400-\u9fff\uff00-\uffef"
-_CJK_LINE_BREAK = re.compile(f"(?<=[{_CJK}])\n(?=[{_CJK}])")   # joined: no space between 中文
+_CJK_LINE_BREAK = re.compile(f"(?<=[{_CJK}])\n(?=[{_CJK}])")  # joined: no space between 中文
 
 
 class SiteError(Exception):
@@ -63,12 +63,15 @@ class SiteReport:
 
 # ------------------------------------------------------------------------- rendering
 
+
 def tex_to_html(tex: str, display: bool, warnings: list[str]) -> str:
     """MathML for ``tex`` (without xmlns: HTML5 needs none), else the TeX itself in <code>."""
     try:
         from latex2mathml.converter import convert
+
         return convert(tex, display="block" if display else "inline").replace(
-            ' xmlns="http://www.w3.org/1998/Math/MathML"', "")
+            ' xmlns="http://www.w3.org/1998/Math/MathML"', ""
+        )
     except Exception as error:  # noqa: BLE001 - ImportError, or TeX latex2mathml cannot parse
         warnings.append(f"math shown as TeX ({type(error).__name__}: {error}): {tex[:60]}")
         return f'<code class="tex">{html.escape(tex)}</code>'
@@ -104,13 +107,15 @@ class _Site:
                 return super().link(text, self.rewrite(url), title)
 
             def heading(self, text, level, **attrs):
-                if not self.github_anchors:       # notebooks: JupyterLab's ids, like nbconvert
+                if not self.github_anchors:  # notebooks: JupyterLab's ids, like nbconvert
                     return super().heading(text, level, **attrs)
                 # .md pages: GitHub's ids, which the documents' own "#section" links use.
                 plain = re.sub(r"<[^>]+>", "", text).strip().lower()
                 slug = re.sub(r"[^\w\- ]", "", plain).replace(" ", "-")
-                return (f'<h{level} id="{slug}">{text}<a class="anchor-link" href="#{slug}">¶</a>'
-                        f"</h{level}>\n")
+                return (
+                    f'<h{level} id="{slug}">{text}<a class="anchor-link" href="#{slug}">¶</a>'
+                    f"</h{level}>\n"
+                )
 
         self.renderer = Renderer
 
@@ -118,11 +123,16 @@ class _Site:
         """``url`` as written in ``source`` (a repository path), as seen from site ``page``."""
         parts = urlsplit(url)
         if parts.scheme or parts.netloc or not parts.path:
-            return url                              # external links and "#fragment" stay
+            return url  # external links and "#fragment" stay
         path = unquote(parts.path)
-        targets = [posixpath.normpath(path.lstrip("/") if path.startswith("/")
-                                      else posixpath.join(posixpath.dirname(home), path))
-                   for home in dict.fromkeys((source, english_home(source)))]
+        targets = [
+            posixpath.normpath(
+                path.lstrip("/")
+                if path.startswith("/")
+                else posixpath.join(posixpath.dirname(home), path)
+            )
+            for home in dict.fromkeys((source, english_home(source)))
+        ]
         target = next((t for t in targets if t in self.sources), None)
         if target is None:
             if targets[0].endswith((".md", ".ipynb")):
@@ -133,9 +143,13 @@ class _Site:
     def markdown(self, text: str, source: str, page: str, attachments=None, notebook=False) -> str:
         from nbconvert.filters.markdown_mistune import MarkdownWithMath
 
-        renderer = self.renderer(lambda url: self.rewrite(url, source, page), not notebook,
-                                 attachments=attachments, embed_images=True,
-                                 path=str((self.root / source).parent))
+        renderer = self.renderer(
+            lambda url: self.rewrite(url, source, page),
+            not notebook,
+            attachments=attachments,
+            embed_images=True,
+            path=str((self.root / source).parent),
+        )
         return MarkdownWithMath(renderer=renderer).render(text)
 
     def exporter(self):
@@ -148,15 +162,25 @@ class _Site:
             @pass_context
             def markdown2html(self, context, source):
                 resources = context.get("resources", {})
-                return site.markdown(source, resources["tfcourse_source"], resources["tfcourse_page"],
-                                     context.get("cell", {}).get("attachments"), notebook=True)
+                return site.markdown(
+                    source,
+                    resources["tfcourse_source"],
+                    resources["tfcourse_page"],
+                    context.get("cell", {}).get("attachments"),
+                    notebook=True,
+                )
 
         # nbconvert warns for every figure without alt text, which all matplotlib output is.
         quiet = logging.getLogger("tfcourse.site.nbconvert")
         quiet.setLevel(logging.ERROR)
-        exporter = CellsExporter(template_name="lab", template_file="cells.j2",
-                                 extra_loaders=[DictLoader({"cells.j2": _CELLS_TEMPLATE})],
-                                 exclude_input_prompt=True, exclude_output_prompt=True, log=quiet)
+        exporter = CellsExporter(
+            template_name="lab",
+            template_file="cells.j2",
+            extra_loaders=[DictLoader({"cells.j2": _CELLS_TEMPLATE})],
+            exclude_input_prompt=True,
+            exclude_output_prompt=True,
+            log=quiet,
+        )
         # The template runs bleach over every highlighted input cell: a third of the build
         # time, for nothing, since Pygments escapes the code it colours and the notebooks are
         # our own. (Anything a page would load is still caught by check_offline.)
@@ -172,12 +196,13 @@ class _Site:
             if notebook_format.WIDGET_MIME in data:
                 output["data"] = {"text/html": widget_note}
                 continue
-            data.pop("application/javascript", None)        # the site runs no code
+            data.pop("application/javascript", None)  # the site runs no code
             if "text/latex" in data and "text/html" not in data:
                 data["text/html"] = self.markdown(data["text/latex"], source, source)
 
 
 # ------------------------------------------------------------------------- the site
+
 
 def build_site(root: str | Path, out: str | Path, notebooks=None) -> SiteReport:
     """Build the site of the course at ``root`` into ``out`` (replaced, if it is a site).
@@ -190,11 +215,20 @@ def build_site(root: str | Path, out: str | Path, notebooks=None) -> SiteReport:
     solutions = _solutions(root, notebooks)
     if out.exists():
         if any(out.iterdir()) and not (out / MARKER).exists():
-            raise SiteError(f"{out} exists and is not a site built by `tfcourse site`; "
-                            f"not replacing it")
+            raise SiteError(
+                f"{out} exists and is not a site built by `tfcourse site`; not replacing it"
+            )
         shutil.rmtree(out)
-    documents = [p.relative_to(root).as_posix() for p in (root / "README.md", root / "README.zh.md",
-                 root / "CONTRIBUTING.md", *sorted((root / "docs").glob("*.md"))) if p.is_file()]
+    documents = [
+        p.relative_to(root).as_posix()
+        for p in (
+            root / "README.md",
+            root / "README.zh.md",
+            root / "CONTRIBUTING.md",
+            *sorted((root / "docs").glob("*.md")),
+        )
+        if p.is_file()
+    ]
     sources = {doc: doc.removesuffix(".md") + ".html" for doc in documents}
     built = editions(root, solutions)
     for edition, paths in built:
@@ -203,36 +237,77 @@ def build_site(root: str | Path, out: str | Path, notebooks=None) -> SiteReport:
                 sources[edition.source(kind, path.name)] = edition.page(path.stem)
     site, report = _Site(root, sources), SiteReport(out)
     switches = twins(built, documents, sources)
-    navs = {edition: [(edition.words["course"], edition.page("index"))]
-            + [(_label(doc), sources[doc]) for doc in documents] for edition, _ in built}
+    navs = {
+        edition: [(edition.words["course"], edition.page("index"))]
+        + [(_label(doc), sources[doc]) for doc in documents]
+        for edition, _ in built
+    }
     exporter, english = site.exporter(), []
     for edition, paths in built:
-        entries = _notebook_pages(root, out, site, exporter, edition, paths, navs[edition],
-                                  switches, report)
+        entries = _notebook_pages(
+            root, out, site, exporter, edition, paths, navs[edition], switches, report
+        )
         english, names = english or entries, {path.stem for path in paths}
-        others = [(page, name) for page, name, *_ in english if page.removesuffix(".html") not in names]
+        others = [
+            (page, name) for page, name, *_ in english if page.removesuffix(".html") not in names
+        ]
         index = edition.page("index")
-        _write(out, index, _page("tfcourse", _index(root, site, edition, entries, documents, others),
-                                 index, navs[edition], edition, switches.get(index)), report)
+        _write(
+            out,
+            index,
+            _page(
+                "tfcourse",
+                _index(root, site, edition, entries, documents, others),
+                index,
+                navs[edition],
+                edition,
+                switches.get(index),
+            ),
+            report,
+        )
     for doc in documents:
         edition = of_document(doc)
-        _write(out, sources[doc], _page(_label(doc), site.markdown(
-            (root / doc).read_text(encoding="utf-8"), doc, sources[doc]), sources[doc],
-            navs.get(edition, navs[ENGLISH]), edition, switches.get(sources[doc])), report)
+        _write(
+            out,
+            sources[doc],
+            _page(
+                _label(doc),
+                site.markdown((root / doc).read_text(encoding="utf-8"), doc, sources[doc]),
+                sources[doc],
+                navs.get(edition, navs[ENGLISH]),
+                edition,
+                switches.get(sources[doc]),
+            ),
+            report,
+        )
     from pygments.formatters import HtmlFormatter
-    (out / "style.css").write_text(STYLESHEET.read_text("utf-8") + HtmlFormatter().get_style_defs(".highlight"), "utf-8")
+
+    (out / "style.css").write_text(
+        STYLESHEET.read_text("utf-8") + HtmlFormatter().get_style_defs(".highlight"), "utf-8"
+    )
     (out / MARKER).write_text("built by `tfcourse site`; this folder is replaced on every build\n")
     report.warnings += site.warnings
     remote = check_offline(out)
     if remote:
-        raise SiteError("pages would load resources from the network (the site must work "
-                        "offline):\n  " + "\n  ".join(remote))
+        raise SiteError(
+            "pages would load resources from the network (the site must work "
+            "offline):\n  " + "\n  ".join(remote)
+        )
     report.seconds = time.monotonic() - started
     return report
 
 
-def _notebook_pages(root: Path, out: Path, site: _Site, exporter, edition: Edition, paths,
-                    nav, switches, report: SiteReport) -> list[tuple]:
+def _notebook_pages(
+    root: Path,
+    out: Path,
+    site: _Site,
+    exporter,
+    edition: Edition,
+    paths,
+    nav,
+    switches,
+    report: SiteReport,
+) -> list[tuple]:
     """One edition's notebook pages and downloads; the index entries: (page, title, goal,
     download links, source)."""
     read = [notebook_format.read_notebook(p, require_ids=False) for p in paths]
@@ -241,19 +316,32 @@ def _notebook_pages(root: Path, out: Path, site: _Site, exporter, edition: Editi
     for number, (path, nb) in enumerate(zip(paths, read)):
         page, source = edition.page(path.stem), edition.source("solutions", path.name)
         site.prepare(nb, source, edition.words["widget"])
-        cells, _ = exporter.from_notebook_node(nb, resources={
-            "metadata": {"name": path.stem, "path": str(path.parent)},
-            "tfcourse_source": source, "tfcourse_page": page})
+        cells, _ = exporter.from_notebook_node(
+            nb,
+            resources={
+                "metadata": {"name": path.stem, "path": str(path.parent)},
+                "tfcourse_source": source,
+                "tfcourse_page": page,
+            },
+        )
         downloads = _copy_downloads(root, out, edition, path.name, report)
         neighbours = [(number - 1, "prev", "← {}"), (number + 1, "next", "{} →")]
-        pager = "".join(f'<a rel="{rel}" href="{paths[i].stem}.html">'
-                        f"{form.format(html.escape(titles[i][0]))}</a>"
-                        if 0 <= i < len(paths) else "<span></span>" for i, rel, form in neighbours)
+        pager = "".join(
+            f'<a rel="{rel}" href="{paths[i].stem}.html">'
+            f"{form.format(html.escape(titles[i][0]))}</a>"
+            if 0 <= i < len(paths)
+            else "<span></span>"
+            for i, rel, form in neighbours
+        )
         pager = f'<nav class="pager">{pager}</nav>'
         sentence = edition.words["downloads"].format(edition.words["or"].join(downloads))
         body = f'{pager}\n<p class="downloads">{sentence}</p>\n{cells}\n{pager}'
-        _write(out, page, _page(f"{titles[number][0]} · tfcourse", body, page, nav, edition,
-                                switches.get(page)), report)
+        _write(
+            out,
+            page,
+            _page(f"{titles[number][0]} · tfcourse", body, page, nav, edition, switches.get(page)),
+            report,
+        )
         entries.append((page, *titles[number], downloads, source))
     return entries
 
@@ -261,8 +349,10 @@ def _notebook_pages(root: Path, out: Path, site: _Site, exporter, edition: Editi
 def _solutions(root: Path, notebooks) -> list[Path]:
     folder = root / "solutions"
     if not folder.is_dir():
-        raise SiteError(f"no solutions/ folder in {root}: the site is built from the solution "
-                        f"notebooks; run this in the course folder, or pass --root")
+        raise SiteError(
+            f"no solutions/ folder in {root}: the site is built from the solution "
+            f"notebooks; run this in the course folder, or pass --root"
+        )
     paths = [folder / f"{Path(name).stem}.ipynb" for name in notebooks or []]
     for name, path in zip(notebooks or [], paths):
         if not path.is_file():
@@ -288,7 +378,8 @@ def _title_and_goal(nb, fallback: str) -> tuple[str, str]:
 def _label(document: str) -> str:
     stem = posixpath.basename(document).removesuffix(".md")
     return {"README.zh": "README (中文)", "CONTRIBUTING": "Contributing"}.get(
-        stem, stem if stem.isupper() else stem.replace("_", " ").capitalize())
+        stem, stem if stem.isupper() else stem.replace("_", " ").capitalize()
+    )
 
 
 def _zipped(notebook: Path, archive: Path) -> None:
@@ -299,8 +390,9 @@ def _zipped(notebook: Path, archive: Path) -> None:
         bundle.writestr(info, notebook.read_bytes())
 
 
-def _copy_downloads(root: Path, out: Path, edition: Edition, name: str,
-                    report: SiteReport) -> list[str]:
+def _copy_downloads(
+    root: Path, out: Path, edition: Edition, name: str, report: SiteReport
+) -> list[str]:
     """Copy the edition's learner and solution notebook ``name`` into the site, each also
     zipped; links to the zips from its page (which is in the same site folder).
 
@@ -327,21 +419,33 @@ def _write(out: Path, page: str, text: str, report: SiteReport):
     report.pages.append(page)
 
 
-def _page(title: str, body: str, page: str, nav: list[tuple[str, str]],
-          edition: Edition = ENGLISH, switch: tuple[Edition, str] | None = None) -> str:
+def _page(
+    title: str,
+    body: str,
+    page: str,
+    nav: list[tuple[str, str]],
+    edition: Edition = ENGLISH,
+    switch: tuple[Edition, str] | None = None,
+) -> str:
     """The HTML document around ``body``, in ``edition``'s language; ``nav`` holds (label,
     site path) links; ``switch``, (the other edition, site path), the twin page's link."""
     prefix = "../" * page.count("/")
-    links = " ".join(f'<a href="{prefix}{target}">{html.escape(label)}</a>' for label, target in nav)
+    links = " ".join(
+        f'<a href="{prefix}{target}">{html.escape(label)}</a>' for label, target in nav
+    )
     if switch:
         other, target = switch
-        links += (f' <a class="switch" href="{prefix}{target}" hreflang="{other.html_lang}" '
-                  f'lang="{other.html_lang}">{other.name}</a>')
-    return (f'<!DOCTYPE html>\n<html lang="{edition.html_lang}">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f'<title>{html.escape(title)}</title>\n<link rel="stylesheet" href="{prefix}style.css">\n'
-            f'</head>\n<body>\n<header class="site-header"><nav>{links}</nav></header>\n'
-            f"<main>\n{body}\n</main>\n</body>\n</html>\n")
+        links += (
+            f' <a class="switch" href="{prefix}{target}" hreflang="{other.html_lang}" '
+            f'lang="{other.html_lang}">{other.name}</a>'
+        )
+    return (
+        f'<!DOCTYPE html>\n<html lang="{edition.html_lang}">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<title>{html.escape(title)}</title>\n<link rel="stylesheet" href="{prefix}style.css">\n'
+        f'</head>\n<body>\n<header class="site-header"><nav>{links}</nav></header>\n'
+        f"<main>\n{body}\n</main>\n</body>\n</html>\n"
+    )
 
 
 def _index(root: Path, site: _Site, edition: Edition, entries, documents, others=()) -> str:
@@ -358,25 +462,41 @@ def _index(root: Path, site: _Site, edition: Edition, entries, documents, others
     items = "\n".join(
         f'<li><a class="title" href="{href(page, index)}">{html.escape(name)}</a>'
         f'{site.markdown(goal, source, index)}<p class="files">{" · ".join(links)}</p></li>'
-        for page, name, goal, links, source in entries)
-    reading = "\n".join(f'<li><a href="{href(site.sources[doc], index)}">{_label(doc)}</a> '
-                         f"<code>{doc}</code></li>" for doc in documents)
-    missing = "、".join(f'<a href="{href(page, index)}" hreflang="en">{html.escape(name)}</a>'
-                       for page, name in others)
-    return (f"<h1>{html.escape(title)}</h1>\n{intro}\n<p>{edition.words['index']}</p>\n"
-            f"<h2>{edition.words['notebooks']}</h2>\n"
-            f'<ul class="toc">\n{items}\n</ul>\n'
-            + (f"<p>{edition.words['english_only'].format(missing)}</p>\n" if missing else "")
-            + (f"<h2>{edition.words['documents']}</h2>\n<ul>\n{reading}\n</ul>\n" if reading else ""))
+        for page, name, goal, links, source in entries
+    )
+    reading = "\n".join(
+        f'<li><a href="{href(site.sources[doc], index)}">{_label(doc)}</a> <code>{doc}</code></li>'
+        for doc in documents
+    )
+    missing = "、".join(
+        f'<a href="{href(page, index)}" hreflang="en">{html.escape(name)}</a>'
+        for page, name in others
+    )
+    return (
+        f"<h1>{html.escape(title)}</h1>\n{intro}\n<p>{edition.words['index']}</p>\n"
+        f"<h2>{edition.words['notebooks']}</h2>\n"
+        f'<ul class="toc">\n{items}\n</ul>\n'
+        + (f"<p>{edition.words['english_only'].format(missing)}</p>\n" if missing else "")
+        + (f"<h2>{edition.words['documents']}</h2>\n<ul>\n{reading}\n</ul>\n" if reading else "")
+    )
 
 
 # ------------------------------------------------------------------------- command
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
-                        help="solution notebooks to include, e.g. 01_attention (default: all)")
-    parser.add_argument("--root", metavar="DIR", help="the course folder (default: found from here)")
-    parser.add_argument("--out", metavar="DIR", help="the site's folder (default: <course>/build/site)")
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        metavar="NOTEBOOK",
+        help="solution notebooks to include, e.g. 01_attention (default: all)",
+    )
+    parser.add_argument(
+        "--root", metavar="DIR", help="the course folder (default: found from here)"
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="the site's folder (default: <course>/build/site)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -384,11 +504,13 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else root / "build" / "site"
     try:
         report = build_site(root, out, args.notebooks or None)
-    except (SiteError, ValueError) as error:        # ValueError: a notebook that cannot be read
+    except (SiteError, ValueError) as error:  # ValueError: a notebook that cannot be read
         print(f"tfcourse site: error: {error}", file=sys.stderr)
         return 1
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"wrote {len(report.pages)} pages to {notebook_format.shown(out)} in "
-          f"{report.seconds:.1f} s; open {notebook_format.shown(out / 'index.html')}")
+    print(
+        f"wrote {len(report.pages)} pages to {notebook_format.shown(out)} in "
+        f"{report.seconds:.1f} s; open {notebook_format.shown(out / 'index.html')}"
+    )
     return 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-@dataclass(frozen=True, eq=False)      # compared and hashed by identity
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity
 class Edition:
     """One language of the site: ``folder`` is both its subfolder in ``solutions/`` and
     ``notebooks/`` and the site folder of its pages ("" or "zh/")."""
@@ -23,7 +23,7 @@ class Edition:
     html_lang: str
     folder: str
     readme: str
-    name: str                 # the switch link's label, in the language itself
+    name: str  # the switch link's label, in the language itself
     words: dict[str, str]
 
     def page(self, stem: str) -> str:
@@ -38,35 +38,49 @@ class Edition:
         return f"{self.folder}{kind}/{name}"
 
 
-ENGLISH = Edition("en", "en", "", "README.md", "English", {
-    "course": "Course",
-    "learner": "learner notebook (exercises to do; .zip)",
-    "solution": "solution notebook (.zip)",
-    "or": " or the ",
-    "downloads": "Download the {}. This page shows the solution with its stored outputs.",
-    "index": "Each page below shows a solution notebook with its stored outputs. To do the "
-             "exercises, download the learner notebook and open it in JupyterLab "
-             "(<code>make lab</code>).",
-    "notebooks": "The notebooks",
-    "documents": "Documents",
-    "english_only": "",
-    "widget": '<div class="note">An interactive widget is shown here in JupyterLab: download '
-              'the notebook and run it to use the widget.</div>',
-})
-CHINESE = Edition("zh", "zh-CN", "zh/", "README.zh.md", "中文", {
-    "course": "课程",
-    "learner": "学员版 notebook（要做的练习；.zip）",
-    "solution": "参考答案 notebook（.zip）",
-    "or": "或",
-    "downloads": "下载{}。本页展示参考答案及其保存的输出。",
-    "index": "下面每一页展示一个参考答案 notebook 及其保存的输出。要做练习，请下载学员版 "
-             "notebook，在 JupyterLab 中打开（<code>make lab</code>）。",
-    "notebooks": "各 notebook",
-    "documents": "文档",
-    "english_only": "以下 notebook 暂无中文版，可阅读英文版：{}。",
-    "widget": '<div class="note">在 JupyterLab 中，这里显示一个交互控件：下载 notebook 并运行，'
-              '即可使用它。</div>',
-})
+ENGLISH = Edition(
+    "en",
+    "en",
+    "",
+    "README.md",
+    "English",
+    {
+        "course": "Course",
+        "learner": "learner notebook (exercises to do; .zip)",
+        "solution": "solution notebook (.zip)",
+        "or": " or the ",
+        "downloads": "Download the {}. This page shows the solution with its stored outputs.",
+        "index": "Each page below shows a solution notebook with its stored outputs. To do the "
+        "exercises, download the learner notebook and open it in JupyterLab "
+        "(<code>make lab</code>).",
+        "notebooks": "The notebooks",
+        "documents": "Documents",
+        "english_only": "",
+        "widget": '<div class="note">An interactive widget is shown here in JupyterLab: download '
+        "the notebook and run it to use the widget.</div>",
+    },
+)
+CHINESE = Edition(
+    "zh",
+    "zh-CN",
+    "zh/",
+    "README.zh.md",
+    "中文",
+    {
+        "course": "课程",
+        "learner": "学员版 notebook（要做的练习；.zip）",
+        "solution": "参考答案 notebook（.zip）",
+        "or": "或",
+        "downloads": "下载{}。本页展示参考答案及其保存的输出。",
+        "index": "下面每一页展示一个参考答案 notebook 及其保存的输出。要做练习，请下载学员版 "
+        "notebook，在 JupyterLab 中打开（<code>make lab</code>）。",
+        "notebooks": "各 notebook",
+        "documents": "文档",
+        "english_only": "以下 notebook 暂无中文版，可阅读英文版：{}。",
+        "widget": '<div class="note">在 JupyterLab 中，这里显示一个交互控件：下载 notebook 并运行，'
+        "即可使用它。</div>",
+    },
+)
 
 
 def editions(root: Path, solutions: list[Path]) -> list[tuple[Edition, list[Path]]]:
@@ -82,16 +96,20 @@ def of_document(document: str) -> Edition:
     return CHINESE if document.endswith(".zh.md") else ENGLISH
 
 
-def twins(built: list[tuple[Edition, list[Path]]], documents: list[str],
-          sources: dict[str, str]) -> dict[str, tuple[Edition, str]]:
+def twins(
+    built: list[tuple[Edition, list[Path]]], documents: list[str], sources: dict[str, str]
+) -> dict[str, tuple[Edition, str]]:
     """Site page -> (the other edition, its twin page), both ways: notebook pages, the
     indexes, and documents ``NAME.md`` / ``NAME.zh.md``."""
     pairs = []
     if len(built) > 1:
         pairs.append((ENGLISH.page("index"), CHINESE.page("index")))
         pairs += [(ENGLISH.page(path.stem), CHINESE.page(path.stem)) for path in built[1][1]]
-    pairs += [(sources[doc], sources[doc.removesuffix(".md") + ".zh.md"]) for doc in documents
-              if of_document(doc) is ENGLISH and doc.removesuffix(".md") + ".zh.md" in documents]
+    pairs += [
+        (sources[doc], sources[doc.removesuffix(".md") + ".zh.md"])
+        for doc in documents
+        if of_document(doc) is ENGLISH and doc.removesuffix(".md") + ".zh.md" in documents
+    ]
     return {**{en: (CHINESE, zh) for en, zh in pairs}, **{zh: (ENGLISH, en) for en, zh in pairs}}
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 # In every stub's message, by the notebook's language; the grader and the learner's screen
 # recognise an unsolved exercise by them.
-STUB_SIGNATURES = {"en": "replace this line with your implementation",
-                   "zh": "请把这一行换成你的实现"}
+STUB_SIGNATURES = {
+    "en": "replace this line with your implementation",
+    "zh": "请把这一行换成你的实现",
+}
 
 
 def is_stub_message(text: str) -> bool:

@@ -49,12 +49,17 @@ _HEADER = re.compile(r"^<!-- (cell|hint): ([A-Za-z0-9_-]{1,64}) · en: ([0-9a-f]
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _WORDS = re.compile(r"[A-Za-z]{3,}")
 _PROSE = re.compile(r"[A-Za-z]{2,}[ ,.:;'!?-]+[A-Za-z]{2,}")
-_CODE_SPANS = re.compile(r"```.*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$|<[^>\n]*>|\]\([^)\n]*\)",
-                         re.DOTALL)
+_CODE_SPANS = re.compile(
+    r"```.*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$|<[^>\n]*>|\]\([^)\n]*\)", re.DOTALL
+)
 # The first cell's call, given the edition's language by the generator (not the translator).
 _SETUP_CALL = re.compile(r"(setup_notebook\((?:(?!language=)[^()])*)\)")
-_NOT_PROSE_COMMENTS = (notebook_format.BEGIN_MARKER, notebook_format.END_MARKER, "# noqa",
-                       "# type:")
+_NOT_PROSE_COMMENTS = (
+    notebook_format.BEGIN_MARKER,
+    notebook_format.END_MARKER,
+    "# noqa",
+    "# type:",
+)
 
 
 def fingerprint(english: str) -> str:
@@ -74,9 +79,9 @@ class Section:
 
     kind: str
     cell_id: str
-    en: str          # fingerprint of the English it was translated from
+    en: str  # fingerprint of the English it was translated from
     text: str
-    line: int        # where its header is in the file (1-based), for messages
+    line: int  # where its header is in the file (1-based), for messages
 
 
 def parse_twin(text: str, name: str = "<twin>") -> dict[tuple[str, str], Section]:
@@ -104,8 +109,10 @@ def parse_twin(text: str, name: str = "<twin>") -> dict[tuple[str, str], Section
         close()
         kind, cell_id, en = match.groups()
         if (kind, cell_id) in sections:
-            raise ValueError(f"{name}:{number}: a second '{kind}: {cell_id}' section "
-                             f"(the first is on line {sections[(kind, cell_id)].line})")
+            raise ValueError(
+                f"{name}:{number}: a second '{kind}: {cell_id}' section "
+                f"(the first is on line {sections[(kind, cell_id)].line})"
+            )
         current, body = Section(kind, cell_id, en, "", number), []
     close()
     return sections
@@ -114,8 +121,10 @@ def parse_twin(text: str, name: str = "<twin>") -> dict[tuple[str, str], Section
 def _unfence(section: Section, name: str) -> str:
     lines = section.text.split("\n")
     if len(lines) < 2 or lines[0].strip() != "```python" or lines[-1].strip() != "```":
-        raise ValueError(f"{name}:{section.line}: the code of cell '{section.cell_id}' must sit "
-                         f"between a '```python' line and a '```' line")
+        raise ValueError(
+            f"{name}:{section.line}: the code of cell '{section.cell_id}' must sit "
+            f"between a '```python' line and a '```' line"
+        )
     return "\n".join(lines[1:-1])
 
 
@@ -136,7 +145,9 @@ def _comments_and_strings(source: str):
         for token in tokenize.generate_tokens(io.StringIO(_python(source)).readline):
             if token.type == tokenize.COMMENT:
                 comments.append(token.string)
-            elif token.type == tokenize.STRING or token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
+            elif token.type == tokenize.STRING or token.type == getattr(
+                tokenize, "FSTRING_MIDDLE", -1
+            ):
                 strings.append(token.string)
     except (tokenize.TokenError, SyntaxError):
         pass
@@ -156,7 +167,7 @@ def needs_translation(cell) -> bool:
     if cell.get("cell_type") == "markdown":
         return bool(_WORDS.search(_prose(source)))
     if cell.get("cell_type") != "code" or notebook_format.is_check(cell):
-        return False             # check cells stay as they are: the grader restamps them
+        return False  # check cells stay as they are: the grader restamps them
     comments, strings = _comments_and_strings(source)
     if any(_WORDS.search(c) and not c.strip().startswith(_NOT_PROSE_COMMENTS) for c in comments):
         return True
@@ -167,8 +178,16 @@ def needs_translation(cell) -> bool:
 
 # Where a short string is text for a reader: what print() shows, and figure and widget labels.
 _LABEL_KEYWORDS = {"label", "title", "xlabel", "ylabel", "suptitle", "description"}
-_LABEL_METHODS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "text", "annotate",
-                  "legend", "print"}
+_LABEL_METHODS = {
+    "set_title",
+    "set_xlabel",
+    "set_ylabel",
+    "suptitle",
+    "text",
+    "annotate",
+    "legend",
+    "print",
+}
 
 
 def _labels(source: str) -> list[str]:
@@ -180,8 +199,11 @@ def _labels(source: str) -> list[str]:
     found = []
 
     def texts(node):
-        return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
-                and isinstance(n.value, str)]
+        return [
+            n.value
+            for n in ast.walk(node)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        ]
 
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -203,8 +225,13 @@ class _Neutral(ast.NodeTransformer):
 
     def _drop_docstring(self, node):
         body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             body[0] = ast.Expr(ast.Constant("<docstring>"))
         return node
 
@@ -219,14 +246,15 @@ class _Neutral(ast.NodeTransformer):
         return node
 
     def visit_FormattedValue(self, node):
-        node.value = self.visit(node.value)     # the format spec is code: left as it is
+        node.value = self.visit(node.value)  # the format spec is code: left as it is
         return node
 
     def visit_JoinedStr(self, node):
         if not self.strings:
             return self.generic_visit(node)
-        values = sorted((ast.dump(self.visit(v)) for v in node.values
-                         if isinstance(v, ast.FormattedValue)))
+        values = sorted(
+            (ast.dump(self.visit(v)) for v in node.values if isinstance(v, ast.FormattedValue))
+        )
         return ast.Constant("<f-string " + " ".join(values) + ">")
 
 
@@ -234,9 +262,11 @@ class _Neutral(ast.NodeTransformer):
 # Inline code and math; a span may wrap onto the next line of its paragraph.
 _SPANS = re.compile(r"``.+?``|`(?:[^`\n]|\n(?![ \t]*\n))+`|\$\$.+?\$\$|\$[^$\n]+\$", re.DOTALL)
 _FENCES = re.compile(r"```.*?```", re.DOTALL)
-_QUOTED = re.compile(r"「[^」]*」")         # the sources' own words, quoted as they are
-_HALF_WIDTH = re.compile(r"[\u4e00-\u9fff][:;?!]|[:;?!](?=[\u4e00-\u9fff])"
-                         r"|[\u4e00-\u9fff]\((?=[^)]*\))|\)(?=[\u4e00-\u9fff])")
+_QUOTED = re.compile(r"「[^」]*」")  # the sources' own words, quoted as they are
+_HALF_WIDTH = re.compile(
+    r"[\u4e00-\u9fff][:;?!]|[:;?!](?=[\u4e00-\u9fff])"
+    r"|[\u4e00-\u9fff]\((?=[^)]*\))|\)(?=[\u4e00-\u9fff])"
+)
 _DOCSTRING = re.compile(r'^[rRbBuU]?("""|\'\'\')')
 
 
@@ -244,17 +274,20 @@ def prose_slips(english: str, chinese: str) -> list[str]:
     """What a translated text lost or mixed by accident: a code or math span of the English
     that is not in the Chinese verbatim (a ``+`` or ``>`` dropped on the way), half-width
     ``:`` ``;`` ``()`` against Chinese characters (outside 「quotes」 of a source)."""
+
     def spans(text):
         return [" ".join(span.split()) for span in _SPANS.findall(_FENCES.sub(" ", text))]
 
     slips = []
     missing = [span for span in dict.fromkeys(spans(english)) if span not in spans(chinese)]
     if missing:
-        slips.append("the Chinese lost or changed " + ", ".join(missing[:3]) + " (code and "
-                     "formulas stay as in the English)")
+        slips.append(
+            "the Chinese lost or changed " + ", ".join(missing[:3]) + " (code and "
+            "formulas stay as in the English)"
+        )
     for line in _SPANS.sub("x", _QUOTED.sub("「」", _FENCES.sub(" ", chinese))).splitlines():
         if match := _HALF_WIDTH.search(line):
-            around = line[max(0, match.start() - 12):match.end() + 12].strip()
+            around = line[max(0, match.start() - 12) : match.end() + 12].strip()
             slips.append(f"half-width punctuation in Chinese text: '{around}' (use ：；（）)")
     return slips
 
@@ -263,12 +296,17 @@ def code_slips(chinese: str) -> list[str]:
     """A docstring left in English in a translated code cell; half-width punctuation
     against Chinese characters in its printed text."""
     _, strings = _comments_and_strings(chinese)
-    slips = [f"a docstring is still English: {s[:50]!r}..." for s in strings
-             if _DOCSTRING.match(s) and _PROSE.search(s) and not _CJK.search(s)]
+    slips = [
+        f"a docstring is still English: {s[:50]!r}..."
+        for s in strings
+        if _DOCSTRING.match(s) and _PROSE.search(s) and not _CJK.search(s)
+    ]
     for s in strings:
         if _CJK.search(s) and (match := _HALF_WIDTH.search(_QUOTED.sub("「」", s))):
-            slips.append(f"half-width punctuation in Chinese text: "
-                         f"'{s[max(0, match.start() - 12):match.end() + 12].strip()}' (use ：；（）)")
+            slips.append(
+                f"half-width punctuation in Chinese text: "
+                f"'{s[max(0, match.start() - 12) : match.end() + 12].strip()}' (use ：；（）)"
+            )
     return slips
 
 
@@ -326,20 +364,26 @@ def translate_notebook(english, sections: dict[tuple[str, str], Section], name: 
             section = sections.get((kind, cell_id))
             what = "its hint" if kind == "hint" else "the cell"
             if section is None:
-                problems.append(f"{label}: {what} has no translation (run `tfcourse translate "
-                                f"{name}` to add a section)")
+                problems.append(
+                    f"{label}: {what} has no translation (run `tfcourse translate "
+                    f"{name}` to add a section)"
+                )
                 continue
             used.add((kind, cell_id))
             if section.en != fingerprint(english_text):
-                problems.append(f"{label}: {what} changed since it was translated (the "
-                                f"section says en: {section.en}, the English now has "
-                                f"{fingerprint(english_text)}); update the translation")
+                problems.append(
+                    f"{label}: {what} changed since it was translated (the "
+                    f"section says en: {section.en}, the English now has "
+                    f"{fingerprint(english_text)}); update the translation"
+                )
                 continue
             text = section.text
             if kind == "hint" or cell.cell_type == "markdown":
-                problems += [f"{label}: the English says '{term.english}'; the Chinese should "
-                             f"say {' or '.join(term.chinese)} (docs/glossary.md)"
-                             for term in glossary.misses(english_text, text, terms)]
+                problems += [
+                    f"{label}: the English says '{term.english}'; the Chinese should "
+                    f"say {' or '.join(term.chinese)} (docs/glossary.md)"
+                    for term in glossary.misses(english_text, text, terms)
+                ]
                 problems += [f"{label}: {slip}" for slip in prose_slips(english_text, text)]
             if kind == "hint":
                 cell.metadata["tfcourse"]["hint"] = text
@@ -366,11 +410,15 @@ def translate_notebook(english, sections: dict[tuple[str, str], Section], name: 
     for (kind, cell_id), section in sections.items():
         if (kind, cell_id) not in used:
             why = "no cell has that id" if cell_id not in ids else "the cell needs no translation"
-            problems.append(f"{name}{SUFFIX}:{section.line}: section '{kind}: {cell_id}' is "
-                            f"not used ({why}); delete it")
+            problems.append(
+                f"{name}{SUFFIX}:{section.line}: section '{kind}: {cell_id}' is "
+                f"not used ({why}); delete it"
+            )
     if not any(_SETUP_CALL.search(cell.source) for cell in nb.cells if cell.cell_type == "code"):
-        problems.append(f"{name}: no cell calls setup_notebook(...), which switches the "
-                        f"Chinese edition's messages to Chinese")
+        problems.append(
+            f"{name}: no cell calls setup_notebook(...), which switches the "
+            f"Chinese edition's messages to Chinese"
+        )
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = _SETUP_CALL.sub(rf'\1, language="{LANGUAGE}")', cell.source)
@@ -391,11 +439,17 @@ def missing_sections(english, sections: dict[tuple[str, str], Section]) -> tuple
         for kind, text in wanted:
             section = sections.get((kind, cell_id))
             if section is None:
-                body = f"```python\n{text}\n```" if kind == "cell" and cell.cell_type == "code" else text
+                body = (
+                    f"```python\n{text}\n```"
+                    if kind == "cell" and cell.cell_type == "code"
+                    else text
+                )
                 new.append(f"<!-- {kind}: {cell_id} · en: {fingerprint(text)} -->\n{body}\n")
             elif section.en != fingerprint(text):
-                stale.append(f"line {section.line}: '{kind}: {cell_id}' is stale: translate the "
-                             f"English again and set its header to en: {fingerprint(text)}")
+                stale.append(
+                    f"line {section.line}: '{kind}: {cell_id}' is stale: translate the "
+                    f"English again and set its header to en: {fingerprint(text)}"
+                )
     return "\n".join(new), stale
 
 
@@ -404,8 +458,10 @@ def check_notebook(solution: Path) -> tuple[object, list[str]]:
     english = notebook_format.read_notebook(solution)
     path = twin_path(solution)
     if not path.exists():
-        return None, [f"{notebook_format.shown(solution)}: no translation file "
-                      f"{notebook_format.shown(path)} (run `tfcourse translate {solution.stem}`)"]
+        return None, [
+            f"{notebook_format.shown(solution)}: no translation file "
+            f"{notebook_format.shown(path)} (run `tfcourse translate {solution.stem}`)"
+        ]
     try:
         sections = parse_twin(path.read_text(encoding="utf-8"), notebook_format.shown(path))
     except ValueError as error:
@@ -414,10 +470,17 @@ def check_notebook(solution: Path) -> tuple[object, list[str]]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("notebooks", nargs="+", metavar="NOTEBOOK",
-                        help="solution notebooks to translate (a path or a name like 03_norms)")
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; list every missing, stale or wrong translation")
+    parser.add_argument(
+        "notebooks",
+        nargs="+",
+        metavar="NOTEBOOK",
+        help="solution notebooks to translate (a path or a name like 03_norms)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; list every missing, stale or wrong translation",
+    )
 
 
 def run(args) -> int:
@@ -435,8 +498,10 @@ def run(args) -> int:
             _, problems = check_notebook(solution)
             for problem in problems:
                 print(f"error: {problem}", file=sys.stderr)
-            print(f"{notebook_format.shown(path)}: "
-                  + ("complete and up to date" if not problems else f"{len(problems)} problems"))
+            print(
+                f"{notebook_format.shown(path)}: "
+                + ("complete and up to date" if not problems else f"{len(problems)} problems")
+            )
             status = max(status, 1 if problems else 0)
             continue
         existing = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -447,11 +512,14 @@ def run(args) -> int:
             return 1
         new, stale = missing_sections(notebook_format.read_notebook(solution), sections)
         if new:
-            path.write_text(existing.rstrip("\n") + ("\n\n" if existing.strip() else "") + new,
-                            encoding="utf-8")
+            path.write_text(
+                existing.rstrip("\n") + ("\n\n" if existing.strip() else "") + new, encoding="utf-8"
+            )
         count = new.count("<!-- ")
-        print(f"{notebook_format.shown(path)}: {count} sections added with the English to "
-              f"translate, {len(stale)} stale")
+        print(
+            f"{notebook_format.shown(path)}: {count} sections added with the English to "
+            f"translate, {len(stale)} stale"
+        )
         for line in stale:
             print(f"  {line}")
     return status

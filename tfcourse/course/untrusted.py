@@ -53,16 +53,24 @@ def plain(text: str, limit: int | None = LIMIT, *, one_line: bool = False) -> st
     note of how many characters were cut. ``plain(plain(s)) == plain(s)``.
     """
     if not isinstance(text, str):
-        raise TypeError(say(f"plain expects str, got {type(text).__name__}",
-                            f"plain 需要 str，实际是 {type(text).__name__}"))
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                              or limit < MIN_LIMIT):
-        raise ValueError(say(f"limit must be None or a whole number >= {MIN_LIMIT}, "
-                             f"got {limit!r}",
-                             f"limit 必须是 None 或 >= {MIN_LIMIT} 的整数，实际是 {limit!r}"))
+        raise TypeError(
+            say(
+                f"plain expects str, got {type(text).__name__}",
+                f"plain 需要 str，实际是 {type(text).__name__}",
+            )
+        )
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int) or limit < MIN_LIMIT
+    ):
+        raise ValueError(
+            say(
+                f"limit must be None or a whole number >= {MIN_LIMIT}, got {limit!r}",
+                f"limit 必须是 None 或 >= {MIN_LIMIT} 的整数，实际是 {limit!r}",
+            )
+        )
     # Only a bounded head is cleaned, so a submission that prints gigabytes costs nothing;
     # escape sequences may make the raw head much longer than what it shows.
-    raw = text if limit is None else text[:4 * limit + 1024]
+    raw = text if limit is None else text[: 4 * limit + 1024]
     cleaned = _ESCAPES.sub("", raw).replace("\r\n", "\n").replace("\r", "\n")
     cleaned = _UNUSUAL.sub(lambda match: _shown(match.group()), cleaned)
     if one_line:
@@ -72,7 +80,7 @@ def plain(text: str, limit: int | None = LIMIT, *, one_line: bool = False) -> st
         return cleaned
     # Room for the longest marker this text could need (one_line can double its length), so
     # the result fits in limit and a second pass leaves it alone.
-    head = cleaned[:limit - len(_marker(2 * len(text)))]
+    head = cleaned[: limit - len(_marker(2 * len(text)))]
     return head + _marker(len(cleaned) - len(head) + beyond)
 
 
@@ -99,8 +107,12 @@ def clean_dict(data: dict, limit: int | None = LIMIT) -> dict:
     """A copy of ``data`` with every string value, in nested dicts, lists and tuples too,
     passed through ``plain(value, limit)``; keys and other values as they are."""
     if not isinstance(data, dict):
-        raise TypeError(say(f"clean_dict expects a dict, got {type(data).__name__}",
-                            f"clean_dict 需要 dict，实际是 {type(data).__name__}"))
+        raise TypeError(
+            say(
+                f"clean_dict expects a dict, got {type(data).__name__}",
+                f"clean_dict 需要 dict，实际是 {type(data).__name__}",
+            )
+        )
     return _clean(data, limit)
 
 
@@ -119,6 +131,10 @@ def csv_text(text: str) -> str:
     ``@``, a tab or a line break gets a leading ``'`` (OWASP's advice for CSV injection).
     Only for text: a number we wrote ourselves must stay a number."""
     if not isinstance(text, str):
-        raise TypeError(say(f"csv_text expects str, got {type(text).__name__}",
-                            f"csv_text 需要 str，实际是 {type(text).__name__}"))
+        raise TypeError(
+            say(
+                f"csv_text expects str, got {type(text).__name__}",
+                f"csv_text 需要 str，实际是 {type(text).__name__}",
+            )
+        )
     return "'" + text if text.startswith(_FORMULA_START) else text

@@ -48,7 +48,7 @@ class Verdict:
 
     @property
     def word(self) -> str:
-        """"holds" when the margin clears the threshold by more than the noise, "does not
+        """ "holds" when the margin clears the threshold by more than the noise, "does not
         hold" when it misses it by more than the noise, "inconclusive" otherwise."""
         if self.count < 2 or not math.isfinite(self.noise):
             return say("inconclusive (too few cases)", "无法判断（样本太少）")
@@ -59,10 +59,12 @@ class Verdict:
         return say("inconclusive", "无法判断")
 
     def __str__(self) -> str:
-        return say(f"{self.word}: margin {self.margin:+.3f} ± {self.noise:.3f} (threshold "
-                   f"{self.threshold:g}, {self.count} cases)",
-                   f"{self.word}：差距 {self.margin:+.3f} ± {self.noise:.3f}（阈值 "
-                   f"{self.threshold:g}，{self.count} 个样本）")
+        return say(
+            f"{self.word}: margin {self.margin:+.3f} ± {self.noise:.3f} (threshold "
+            f"{self.threshold:g}, {self.count} cases)",
+            f"{self.word}：差距 {self.margin:+.3f} ± {self.noise:.3f}（阈值 "
+            f"{self.threshold:g}，{self.count} 个样本）",
+        )
 
 
 def paired_verdict(larger: torch.Tensor, smaller: torch.Tensor, threshold: float) -> Verdict:
@@ -70,8 +72,10 @@ def paired_verdict(larger: torch.Tensor, smaller: torch.Tensor, threshold: float
     1-D tensors with one entry per case (for a loss: the n-gram's first, the GPT's second).
     The noise is twice the standard error of the mean of ``larger - smaller``."""
     if larger.shape != smaller.shape or larger.dim() != 1:
-        raise ValueError(f"expected two 1-D tensors of one shape, got {tuple(larger.shape)} "
-                         f"and {tuple(smaller.shape)}")
+        raise ValueError(
+            f"expected two 1-D tensors of one shape, got {tuple(larger.shape)} "
+            f"and {tuple(smaller.shape)}"
+        )
     diff = (larger - smaller).double()
     n = len(diff)
     if n < 2:
@@ -80,8 +84,9 @@ def paired_verdict(larger: torch.Tensor, smaller: torch.Tensor, threshold: float
 
 
 @torch.no_grad()
-def position_losses(model, tokens: torch.Tensor, context: int | None = None,
-                    batch_size: int = 32) -> torch.Tensor:
+def position_losses(
+    model, tokens: torch.Tensor, context: int | None = None, batch_size: int = 32
+) -> torch.Tensor:
     """The loss at each position of non-overlapping windows of ``tokens (N,)``:
     ``(n_windows, context)``, entry ``[w, t]`` the loss of predicting token ``t + 1`` of
     window ``w`` from its tokens ``0..t`` (so ``t + 1`` characters of context)."""
@@ -96,9 +101,14 @@ def position_losses(model, tokens: torch.Tensor, context: int | None = None,
     rows = []
     for first in range(0, n_windows, batch_size):
         starts = range(first * context, min(first + batch_size, n_windows) * context, context)
-        seq = torch.stack([tokens[s:s + context + 1] for s in starts]).to(device)
-        rows.append(F.cross_entropy(model(seq[:, :-1]).float().transpose(1, 2), seq[:, 1:],
-                                    reduction="none").cpu().double())
+        seq = torch.stack([tokens[s : s + context + 1] for s in starts]).to(device)
+        rows.append(
+            F.cross_entropy(
+                model(seq[:, :-1]).float().transpose(1, 2), seq[:, 1:], reduction="none"
+            )
+            .cpu()
+            .double()
+        )
     model.train(was_training)
     return torch.cat(rows)
 
@@ -110,13 +120,14 @@ def ngram_position_losses(ngram: CharNGram, text: str, context: int) -> torch.Te
     n_windows = (len(text) - 1) // context
     rows = []
     for w in range(n_windows):
-        window = text[w * context:(w + 1) * context + 1]
+        window = text[w * context : (w + 1) * context + 1]
         rows.append(ngram.char_losses(window))
     return torch.tensor(rows, dtype=torch.float64).reshape(n_windows, context)
 
 
-def repeated_identifiers(text: str, train_text: str, *, min_length: int = 6,
-                         max_span: int = 128) -> list[tuple[int, int, int]]:
+def repeated_identifiers(
+    text: str, train_text: str, *, min_length: int = 6, max_span: int = 128
+) -> list[tuple[int, int, int]]:
     """Identifiers of ``text`` never seen in ``train_text`` that occur again within
     ``max_span`` characters: ``(first, second, length)`` start positions, each repeat once
     (consecutive occurrences)."""
@@ -144,12 +155,13 @@ def span_losses(model, tokens: torch.Tensor, spans, context: int | None = None) 
     model.eval()
     out = []
     for start, length in spans:
-        end = start + length                                   # one past the span's last char
+        end = start + length  # one past the span's last char
         w = max(0, end - 1 - context)
         seq = tokens[w:end].to(device)[None]
-        losses = F.cross_entropy(model(seq[:, :-1]).float().transpose(1, 2), seq[:, 1:],
-                                 reduction="none")[0]          # target k sits at k - w - 1
-        out.append(float(losses[start + 1 - w - 1:end - w - 1].double().mean()))
+        losses = F.cross_entropy(
+            model(seq[:, :-1]).float().transpose(1, 2), seq[:, 1:], reduction="none"
+        )[0]  # target k sits at k - w - 1
+        out.append(float(losses[start + 1 - w - 1 : end - w - 1].double().mean()))
     model.train(was_training)
     return torch.tensor(out, dtype=torch.float64)
 
@@ -160,8 +172,10 @@ def ngram_span_losses(ngram: CharNGram, text: str, spans) -> torch.Tensor:
     out = []
     for start, length in spans:
         chars = range(start + 1, start + length)
-        out.append(sum(-math.log(ngram.probability(text[max(0, k - n):k], text[k]))
-                       for k in chars) / len(chars))
+        out.append(
+            sum(-math.log(ngram.probability(text[max(0, k - n) : k], text[k])) for k in chars)
+            / len(chars)
+        )
     return torch.tensor(out, dtype=torch.float64)
 
 
@@ -208,13 +222,15 @@ def copied_share(sample: str, train_text: str, span: int = 30) -> float:
         return math.nan
     covered = [False] * len(sample)
     for i in range(len(sample) - span + 1):
-        if sample[i:i + span] in train_text:
-            covered[i:i + span] = [True] * span
+        if sample[i : i + span] in train_text:
+            covered[i : i + span] = [True] * span
     return sum(covered) / len(sample)
 
 
 def sample_scores(sample: str, train_text: str, known: set[str]) -> dict[str, float]:
     """The three yardsticks of a sample: real words, unmatched brackets, recited text."""
-    return {"real words": real_word_fraction(sample, known),
-            "unmatched brackets": unmatched_share(sample),
-            "copied from training": copied_share(sample, train_text)}
+    return {
+        "real words": real_word_fraction(sample, known),
+        "unmatched brackets": unmatched_share(sample),
+        "copied from training": copied_share(sample, train_text),
+    }

@@ -78,7 +78,7 @@ class CharNGram:
         top = order - 1
         raw: dict[str, Counter] = defaultdict(Counter)
         for i in range(top, len(text)):
-            raw[text[i - top:i]][text[i]] += 1
+            raw[text[i - top : i]][text[i]] += 1
         self.counts: list[dict[str, Counter]] = [defaultdict(Counter) for _ in range(order)]
         self.counts[top] = raw
         for k in range(top - 1, -1, -1):
@@ -90,17 +90,18 @@ class CharNGram:
 
     def probability(self, context: str, char: str) -> float:
         """``P(char | context)``, using at most the last ``order - 1`` characters."""
-        p = 1.0 / (len(self.alphabet) + 1)                 # +1: room for an unseen character
+        p = 1.0 / (len(self.alphabet) + 1)  # +1: room for an unseen character
         for k in range(self.order):
             if k > len(context):
                 break
-            h = context[len(context) - k:] if k else ""
+            h = context[len(context) - k :] if k else ""
             seen = self.counts[k].get(h)
             if not seen:
                 continue
             total = self.totals[k][h]
-            p = (max(seen.get(char, 0) - self.discount, 0.0)
-                 + self.discount * len(seen) * p) / total
+            p = (
+                max(seen.get(char, 0) - self.discount, 0.0) + self.discount * len(seen) * p
+            ) / total
         return p
 
     def char_losses(self, text: str) -> list[float]:
@@ -109,16 +110,19 @@ class CharNGram:
         if not isinstance(text, str) or len(text) < 2:
             raise ValueError("text must be a str of at least 2 characters")
         n = self.order - 1
-        return [-math.log(self.probability(text[max(0, i - n):i], text[i]))
-                for i in range(1, len(text))]
+        return [
+            -math.log(self.probability(text[max(0, i - n) : i], text[i]))
+            for i in range(1, len(text))
+        ]
 
     def nats_per_char(self, text: str) -> float:
         """Mean ``-log P`` of each character of ``text`` given the ones before it."""
         losses = self.char_losses(text)
         return sum(losses) / len(losses)
 
-    def sample(self, n_chars: int, *, temperature: float = 0.8, seed: int = 0,
-               prompt: str = "\n") -> str:
+    def sample(
+        self, n_chars: int, *, temperature: float = 0.8, seed: int = 0, prompt: str = "\n"
+    ) -> str:
         """``n_chars`` characters drawn one at a time after ``prompt`` (not repeated in the
         result), each from ``P(c | context) ** (1 / temperature)``, renormalised."""
         validate.positive_int("n_chars", n_chars)
@@ -126,7 +130,7 @@ class CharNGram:
         rng = random.Random(seed)
         text = prompt
         for _ in range(n_chars):
-            context = text[len(text) - (self.order - 1):] if self.order > 1 else ""
+            context = text[len(text) - (self.order - 1) :] if self.order > 1 else ""
             weights = [self.probability(context, c) ** (1 / temperature) for c in self.alphabet]
             text += rng.choices(self.alphabet, weights=weights)[0]
-        return text[len(prompt):]
+        return text[len(prompt) :]

@@ -28,7 +28,7 @@ LOG_FLOOR = 1e-12
 
 def _as_array(name: str, values, ndim: int) -> np.ndarray:
     """A float NumPy array of ``ndim`` dimensions from a tensor, array or nested list."""
-    if hasattr(values, "detach"):                     # a torch tensor, on any device
+    if hasattr(values, "detach"):  # a torch tensor, on any device
         values = values.detach().float().cpu().numpy()
     array = np.asarray(values, dtype=float)
     if array.ndim != ndim:
@@ -86,7 +86,7 @@ _LABEL_SPACING = 1.4
 def _tick_label(token: str) -> str:
     """A short, visible label: spaces and newlines as symbols, long tokens cut with '…'."""
     label = "".join({" ": "␣", "\n": "⏎", "\t": "⇥"}.get(ch, ch) for ch in str(token))
-    return label if len(label) <= MAX_LABEL_CHARS else label[:MAX_LABEL_CHARS - 1] + "…"
+    return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "…"
 
 
 def _label_step(ax, n_positions: int, axis: str) -> int:
@@ -95,12 +95,15 @@ def _label_step(ax, n_positions: int, axis: str) -> int:
     The room is the axes' side in points (on the x axis labels are turned upright when
     longer than one character, so their height is what must fit there too).
     """
-    ax.apply_aspect()                    # imshow keeps squares: the drawn box is smaller
+    ax.apply_aspect()  # imshow keeps squares: the drawn box is smaller
     box = ax.get_position()
-    inches = box.width * ax.figure.get_figwidth() if axis == "x" else \
-        box.height * ax.figure.get_figheight()
+    inches = (
+        box.width * ax.figure.get_figwidth()
+        if axis == "x"
+        else box.height * ax.figure.get_figheight()
+    )
     fits = max(1, int(inches * 72 / (TICK_FONTSIZE * _LABEL_SPACING)))
-    return max(1, -(-n_positions // fits))          # ceil division
+    return max(1, -(-n_positions // fits))  # ceil division
 
 
 def _label_tokens(ax, tokens: Sequence[str] | None, n_queries: int, n_keys: int):
@@ -121,15 +124,26 @@ def _label_tokens(ax, tokens: Sequence[str] | None, n_queries: int, n_keys: int)
     for axis, n in (("x", n_keys), ("y", n_queries)):
         shown = range(0, n, _label_step(ax, n, axis))
         set_ticks = ax.set_xticks if axis == "x" else ax.set_yticks
-        set_ticks(shown, [labels[i] for i in shown], fontsize=TICK_FONTSIZE,
-                  fontfamily="monospace", rotation=90 if axis == "x" and upright else 0)
-        set_ticks(range(n), minor=True)              # every position keeps a small tick
+        set_ticks(
+            shown,
+            [labels[i] for i in shown],
+            fontsize=TICK_FONTSIZE,
+            fontfamily="monospace",
+            rotation=90 if axis == "x" and upright else 0,
+        )
+        set_ticks(range(n), minor=True)  # every position keeps a small tick
     ax.set_xlabel(say("key (attended to)", "键（被关注的）"))
     ax.set_ylabel(say("query (attending)", "查询（发出关注的）"))
 
 
-def attention_heatmap(weights, tokens: Sequence[str] | None = None, *, ax=None,
-                      title: str | None = None, colorbar: bool = True) -> Figure:
+def attention_heatmap(
+    weights,
+    tokens: Sequence[str] | None = None,
+    *,
+    ax=None,
+    title: str | None = None,
+    colorbar: bool = True,
+) -> Figure:
     """Heatmap of one head's attention weights.
 
     Args:
@@ -151,12 +165,13 @@ def attention_heatmap(weights, tokens: Sequence[str] | None = None, *, ax=None,
         ax.set_title(title, fontsize=10)
     if colorbar:
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=say("weight", "权重"))
-    _label_tokens(ax, tokens, *weights.shape)        # after the colorbar took its room
+    _label_tokens(ax, tokens, *weights.shape)  # after the colorbar took its room
     return fig
 
 
-def attention_heads_grid(weights, tokens: Sequence[str] | None = None, *,
-                         title: str | None = None) -> Figure:
+def attention_heads_grid(
+    weights, tokens: Sequence[str] | None = None, *, title: str | None = None
+) -> Figure:
     """One small heatmap per head, side by side, with one colorbar for all.
 
     Tick labels are thinned to what fits (every k-th position) and long tokens cut short,
@@ -172,17 +187,19 @@ def attention_heads_grid(weights, tokens: Sequence[str] | None = None, *,
     fig = Figure(figsize=(2.6 * n_heads + 0.6, 3.0))
     axes = fig.subplots(1, n_heads, squeeze=False)[0]
     for head, ax in enumerate(axes):
-        attention_heatmap(weights[head], tokens, ax=ax, title=say(f"head {head}", f"头 {head}"),
-                          colorbar=False)
+        attention_heatmap(
+            weights[head], tokens, ax=ax, title=say(f"head {head}", f"头 {head}"), colorbar=False
+        )
         if head:
             ax.set_ylabel("")
     # Every head is drawn on the same fixed [0, 1] scale, so one colorbar serves them all.
-    fig.colorbar(axes[-1].images[0], ax=list(axes), fraction=0.03, pad=0.02,
-                 label=say("weight", "权重"))
-    if tokens is not None:               # the colorbar took room: thin the labels again
+    fig.colorbar(
+        axes[-1].images[0], ax=list(axes), fraction=0.03, pad=0.02, label=say("weight", "权重")
+    )
+    if tokens is not None:  # the colorbar took room: thin the labels again
         for head, ax in enumerate(axes):
             _label_tokens(ax, tokens, *weights.shape[1:])
-            if head:                     # the queries are the same for every head
+            if head:  # the queries are the same for every head
                 ax.set_ylabel("")
                 ax.tick_params(axis="y", labelleft=False)
     if title:
@@ -190,9 +207,15 @@ def attention_heads_grid(weights, tokens: Sequence[str] | None = None, *,
     return fig
 
 
-def gradient_norms(series: Mapping[str, Sequence[float]], *, embedding: Mapping[str, float] | None = None,
-                   ax=None, title: str | None = None, log: bool = True,
-                   round_off: float | None = None) -> Figure:
+def gradient_norms(
+    series: Mapping[str, Sequence[float]],
+    *,
+    embedding: Mapping[str, float] | None = None,
+    ax=None,
+    title: str | None = None,
+    log: bool = True,
+    round_off: float | None = None,
+) -> Figure:
     """Gradient norm per block, one line per model (e.g. ``{"pre-LN": [...], "post-LN": [...]}``).
 
     Args:
@@ -216,25 +239,49 @@ def gradient_norms(series: Mapping[str, Sequence[float]], *, embedding: Mapping[
         values = _as_array(f"series[{name!r}]", list(norms), 1)
         floor = LOG_FLOOR if log else -np.inf
         marker = next(markers, "o")
-        line, = ax.plot(np.arange(1, len(values) + 1), np.maximum(values, floor), marker=marker,
-                        markersize=4, label=say(f"{name}: block parameters", f"{name}：块的参数"))
-        if embedding is not None and name in embedding:      # an activation's gradient: apart
-            ax.plot([0], [max(float(embedding[name]), floor)], marker=marker, markersize=7,
-                    linestyle="none", markerfacecolor="none", color=line.get_color(),
-                    label=say(f"{name}: embedding output", f"{name}：嵌入层的输出"))
+        (line,) = ax.plot(
+            np.arange(1, len(values) + 1),
+            np.maximum(values, floor),
+            marker=marker,
+            markersize=4,
+            label=say(f"{name}: block parameters", f"{name}：块的参数"),
+        )
+        if embedding is not None and name in embedding:  # an activation's gradient: apart
+            ax.plot(
+                [0],
+                [max(float(embedding[name]), floor)],
+                marker=marker,
+                markersize=7,
+                linestyle="none",
+                markerfacecolor="none",
+                color=line.get_color(),
+                label=say(f"{name}: embedding output", f"{name}：嵌入层的输出"),
+            )
     if embedding:
         ax.axvline(0.5, color="0.6", linewidth=0.8, linestyle=":")
     if round_off is not None:
-        ax.axhline(max(round_off, LOG_FLOOR if log else 0.0), color="0.3", linestyle="--",
-                   linewidth=1, label=say("float32 round-off (largest |float32 - float64|)",
-                                          "float32 舍入误差（|float32 - float64| 的最大值）"))
+        ax.axhline(
+            max(round_off, LOG_FLOOR if log else 0.0),
+            color="0.3",
+            linestyle="--",
+            linewidth=1,
+            label=say(
+                "float32 round-off (largest |float32 - float64|)",
+                "float32 舍入误差（|float32 - float64| 的最大值）",
+            ),
+        )
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel(say("0: d loss / d embedding output;  1..N: d loss / d block parameters",
-                      "0：损失对嵌入层输出的梯度；1..N：损失对各块参数的梯度")
-                  if embedding else say("block", "块"))
+    ax.set_xlabel(
+        say(
+            "0: d loss / d embedding output;  1..N: d loss / d block parameters",
+            "0：损失对嵌入层输出的梯度；1..N：损失对各块参数的梯度",
+        )
+        if embedding
+        else say("block", "块")
+    )
     ax.set_ylabel(say("gradient norm", "梯度范数"))
-    integer_ticks(ax, "x")                           # x counts blocks: no block 1.5
+    integer_ticks(ax, "x")  # x counts blocks: no block 1.5
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     if title:

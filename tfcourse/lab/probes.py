@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 
-LOSSES = ("lm", "sum")     # the losses notebook 06 and its widgets offer
+LOSSES = ("lm", "sum")  # the losses notebook 06 and its widgets offer
 # The output each summed loss adds up: "sum" the final norm's (notebook 06), "stack_sum" the
 # last block's, before the final norm (the lesson's ``stack(x).sum()``, used by the demo).
 _SUMMED = {"sum": lambda model: model.final_norm, "stack_sum": lambda model: model.blocks[-1]}
@@ -43,8 +43,9 @@ def block_grad_norms(model: GPT) -> list[float]:
     return norms
 
 
-def gradient_probe(model: GPT, idx: torch.Tensor, targets: torch.Tensor | None = None,
-                   loss: str = "lm") -> dict:
+def gradient_probe(
+    model: GPT, idx: torch.Tensor, targets: torch.Tensor | None = None, loss: str = "lm"
+) -> dict:
     """One forward/backward pass; returns gradient norms.
 
     Args:
@@ -82,8 +83,12 @@ def gradient_probe(model: GPT, idx: torch.Tensor, targets: torch.Tensor | None =
         value.backward()
     finally:
         handle.remove()
-    return {"loss": value.item(), "embedding": float(captured["x"].grad.norm()),
-            "blocks": block_grad_norms(model), "output_shape": tuple(output.shape)}
+    return {
+        "loss": value.item(),
+        "embedding": float(captured["x"].grad.norm()),
+        "blocks": block_grad_norms(model),
+        "output_shape": tuple(output.shape),
+    }
 
 
 def summed_output(model: GPT, idx: torch.Tensor, loss: str = "sum") -> torch.Tensor:
@@ -94,7 +99,8 @@ def summed_output(model: GPT, idx: torch.Tensor, loss: str = "sum") -> torch.Ten
     """
     captured = {}
     handle = _SUMMED[loss](model).register_forward_hook(
-        lambda m, a, out: captured.setdefault("out", out))
+        lambda m, a, out: captured.setdefault("out", out)
+    )
     try:
         model(idx)
     finally:
@@ -102,8 +108,9 @@ def summed_output(model: GPT, idx: torch.Tensor, loss: str = "sum") -> torch.Ten
     return captured["out"]
 
 
-def roundoff_level(model: GPT, idx: torch.Tensor, targets: torch.Tensor | None = None,
-                   loss: str = "lm") -> float:
+def roundoff_level(
+    model: GPT, idx: torch.Tensor, targets: torch.Tensor | None = None, loss: str = "lm"
+) -> float:
     """Largest ``|float32 - float64|`` over the norms ``gradient_probe`` reports (embedding, blocks).
 
     Runs the probe on ``model`` (float32) and on a float64 copy of it with the same
@@ -124,5 +131,8 @@ def roundoff_level(model: GPT, idx: torch.Tensor, targets: torch.Tensor | None =
     wide = copy.deepcopy(model).double()
     probe64 = gradient_probe(wide, idx, targets, loss)
     probe32 = gradient_probe(model, idx, targets, loss)
-    pairs = [(probe32["embedding"], probe64["embedding"]), *zip(probe32["blocks"], probe64["blocks"])]
+    pairs = [
+        (probe32["embedding"], probe64["embedding"]),
+        *zip(probe32["blocks"], probe64["blocks"]),
+    ]
     return max(abs(a - b) for a, b in pairs)

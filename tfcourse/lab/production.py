@@ -25,6 +25,7 @@ from .timing import compare_times, peak_cuda_bytes, synchronize, tensor_bytes
 
 # ----------------------------------------------------------------------------- references
 
+
 def fuse_qkv(q_proj: nn.Linear, k_proj: nn.Linear, v_proj: nn.Linear) -> nn.Linear:
     """One ``Linear(D, 3D)`` computing ``cat([q_proj(x), k_proj(x), v_proj(x)], -1)``.
 
@@ -45,16 +46,23 @@ def fuse_qkv(q_proj: nn.Linear, k_proj: nn.Linear, v_proj: nn.Linear) -> nn.Line
         raise ValueError("either all or none of the q/k/v projections must have a bias")
     out_features, in_features = q_proj.weight.shape
     w = q_proj.weight
-    fused = nn.Linear(in_features, 3 * out_features, bias=has_bias.pop(), device=w.device, dtype=w.dtype)
+    fused = nn.Linear(
+        in_features, 3 * out_features, bias=has_bias.pop(), device=w.device, dtype=w.dtype
+    )
     with torch.no_grad():
-        fused.weight.copy_(torch.cat([p.weight for p in projections], dim=0))      # (3D, D)
+        fused.weight.copy_(torch.cat([p.weight for p in projections], dim=0))  # (3D, D)
         if fused.bias is not None:
-            fused.bias.copy_(torch.cat([p.bias for p in projections], dim=0))      # (3D,)
+            fused.bias.copy_(torch.cat([p.bias for p in projections], dim=0))  # (3D,)
     return fused
 
 
-def attend_with_cache(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
-                      past_k: torch.Tensor | None = None, past_v: torch.Tensor | None = None):
+def attend_with_cache(
+    q: torch.Tensor,
+    k_new: torch.Tensor,
+    v_new: torch.Tensor,
+    past_k: torch.Tensor | None = None,
+    past_v: torch.Tensor | None = None,
+):
     """Causal attention for the newest tokens, reusing the keys/values of earlier ones.
 
     Args:
@@ -73,7 +81,7 @@ def attend_with_cache(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
     if (past_k is None) != (past_v is None):
         raise ValueError("pass both past_k and past_v, or neither")
     if past_k is not None:
-        k_new = torch.cat([past_k, k_new], dim=-2)                    # (B, H, T_past + T_new, hd)
+        k_new = torch.cat([past_k, k_new], dim=-2)  # (B, H, T_past + T_new, hd)
         v_new = torch.cat([past_v, v_new], dim=-2)
     T_new, T_all = q.shape[-2], k_new.shape[-2]
     mask = torch.ones(T_new, T_all, dtype=torch.bool, device=q.device).tril(diagonal=T_all - T_new)
@@ -82,6 +90,7 @@ def attend_with_cache(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
 
 
 # ----------------------------------------------------------------------------- measurements
+
 
 def _ratio(baseline: float, candidate: float) -> float:
     return baseline / candidate if candidate > 0 else math.inf
@@ -92,8 +101,15 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def measure_qkv_fusion(n_tokens: int, d_model: int, *, device="cpu", dtype=torch.float32,
-                       repeats: int = 20, seed: int = 0) -> dict:
+def measure_qkv_fusion(
+    n_tokens: int,
+    d_model: int,
+    *,
+    device="cpu",
+    dtype=torch.float32,
+    repeats: int = 20,
+    seed: int = 0,
+) -> dict:
     """One ``Linear(D, 3D)`` (then split) vs three ``Linear(D, D)`` on ``n_tokens`` token vectors.
 
     Returns ``{"fused_s", "separate_s", "speedup" (separate / fused), "max_diff",
@@ -110,12 +126,19 @@ def measure_qkv_fusion(n_tokens: int, d_model: int, *, device="cpu", dtype=torch
     q, k, v = (p.to(device, dtype) for p in (q, k, v))
     x = torch.randn(n_tokens, d_model, generator=gen).to(device, dtype)
     diff = _max_diff(fused(x), torch.cat([q(x), k(x), v(x)], dim=-1))
-    times = compare_times({"fused": lambda: fused(x).split(d_model, dim=-1),
-                           "separate": lambda: (q(x), k(x), v(x))},
-                          repeats=repeats, device=device)
-    return {"n_tokens": n_tokens, "d_model": d_model, "fused_s": times["fused"],
-            "separate_s": times["separate"], "speedup": _ratio(times["separate"], times["fused"]),
-            "max_diff": diff}
+    times = compare_times(
+        {"fused": lambda: fused(x).split(d_model, dim=-1), "separate": lambda: (q(x), k(x), v(x))},
+        repeats=repeats,
+        device=device,
+    )
+    return {
+        "n_tokens": n_tokens,
+        "d_model": d_model,
+        "fused_s": times["fused"],
+        "separate_s": times["separate"],
+        "speedup": _ratio(times["separate"], times["fused"]),
+        "max_diff": diff,
+    }
 
 
 class PerCallMaskAttention(MultiHeadAttention):
@@ -131,8 +154,16 @@ class PerCallMaskAttention(MultiHeadAttention):
 
 
 @torch.no_grad()
-def measure_mask_buffer(T: int, *, d_model: int = 64, n_heads: int = 2, batch: int = 1,
-                        device="cpu", repeats: int = 10, seed: int = 0) -> dict:
+def measure_mask_buffer(
+    T: int,
+    *,
+    d_model: int = 64,
+    n_heads: int = 2,
+    batch: int = 1,
+    device="cpu",
+    repeats: int = 10,
+    seed: int = 0,
+) -> dict:
     """The causal mask sliced from a registered buffer vs built per call, at sequence length ``T``.
 
     Times the mask alone and a whole attention forward with each, and sizes the
@@ -147,17 +178,28 @@ def measure_mask_buffer(T: int, *, d_model: int = 64, n_heads: int = 2, batch: i
     per_call.load_state_dict(buffered.state_dict())
     x = torch.randn(batch, T, d_model, device=device)
     diff = _max_diff(buffered(x), per_call(x))
-    mask_times = compare_times({"buffer": lambda: buffered.mask[:T, :T],
-                                "per_call": lambda: causal_mask(T, device=device)},
-                               repeats=max(repeats, 20), device=device)
-    forward_times = compare_times({"buffer": lambda: buffered(x), "per_call": lambda: per_call(x)},
-                                  repeats=repeats, device=device)
+    mask_times = compare_times(
+        {
+            "buffer": lambda: buffered.mask[:T, :T],
+            "per_call": lambda: causal_mask(T, device=device),
+        },
+        repeats=max(repeats, 20),
+        device=device,
+    )
+    forward_times = compare_times(
+        {"buffer": lambda: buffered(x), "per_call": lambda: per_call(x)},
+        repeats=repeats,
+        device=device,
+    )
     mask = causal_mask(T, device=device)
     return {
-        "T": T, "max_diff": diff,
-        "mask_buffer_s": mask_times["buffer"], "mask_per_call_s": mask_times["per_call"],
+        "T": T,
+        "max_diff": diff,
+        "mask_buffer_s": mask_times["buffer"],
+        "mask_per_call_s": mask_times["per_call"],
         "mask_speedup": _ratio(mask_times["per_call"], mask_times["buffer"]),
-        "forward_buffer_s": forward_times["buffer"], "forward_per_call_s": forward_times["per_call"],
+        "forward_buffer_s": forward_times["buffer"],
+        "forward_per_call_s": forward_times["per_call"],
         "forward_speedup": _ratio(forward_times["per_call"], forward_times["buffer"]),
         "mask_bytes": tensor_bytes(mask),
         "scores_bytes": batch * n_heads * T * T * torch.finfo(torch.float32).bits // 8,
@@ -167,9 +209,17 @@ def measure_mask_buffer(T: int, *, d_model: int = 64, n_heads: int = 2, batch: i
 
 
 @torch.no_grad()
-def measure_attention_impls(T: int, *, batch: int = 1, n_heads: int = 4, head_dim: int = 32,
-                            device="cpu", dtype=torch.float32, repeats: int = 10,
-                            seed: int = 0) -> dict:
+def measure_attention_impls(
+    T: int,
+    *,
+    batch: int = 1,
+    n_heads: int = 4,
+    head_dim: int = 32,
+    device="cpu",
+    dtype=torch.float32,
+    repeats: int = 10,
+    seed: int = 0,
+) -> dict:
     """Explicit attention (``tc.scaled_dot_product_attention``) vs ``F.scaled_dot_product_attention``.
 
     Three candidates on the same causal problem: ``explicit`` (scores, mask,
@@ -179,8 +229,9 @@ def measure_attention_impls(T: int, *, batch: int = 1, n_heads: int = 4, head_di
     """
     validate.positive_int("T", T)
     gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(batch, n_heads, T, head_dim, generator=gen).to(device, dtype)
-               for _ in range(3))
+    q, k, v = (
+        torch.randn(batch, n_heads, T, head_dim, generator=gen).to(device, dtype) for _ in range(3)
+    )
     mask = causal_mask(T, device=device)
     reference, _ = scaled_dot_product_attention(q, k, v, mask)
     candidates = {
@@ -190,11 +241,15 @@ def measure_attention_impls(T: int, *, batch: int = 1, n_heads: int = 4, head_di
     }
     diffs = {name: _max_diff(fn(), reference) for name, fn in candidates.items()}
     times = compare_times(candidates, repeats=repeats, device=device)
-    return {"T": T, **{f"{n}_s": t for n, t in times.items()},
-            "speedup_sdpa_mask": _ratio(times["explicit"], times["sdpa_mask"]),
-            "speedup_sdpa_causal": _ratio(times["explicit"], times["sdpa_causal"]),
-            "max_diff_sdpa_mask": diffs["sdpa_mask"], "max_diff_sdpa_causal": diffs["sdpa_causal"],
-            "scores_bytes": batch * n_heads * T * T * q.element_size()}
+    return {
+        "T": T,
+        **{f"{n}_s": t for n, t in times.items()},
+        "speedup_sdpa_mask": _ratio(times["explicit"], times["sdpa_mask"]),
+        "speedup_sdpa_causal": _ratio(times["explicit"], times["sdpa_causal"]),
+        "max_diff_sdpa_mask": diffs["sdpa_mask"],
+        "max_diff_sdpa_causal": diffs["sdpa_causal"],
+        "scores_bytes": batch * n_heads * T * T * q.element_size(),
+    }
 
 
 def autocast_dtype(device) -> torch.dtype:
@@ -241,8 +296,9 @@ def autocast_op_dtypes(device, dtype: torch.dtype | None = None) -> dict[str, to
 
 
 @torch.no_grad()
-def measure_autocast(module: nn.Module, x: torch.Tensor, *, dtype: torch.dtype | None = None,
-                     repeats: int = 10) -> dict:
+def measure_autocast(
+    module: nn.Module, x: torch.Tensor, *, dtype: torch.dtype | None = None, repeats: int = 10
+) -> dict:
     """``module(x)`` in float32 vs under ``torch.autocast`` to ``dtype`` (default ``autocast_dtype``).
 
     Returns times, the speedup (float32 / autocast), the output dtype under
@@ -258,12 +314,18 @@ def measure_autocast(module: nn.Module, x: torch.Tensor, *, dtype: torch.dtype |
     full = module(x)
     out = low()
     rel_err = _max_diff(out, full) / float(full.abs().max())
-    times = compare_times({"float32": lambda: module(x), "autocast": low}, repeats=repeats,
-                          device=device)
-    return {"dtype": str(dtype).removeprefix("torch."), "output_dtype": str(out.dtype).removeprefix("torch."),
-            "float32_s": times["float32"], "autocast_s": times["autocast"],
-            "speedup": _ratio(times["float32"], times["autocast"]), "rel_err": rel_err,
-            "finite": bool(torch.isfinite(out).all())}
+    times = compare_times(
+        {"float32": lambda: module(x), "autocast": low}, repeats=repeats, device=device
+    )
+    return {
+        "dtype": str(dtype).removeprefix("torch."),
+        "output_dtype": str(out.dtype).removeprefix("torch."),
+        "float32_s": times["float32"],
+        "autocast_s": times["autocast"],
+        "speedup": _ratio(times["float32"], times["autocast"]),
+        "rel_err": rel_err,
+        "finite": bool(torch.isfinite(out).all()),
+    }
 
 
 @torch.no_grad()
@@ -295,6 +357,7 @@ def decode_step_times(model, prompt: torch.Tensor, new_tokens: int, *, use_cache
 
 # ----------------------------------------------------------------------------- KV caches
 
+
 class PreallocatedKVCache:
     """A KV cache that allocates room for ``max_len`` positions once and writes each step in place.
 
@@ -320,33 +383,41 @@ class PreallocatedKVCache:
     @property
     def k(self) -> torch.Tensor | None:
         """The cached keys ``(B, H, len(cache), head_dim)`` (a view), or None before the first append."""
-        return None if self._k is None else self._k[:, :, :self._len]
+        return None if self._k is None else self._k[:, :, : self._len]
 
     @property
     def v(self) -> torch.Tensor | None:
         """The cached values ``(B, H, len(cache), head_dim)`` (a view), or None before the first append."""
-        return None if self._v is None else self._v[:, :, :self._len]
+        return None if self._v is None else self._v[:, :, : self._len]
 
     def append(self, k: torch.Tensor, v: torch.Tensor):
         for name, t in (("k", k), ("v", v)):
             validate.floating_tensor(name, t)
             if t.dim() != 4:
-                raise ValueError(f"{name} must have shape (B, H, T_new, head_dim), got {tuple(t.shape)}")
+                raise ValueError(
+                    f"{name} must have shape (B, H, T_new, head_dim), got {tuple(t.shape)}"
+                )
         if k.shape != v.shape:
-            raise ValueError(f"k and v must have the same shape, got k {tuple(k.shape)}, v {tuple(v.shape)}")
+            raise ValueError(
+                f"k and v must have the same shape, got k {tuple(k.shape)}, v {tuple(v.shape)}"
+            )
         B, H, T_new, hd = k.shape
         if self._k is None:
             self._k = k.new_empty(B, H, self.max_len, hd)
             self._v = v.new_empty(B, H, self.max_len, hd)
         elif (B, H, hd) != (self._k.shape[0], self._k.shape[1], self._k.shape[3]):
             B0, H0, _, hd0 = self._k.shape
-            raise ValueError(f"new keys must have shape (batch={B0}, heads={H0}, T, head_dim={hd0}) "
-                             f"like the cached ones, got {tuple(k.shape)}")
+            raise ValueError(
+                f"new keys must have shape (batch={B0}, heads={H0}, T, head_dim={hd0}) "
+                f"like the cached ones, got {tuple(k.shape)}"
+            )
         if self._len + T_new > self.max_len:
-            raise ValueError(f"the cache holds at most max_len={self.max_len} positions; it holds "
-                             f"{self._len} and got {T_new} more")
-        self._k[:, :, self._len:self._len + T_new] = k                 # writes T_new slots, copies nothing else
-        self._v[:, :, self._len:self._len + T_new] = v
+            raise ValueError(
+                f"the cache holds at most max_len={self.max_len} positions; it holds "
+                f"{self._len} and got {T_new} more"
+            )
+        self._k[:, :, self._len : self._len + T_new] = k  # writes T_new slots, copies nothing else
+        self._v[:, :, self._len : self._len + T_new] = v
         self._len += T_new
         return self.k, self.v
 
@@ -357,14 +428,21 @@ class PreallocatedKVCache:
         self._len = length
 
 
-def _time_one_step_at(model, token: torch.Tensor, T: int, gen: torch.Generator, repeats: int) -> dict:
+def _time_one_step_at(
+    model, token: torch.Tensor, T: int, gen: torch.Generator, repeats: int
+) -> dict:
     """One cached decoding step after ``T`` cached positions, with each kind of cache (see below)."""
     from ..nn.attention import KVCache
 
     c, device = model.config, token.device
     dtype = next(model.parameters()).dtype
-    past = [tuple(torch.randn(1, c.n_heads, T, c.head_dim, generator=gen).to(device, dtype)
-                  for _ in range(2)) for _ in model.blocks]                  # (1, H, T, hd) each
+    past = [
+        tuple(
+            torch.randn(1, c.n_heads, T, c.head_dim, generator=gen).to(device, dtype)
+            for _ in range(2)
+        )
+        for _ in model.blocks
+    ]  # (1, H, T, hd) each
     concat = [KVCache() for _ in model.blocks]
     prealloc = [PreallocatedKVCache(T + 1) for _ in model.blocks]
     for cache, (k, v) in zip(prealloc, past):
@@ -372,7 +450,7 @@ def _time_one_step_at(model, token: torch.Tensor, T: int, gen: torch.Generator, 
 
     def step_concat():
         for cache, (k, v) in zip(concat, past):
-            cache.k, cache.v = k, v                         # roll back to T positions
+            cache.k, cache.v = k, v  # roll back to T positions
         return model(token, caches=concat)
 
     def step_prealloc():
@@ -381,10 +459,16 @@ def _time_one_step_at(model, token: torch.Tensor, T: int, gen: torch.Generator, 
         return model(token, caches=prealloc)
 
     diff = _max_diff(step_concat(), step_prealloc())
-    times = compare_times({"concat": step_concat, "prealloc": step_prealloc},
-                          repeats=repeats, device=device)
-    return {"T": T, "concat_s": times["concat"], "prealloc_s": times["prealloc"], "max_diff": diff,
-            "cache_bytes": sum(tensor_bytes(k) + tensor_bytes(v) for k, v in past)}
+    times = compare_times(
+        {"concat": step_concat, "prealloc": step_prealloc}, repeats=repeats, device=device
+    )
+    return {
+        "T": T,
+        "concat_s": times["concat"],
+        "prealloc_s": times["prealloc"],
+        "max_diff": diff,
+        "cache_bytes": sum(tensor_bytes(k) + tensor_bytes(v) for k, v in past),
+    }
 
 
 @torch.no_grad()
@@ -406,8 +490,10 @@ def measure_decode_step(model, positions, *, repeats: int = 10, seed: int = 0) -
     if not positions:
         raise ValueError("positions must name at least one position, got none")
     if max(positions) + 1 > model.config.max_seq_len:
-        raise ValueError(f"positions need max_seq_len > {max(positions)}, "
-                         f"got max_seq_len={model.config.max_seq_len}")
+        raise ValueError(
+            f"positions need max_seq_len > {max(positions)}, "
+            f"got max_seq_len={model.config.max_seq_len}"
+        )
     model.eval()
     gen = torch.Generator().manual_seed(seed)
     token = torch.randint(0, model.config.vocab_size, (1, 1), generator=gen)
@@ -420,13 +506,20 @@ class CompileResult:
     ``compiled`` (bool), ``reason`` (why not, or the backend used), ``first_call_s``."""
 
     def __init__(self, module, compiled: bool, reason: str, first_call_s: float | None):
-        self.module, self.compiled, self.reason, self.first_call_s = module, compiled, reason, first_call_s
+        self.module, self.compiled, self.reason, self.first_call_s = (
+            module,
+            compiled,
+            reason,
+            first_call_s,
+        )
 
     def __repr__(self) -> str:
         return f"CompileResult(compiled={self.compiled}, reason={self.reason!r})"
 
 
-def try_compile(module: nn.Module, example: torch.Tensor, *, backend: str = "inductor") -> CompileResult:
+def try_compile(
+    module: nn.Module, example: torch.Tensor, *, backend: str = "inductor"
+) -> CompileResult:
     """``torch.compile(module, backend=backend)`` and one call on ``example``, or a graceful fallback.
 
     Compilation happens lazily on the first call, so that call is made (and
@@ -443,8 +536,9 @@ def try_compile(module: nn.Module, example: torch.Tensor, *, backend: str = "ind
         with torch.no_grad():
             compiled(example)
         synchronize(example.device)
-        return CompileResult(compiled, True, f"compiled with backend={backend!r}",
-                             time.perf_counter() - start)
+        return CompileResult(
+            compiled, True, f"compiled with backend={backend!r}", time.perf_counter() - start
+        )
     except Exception as error:  # noqa: BLE001 - any compiler failure means: run eagerly instead
         message = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
         return CompileResult(module, False, f"{type(error).__name__}: {message}", None)

@@ -19,8 +19,10 @@ def _tables(cos: torch.Tensor, sin: torch.Tensor, name: str, head_dim: int) -> N
     validate.floating_tensor(f"{name} cos", cos)
     validate.floating_tensor(f"{name} sin", sin)
     if cos.dim() != 2 or cos.shape != sin.shape or cos.shape[-1] != head_dim:
-        raise ValueError(f"{name} tables must both have shape (rows, head_dim={head_dim}); "
-                         f"got cos {tuple(cos.shape)}, sin {tuple(sin.shape)}")
+        raise ValueError(
+            f"{name} tables must both have shape (rows, head_dim={head_dim}); "
+            f"got cos {tuple(cos.shape)}, sin {tuple(sin.shape)}"
+        )
 
 
 def rotary_scores(q: torch.Tensor, k: torch.Tensor, q_tables, k_tables) -> torch.Tensor:
@@ -35,28 +37,42 @@ def rotary_scores(q: torch.Tensor, k: torch.Tensor, q_tables, k_tables) -> torch
     validate.floating_tensor("q", q)
     validate.floating_tensor("k", k)
     if q.dim() != 2 or q.shape != k.shape:
-        raise ValueError(f"q and k must both have shape (N, head_dim); "
-                         f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
+        raise ValueError(
+            f"q and k must both have shape (N, head_dim); "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}"
+        )
     head_dim = q.shape[-1]
     (cq, sq), (ck, sk) = q_tables, k_tables
     _tables(cq, sq, "q_tables", head_dim)
     _tables(ck, sk, "k_tables", head_dim)
     rq, rk = rotate_half(q), rotate_half(k)
     # (q*cq + rq*sq) . (k*ck + rk*sk), expanded: each term is (table product) @ (vector product).T
-    return ((cq * ck) @ (q * k).T + (cq * sk) @ (q * rk).T
-            + (sq * ck) @ (rq * k).T + (sq * sk) @ (rq * rk).T)
+    return (
+        (cq * ck) @ (q * k).T
+        + (cq * sk) @ (q * rk).T
+        + (sq * ck) @ (rq * k).T
+        + (sq * sk) @ (rq * rk).T
+    )
 
 
 def relative_rms(values: torch.Tensor, reference: torch.Tensor) -> float:
     """``rms(values - reference) / rms(reference)``: 0 = unchanged, about 1.4 = unrelated."""
     if values.shape != reference.shape:
-        raise ValueError(f"values and reference must have the same shape; "
-                         f"got {tuple(values.shape)} and {tuple(reference.shape)}")
+        raise ValueError(
+            f"values and reference must have the same shape; "
+            f"got {tuple(values.shape)} and {tuple(reference.shape)}"
+        )
     return float((values - reference).pow(2).mean().sqrt() / reference.pow(2).mean().sqrt())
 
 
-def rounded_rotary_tables(positions: torch.Tensor, head_dim: int, base: float = 10000.0, *,
-                          round_theta: bool = False, round_product: bool = False):
+def rounded_rotary_tables(
+    positions: torch.Tensor,
+    head_dim: int,
+    base: float = 10000.0,
+    *,
+    round_theta: bool = False,
+    round_product: bool = False,
+):
     """float32 ``(cos, sin)`` tables ``(P, head_dim)`` with chosen float32 roundings of the angles.
 
     Everything is computed in float64, except: ``round_theta`` rounds each frequency
@@ -64,22 +80,27 @@ def rounded_rotary_tables(positions: torch.Tensor, head_dim: int, base: float = 
     to float32. Both False gives the exact angles (one float32 rounding of cos and sin at the end).
     """
     if not isinstance(positions, torch.Tensor):
-        raise TypeError(f"positions must be a torch.Tensor of shape (P,), "
-                        f"got {type(positions).__name__}")
+        raise TypeError(
+            f"positions must be a torch.Tensor of shape (P,), got {type(positions).__name__}"
+        )
     if positions.dim() != 1:
         raise ValueError(f"positions must have shape (P,), got {tuple(positions.shape)}")
     theta = rotary_inv_freq(head_dim, base, dtype=torch.float64, device=positions.device)
     if round_theta:
         theta = theta.float().double()
-    angles = positions.double()[:, None] * theta     # (P, head_dim/2); exact for a float32 theta
+    angles = positions.double()[:, None] * theta  # (P, head_dim/2); exact for a float32 theta
     if round_product:
         angles = angles.float().double()
-    angles = torch.cat([angles, angles], dim=-1)                 # (P, head_dim)
+    angles = torch.cat([angles, angles], dim=-1)  # (P, head_dim)
     return angles.cos().float(), angles.sin().float()
 
 
-def unseen_rotation_share(inv_freq: torch.Tensor, trained_inv_freq: torch.Tensor,
-                          trained_len: int, distances: torch.Tensor) -> float:
+def unseen_rotation_share(
+    inv_freq: torch.Tensor,
+    trained_inv_freq: torch.Tensor,
+    trained_len: int,
+    distances: torch.Tensor,
+) -> float:
     """Share of (pair, distance) combinations whose angle the trained model never saw.
 
     A pair that turned less than once within ``trained_len`` positions saw only the angles
@@ -91,22 +112,31 @@ def unseen_rotation_share(inv_freq: torch.Tensor, trained_inv_freq: torch.Tensor
     """
     validate.positive_int("trained_len", trained_len)
     if inv_freq.shape != trained_inv_freq.shape or inv_freq.dim() != 1:
-        raise ValueError(f"inv_freq and trained_inv_freq must both have shape (head_dim/2,); "
-                         f"got {tuple(inv_freq.shape)} and {tuple(trained_inv_freq.shape)}")
+        raise ValueError(
+            f"inv_freq and trained_inv_freq must both have shape (head_dim/2,); "
+            f"got {tuple(inv_freq.shape)} and {tuple(trained_inv_freq.shape)}"
+        )
     if distances.dim() != 1:
         raise ValueError(f"distances must have shape (P,), got {tuple(distances.shape)}")
     if distances.numel() == 0:
-        return 0.0                                                # no new distance, nothing unseen
-    reached = trained_len * trained_inv_freq                      # (pairs,) largest angle seen
+        return 0.0  # no new distance, nothing unseen
+    reached = trained_len * trained_inv_freq  # (pairs,) largest angle seen
     never_turned = reached < 2 * math.pi
-    angles = distances.to(inv_freq.dtype)[:, None] * inv_freq   # (P, pairs)
+    angles = distances.to(inv_freq.dtype)[:, None] * inv_freq  # (P, pairs)
     unseen = (angles > reached) & never_turned
     return float(unseen.double().mean())
 
 
-def context_extension(q: torch.Tensor, k: torch.Tensor, *, trained_len: int, factor: float,
-                      scaling: str | None, base: float = 10000.0,
-                      near: int = 64) -> dict[str, float]:
+def context_extension(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    *,
+    trained_len: int,
+    factor: float,
+    scaling: str | None,
+    base: float = 10000.0,
+    near: int = 64,
+) -> dict[str, float]:
     """Measure one way of running RoPE at ``factor`` times the trained length, on scores.
 
     ``q``, ``k``: ``(N, head_dim)`` float64; ``scaling`` as in ``rotary_inv_freq`` (None: plain
@@ -124,20 +154,29 @@ def context_extension(q: torch.Tensor, k: torch.Tensor, *, trained_len: int, fac
         raise ValueError(f"q and k must have shape (N, head_dim), got q {tuple(q.shape)}")
     head_dim = q.shape[-1]
     length = round(factor * trained_len)
-    options = {} if scaling is None else {
-        "scaling": scaling, "factor": factor,
-        "original_max_len": trained_len if scaling == "yarn" else None}
+    options = (
+        {}
+        if scaling is None
+        else {
+            "scaling": scaling,
+            "factor": factor,
+            "original_max_len": trained_len if scaling == "yarn" else None,
+        }
+    )
     scaled = rotary_cos_sin(trained_len, head_dim, base, dtype=q.dtype, device=q.device, **options)
     plain = rotary_cos_sin(trained_len, head_dim, base, dtype=q.dtype, device=q.device)
-    key_at_zero = (torch.ones(1, head_dim, dtype=q.dtype, device=q.device),     # cos 0, sin 0
-                   torch.zeros(1, head_dim, dtype=q.dtype, device=q.device))
-    scores = rotary_scores(q, k, scaled, key_at_zero)            # (trained_len, N)
+    key_at_zero = (
+        torch.ones(1, head_dim, dtype=q.dtype, device=q.device),  # cos 0, sin 0
+        torch.zeros(1, head_dim, dtype=q.dtype, device=q.device),
+    )
+    scores = rotary_scores(q, k, scaled, key_at_zero)  # (trained_len, N)
     reference = rotary_scores(q, k, plain, key_at_zero)
     theta = rotary_inv_freq(head_dim, base, device=q.device, **options)
     trained_theta = rotary_inv_freq(head_dim, base, device=q.device)
     return {
         "near_drift": relative_rms(scores[:near], reference[:near]),
         "trained_drift": relative_rms(scores, reference),
-        "unseen_share": unseen_rotation_share(theta, trained_theta, trained_len,
-                                              torch.arange(trained_len, length, device=q.device)),
+        "unseen_share": unseen_rotation_share(
+            theta, trained_theta, trained_len, torch.arange(trained_len, length, device=q.device)
+        ),
     }

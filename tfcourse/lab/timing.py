@@ -31,8 +31,13 @@ def synchronize(device) -> None:
         torch.mps.synchronize()
 
 
-def compare_times(candidates: Mapping[str, Callable[[], object]], *, repeats: int = 20,
-                  warmup: int = 2, device="cpu") -> dict[str, float]:
+def compare_times(
+    candidates: Mapping[str, Callable[[], object]],
+    *,
+    repeats: int = 20,
+    warmup: int = 2,
+    device="cpu",
+) -> dict[str, float]:
     """Median wall time in seconds of each zero-argument callable, timed interleaved.
 
     Args:
@@ -63,8 +68,9 @@ def compare_times(candidates: Mapping[str, Callable[[], object]], *, repeats: in
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def median_time(fn: Callable[[], object], *, repeats: int = 20, warmup: int = 2,
-                device="cpu") -> float:
+def median_time(
+    fn: Callable[[], object], *, repeats: int = 20, warmup: int = 2, device="cpu"
+) -> float:
     """Median wall time in seconds of ``fn()`` (see ``compare_times``)."""
     return compare_times({"fn": fn}, repeats=repeats, warmup=warmup, device=device)["fn"]
 
@@ -152,8 +158,10 @@ def peak_memory_bytes(fn: Callable[[], object], device) -> int:
     if device.type == "cuda":
         return peak_cuda_bytes(fn, device)
     if device.type != "cpu":
-        raise ValueError(f"peak_memory_bytes measures on 'cpu' or 'cuda', got {device.type!r}: "
-                         f"run the measurement on CPU tensors instead")
+        raise ValueError(
+            f"peak_memory_bytes measures on 'cpu' or 'cuda', got {device.type!r}: "
+            f"run the measurement on CPU tensors instead"
+        )
     from torch.profiler import ProfilerActivity
 
     prof = _profiled(fn, [ProfilerActivity.CPU])
@@ -194,13 +202,16 @@ def profile_ops(fn: Callable[[], object], *, repeats: int = 3, device="cpu") -> 
     for event in prof.key_averages():
         if not event.key.startswith("aten::"):
             continue
-        if device.type == "cuda":   # named self_cuda_time_total before torch 2.4's rename
+        if device.type == "cuda":  # named self_cuda_time_total before torch 2.4's rename
             self_us = getattr(event, "self_device_time_total", None)
             self_us = event.self_cuda_time_total if self_us is None else self_us
         else:
             self_us = event.self_cpu_time_total
-        stats[event.key] = {"calls": event.count, "self_s": self_us * 1e-6,
-                            "self_bytes": event.self_cpu_memory_usage}
+        stats[event.key] = {
+            "calls": event.count,
+            "self_s": self_us * 1e-6,
+            "self_bytes": event.self_cpu_memory_usage,
+        }
     return stats
 
 

@@ -50,15 +50,23 @@ PNG_DPI = 80
 
 # --------------------------------------------------------------------------- machinery
 
+
 def png_output(png: bytes, text: str = "<figure>") -> dict:
     """An nbformat ``display_data`` output holding a PNG (what ``Output.outputs`` stores)."""
-    return {"output_type": "display_data", "metadata": {},
-            "data": {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": text}}
+    return {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": text},
+    }
 
 
 def text_output(text: str) -> dict:
     """An nbformat ``stream`` output (used to show a message instead of a figure)."""
-    return {"output_type": "stream", "name": "stdout", "text": text if text.endswith("\n") else text + "\n"}
+    return {
+        "output_type": "stream",
+        "name": "stdout",
+        "text": text if text.endswith("\n") else text + "\n",
+    }
 
 
 class Explorer:
@@ -80,8 +88,13 @@ class Explorer:
         put into ``output``).
     """
 
-    def __init__(self, render: Callable[..., bytes], controls: Mapping[str, W.ValueWidget], *,
-                 title: str = ""):
+    def __init__(
+        self,
+        render: Callable[..., bytes],
+        controls: Mapping[str, W.ValueWidget],
+        *,
+        title: str = "",
+    ):
         if not callable(render):
             raise TypeError(f"render must be callable, got {type(render).__name__}")
         if not controls:
@@ -91,9 +104,13 @@ class Explorer:
         self.title = title
         self.output = W.Output(layout=W.Layout(min_height="120px"))
         header = [W.HTML(f"<b>{title}</b>")] if title else []
-        self.widget = W.VBox(header + [W.HBox(list(self.controls.values()),
-                                              layout=W.Layout(flex_flow="row wrap")),
-                                       self.output])
+        self.widget = W.VBox(
+            header
+            + [
+                W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap")),
+                self.output,
+            ]
+        )
         self.png: bytes | None = None
         self.renders = 0
         for control in self.controls.values():
@@ -127,7 +144,9 @@ class Explorer:
         bundle = self.widget._repr_mimebundle_(**kwargs) or {}
         if self.png is not None:
             bundle["image/png"] = base64.b64encode(self.png).decode("ascii")
-        bundle["text/plain"] = f"{self.title or 'Explorer'} ({', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
+        bundle["text/plain"] = (
+            f"{self.title or 'Explorer'} ({', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
+        )
         return bundle
 
     def __repr__(self):
@@ -154,9 +173,12 @@ UNKNOWN = "?"
 VOCAB = "".join(sorted(set(CORPUS))) + UNKNOWN
 DEFAULT_TEXT = "the cat sat on the mat."
 MAX_TEXT = 48
-TRAIN_STEPS = 40          # AdamW steps of the explorer's model: enough for sharp heads (tested), cheap on a CPU
-ATTENTION_CONFIG = GPTConfig(vocab_size=len(VOCAB), max_seq_len=64, n_layers=2, n_heads=4,
-                             d_model=64, dropout=0.0)
+TRAIN_STEPS = (
+    40  # AdamW steps of the explorer's model: enough for sharp heads (tested), cheap on a CPU
+)
+ATTENTION_CONFIG = GPTConfig(
+    vocab_size=len(VOCAB), max_seq_len=64, n_layers=2, n_heads=4, d_model=64, dropout=0.0
+)
 
 
 def encode(text: str, vocab: str = VOCAB) -> list[int]:
@@ -188,8 +210,8 @@ def char_model(train_steps: int = TRAIN_STEPS, seed: int = 0) -> GPT:
         model.train()
         for _ in range(train_steps):
             starts = torch.randint(0, len(data) - block - 1, (batch,), generator=generator)
-            idx = torch.stack([data[s:s + block] for s in starts])          # (batch, block)
-            targets = torch.stack([data[s + 1:s + block + 1] for s in starts])
+            idx = torch.stack([data[s : s + block] for s in starts])  # (batch, block)
+            targets = torch.stack([data[s + 1 : s + block + 1] for s in starts])
             loss = model.loss(idx, targets)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -201,16 +223,21 @@ def char_model(train_steps: int = TRAIN_STEPS, seed: int = 0) -> GPT:
 def attention_weights(model: GPT, idx: torch.Tensor) -> torch.Tensor:
     """Attention weights of every layer for token ids ``idx (T,)``: ``(n_layers, H, T, T)`` on the CPU."""
     if not isinstance(idx, torch.Tensor) or idx.dim() != 1:
-        raise ValueError(f"idx must be a 1-D tensor of token ids (T,), got "
-                         f"{tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__}")
+        raise ValueError(
+            f"idx must be a 1-D tensor of token ids (T,), got "
+            f"{tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__}"
+        )
     idx = idx.to(next(model.parameters()).device)
     captured = []
     # Re-run each layer's attention on its own input to get the weights
     # (``forward`` directly, so the hook does not fire again); the model's own
     # forward pass stays untouched.
-    hooks = [block.attn.register_forward_pre_hook(
-        lambda module, args: captured.append(module.forward(args[0], return_weights=True)[1][0]))
-        for block in model.blocks]
+    hooks = [
+        block.attn.register_forward_pre_hook(
+            lambda module, args: captured.append(module.forward(args[0], return_weights=True)[1][0])
+        )
+        for block in model.blocks
+    ]
     try:
         model(idx[None])
     finally:
@@ -235,28 +262,50 @@ def _check_text(text) -> str:
 
 
 @functools.lru_cache(maxsize=128)
-def attention_png(text: str = DEFAULT_TEXT, layer: int = 0, head: int | str = 0,
-                  train_steps: int = TRAIN_STEPS, seed: int = 0) -> bytes:
+def attention_png(
+    text: str = DEFAULT_TEXT,
+    layer: int = 0,
+    head: int | str = 0,
+    train_steps: int = TRAIN_STEPS,
+    seed: int = 0,
+) -> bytes:
     """PNG of the attention heatmap for one (text, layer, head); ``head="all"`` draws every head."""
     _check_text(text)
-    weights = _attention_for_text(text, train_steps, seed)            # (L, H, T, T)
+    weights = _attention_for_text(text, train_steps, seed)  # (L, H, T, T)
     n_layers, n_heads = weights.shape[:2]
     if layer not in range(n_layers):
         raise ValueError(f"layer must be in 0..{n_layers - 1}, got {layer!r}")
     tokens = [ch if ch in VOCAB else UNKNOWN for ch in text.lower()]
-    note = say(f" ('{UNKNOWN}' = not in the vocabulary)", f"（'{UNKNOWN}' = 不在词表中）") \
-        if UNKNOWN in tokens else ""
+    note = (
+        say(f" ('{UNKNOWN}' = not in the vocabulary)", f"（'{UNKNOWN}' = 不在词表中）")
+        if UNKNOWN in tokens
+        else ""
+    )
     if head == "all":
-        fig = plots.attention_heads_grid(weights[layer], tokens, title=say(f"layer {layer}, all heads{note}", f"第 {layer} 层，全部的头{note}"))
+        fig = plots.attention_heads_grid(
+            weights[layer],
+            tokens,
+            title=say(f"layer {layer}, all heads{note}", f"第 {layer} 层，全部的头{note}"),
+        )
     elif head in range(n_heads):
-        fig = plots.attention_heatmap(weights[layer, head], tokens, title=say(f"layer {layer}, head {head}{note}", f"第 {layer} 层，头 {head}{note}"))
+        fig = plots.attention_heatmap(
+            weights[layer, head],
+            tokens,
+            title=say(f"layer {layer}, head {head}{note}", f"第 {layer} 层，头 {head}{note}"),
+        )
     else:
         raise ValueError(f"head must be in 0..{n_heads - 1} or 'all', got {head!r}")
     return plots.figure_to_png(fig, dpi=PNG_DPI)
 
 
-def attention_explorer(text: str = DEFAULT_TEXT, *, layer: int = 0, head: int | str = 0,
-                       train_steps: int = TRAIN_STEPS, seed: int = 0) -> Explorer:
+def attention_explorer(
+    text: str = DEFAULT_TEXT,
+    *,
+    layer: int = 0,
+    head: int | str = 0,
+    train_steps: int = TRAIN_STEPS,
+    seed: int = 0,
+) -> Explorer:
     """Heatmap of a tiny character-level GPT's attention weights, with controls.
 
     The model (``char_model``: 2 layers, 4 heads, width 64, causal) is trained
@@ -282,18 +331,34 @@ def attention_explorer(text: str = DEFAULT_TEXT, *, layer: int = 0, head: int | 
         raise ValueError(f"layer must be in 0..{n_layers - 1}, got {layer!r}")
     if head != "all" and head not in range(n_heads):
         raise ValueError(f"head must be in 0..{n_heads - 1} or 'all', got {head!r}")
-    char_model(train_steps, seed)          # validate and train once, before any control exists
+    char_model(train_steps, seed)  # validate and train once, before any control exists
     controls = {
-        "text": W.Text(value=text, description=say("text", "文本"), continuous_update=False,
-                       layout=W.Layout(width="22em")),
-        "layer": W.Dropdown(options=list(range(n_layers)), value=layer, description=say("layer", "层"),
-                            layout=W.Layout(width="12em")),
-        "head": W.Dropdown(options=[*range(n_heads), "all"], value=head, description=say("head", "头"),
-                           layout=W.Layout(width="12em")),
+        "text": W.Text(
+            value=text,
+            description=say("text", "文本"),
+            continuous_update=False,
+            layout=W.Layout(width="22em"),
+        ),
+        "layer": W.Dropdown(
+            options=list(range(n_layers)),
+            value=layer,
+            description=say("layer", "层"),
+            layout=W.Layout(width="12em"),
+        ),
+        "head": W.Dropdown(
+            options=[*range(n_heads), "all"],
+            value=head,
+            description=say("head", "头"),
+            layout=W.Layout(width="12em"),
+        ),
     }
-    return Explorer(functools.partial(_attention_render, train_steps=train_steps, seed=seed),
-                    controls, title=say("Attention weights of a tiny character-level GPT",
-                                        "一个字符级小 GPT 的注意力权重"))
+    return Explorer(
+        functools.partial(_attention_render, train_steps=train_steps, seed=seed),
+        controls,
+        title=say(
+            "Attention weights of a tiny character-level GPT", "一个字符级小 GPT 的注意力权重"
+        ),
+    )
 
 
 def _attention_render(*, text, layer, head, train_steps, seed):
@@ -303,14 +368,16 @@ def _attention_render(*, text, layer, head, train_steps, seed):
 
 # --------------------------------------------------------------------------- gradient flow
 
-GRADIENT_CONFIG = GPTConfig(vocab_size=64, max_seq_len=32, n_layers=12, n_heads=4, d_model=64,
-                            dropout=0.0)
+GRADIENT_CONFIG = GPTConfig(
+    vocab_size=64, max_seq_len=32, n_layers=12, n_heads=4, d_model=64, dropout=0.0
+)
 MODELS = ("both", "pre-LN", "post-LN")
 
 
 @functools.lru_cache(maxsize=64)
-def gradient_flow(depth: int = 12, loss: str = "lm", init_scale: float = 1.0,
-                  seed: int = 0) -> dict:
+def gradient_flow(
+    depth: int = 12, loss: str = "lm", init_scale: float = 1.0, seed: int = 0
+) -> dict:
     """Gradient norms of a pre-LN and a post-LN GPT with identical weights.
 
     The models are ``GRADIENT_CONFIG`` with ``n_layers=depth``, every weight
@@ -339,33 +406,44 @@ def gradient_flow(depth: int = 12, loss: str = "lm", init_scale: float = 1.0,
         for name, model in (("pre-LN", pre), ("post-LN", post)):
             with torch.no_grad():
                 for param in model.parameters():
-                    if param.dim() >= 2:           # weight matrices, not norms or biases
+                    if param.dim() >= 2:  # weight matrices, not norms or biases
                         param.mul_(init_scale)
             result[name] = gradient_probe(model, idx, targets, loss)
-            if loss == "sum":        # the true gradient is 0: measure what float32 makes of it
+            if loss == "sum":  # the true gradient is 0: measure what float32 makes of it
                 result[name]["round_off"] = roundoff_level(model, idx, targets, loss)
     return result
 
 
 @functools.lru_cache(maxsize=128)
-def gradient_flow_png(depth: int = 12, model: str = "both", loss: str = "lm",
-                      init_scale: float = 1.0, seed: int = 0) -> bytes:
+def gradient_flow_png(
+    depth: int = 12, model: str = "both", loss: str = "lm", init_scale: float = 1.0, seed: int = 0
+) -> bytes:
     """PNG of the gradient norm per block for the given controls."""
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got {model!r}")
     probes = gradient_flow(depth, loss, init_scale, seed)
     names = ["pre-LN", "post-LN"] if model == "both" else [model]
     round_off = max(probes[n]["round_off"] for n in names) if loss == "sum" else None
-    fig = plots.gradient_norms({n: probes[n]["blocks"] for n in names},
-                               embedding={n: probes[n]["embedding"] for n in names},
-                               title=say(f"{depth} blocks, loss={loss}, init scale {init_scale:g}",
-                                         f"{depth} 个块，loss={loss}，初始化缩放 {init_scale:g}"),
-                               round_off=round_off)
+    fig = plots.gradient_norms(
+        {n: probes[n]["blocks"] for n in names},
+        embedding={n: probes[n]["embedding"] for n in names},
+        title=say(
+            f"{depth} blocks, loss={loss}, init scale {init_scale:g}",
+            f"{depth} 个块，loss={loss}，初始化缩放 {init_scale:g}",
+        ),
+        round_off=round_off,
+    )
     return plots.figure_to_png(fig, dpi=PNG_DPI)
 
 
-def gradient_flow_explorer(depth: int = 12, *, model: str = "both", loss: str = "lm",
-                           init_scale: float = 1.0, seed: int = 0) -> Explorer:
+def gradient_flow_explorer(
+    depth: int = 12,
+    *,
+    model: str = "both",
+    loss: str = "lm",
+    init_scale: float = 1.0,
+    seed: int = 0,
+) -> Explorer:
     """Gradient norm per block, pre-LN vs post-LN, with controls.
 
     Both models start from identical weights (``tfcourse.lab.probes.twin_models``);
@@ -387,22 +465,49 @@ def gradient_flow_explorer(depth: int = 12, *, model: str = "both", loss: str = 
     Returns:
         An ``Explorer`` with controls ``depth``, ``model``, ``loss``, ``init_scale``.
     """
-    gradient_flow_png(depth, model, loss, float(init_scale), seed)   # validate before building controls
+    gradient_flow_png(
+        depth, model, loss, float(init_scale), seed
+    )  # validate before building controls
     controls = {
-        "depth": W.IntSlider(value=depth, min=1, max=max(24, depth), description=say("depth", "深度"),
-                             continuous_update=False),
-        "model": W.Dropdown(options=list(MODELS), value=model, description=say("model", "模型"),
-                            layout=W.Layout(width="14em")),
-        "loss": W.Dropdown(options=list(LOSSES), value=loss, description=say("loss", "损失"),
-                           layout=W.Layout(width="12em")),
-        "init_scale": W.FloatLogSlider(value=init_scale, base=10, min=-1, max=1, step=0.1,
-                                       description=say("init scale", "初始化缩放"), continuous_update=False,
-                                       readout_format=".2g"),
+        "depth": W.IntSlider(
+            value=depth,
+            min=1,
+            max=max(24, depth),
+            description=say("depth", "深度"),
+            continuous_update=False,
+        ),
+        "model": W.Dropdown(
+            options=list(MODELS),
+            value=model,
+            description=say("model", "模型"),
+            layout=W.Layout(width="14em"),
+        ),
+        "loss": W.Dropdown(
+            options=list(LOSSES),
+            value=loss,
+            description=say("loss", "损失"),
+            layout=W.Layout(width="12em"),
+        ),
+        "init_scale": W.FloatLogSlider(
+            value=init_scale,
+            base=10,
+            min=-1,
+            max=1,
+            step=0.1,
+            description=say("init scale", "初始化缩放"),
+            continuous_update=False,
+            readout_format=".2g",
+        ),
     }
 
     def render(*, depth, model, loss, init_scale):
         # Round the log slider's float so that equal-looking settings share a cache entry.
         return gradient_flow_png(depth, model, loss, round(float(init_scale), 6), seed)
 
-    return Explorer(render, controls, title=say("Gradient norm per block: pre-LN vs post-LN",
-                                                "各块的梯度范数：Pre-LN 与 Post-LN"))
+    return Explorer(
+        render,
+        controls,
+        title=say(
+            "Gradient norm per block: pre-LN vs post-LN", "各块的梯度范数：Pre-LN 与 Post-LN"
+        ),
+    )

@@ -52,8 +52,13 @@ def _check_scores_mask(mask, scores_shape: torch.Size) -> None:
         )
 
 
-def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                                 mask: torch.Tensor | None = None, dropout_p: float = 0.0):
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+):
     """``softmax(q k^T / sqrt(d_k)) v``, written out step by step.
 
     Args:
@@ -67,10 +72,10 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         ``(..., T_q, T_k)`` after softmax and masking, before dropout (each allowed
         row sums to 1).
     """
-    check = validate.needed()          # False when MultiHeadAttention passes the q, k, v it built
+    check = validate.needed()  # False when MultiHeadAttention passes the q, k, v it built
     if check:
         _check_qkv(q, k, v, dropout_p)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])           # (..., T_q, T_k)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
     if mask is not None:
         if check:
             _check_scores_mask(mask, scores.shape)
@@ -104,8 +109,10 @@ class KVCache:
         if self.k is not None and self.v is not None:
             if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]:
                 B, H, _, hd = self.k.shape
-                raise ValueError(f"new keys must have shape (batch={B}, heads={H}, T, head_dim={hd}) "
-                                 f"like the cached ones, got {tuple(k.shape)}")
+                raise ValueError(
+                    f"new keys must have shape (batch={B}, heads={H}, T, head_dim={hd}) "
+                    f"like the cached ones, got {tuple(k.shape)}"
+                )
             k = torch.cat([self.k, k], dim=-2)
             v = torch.cat([self.v, v], dim=-2)
         self.k, self.v = k, v
@@ -149,14 +156,25 @@ class MultiHeadAttention(nn.Module):
     ``((B, T, D), (B, H, T, T))``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, max_seq_len: int, dropout: float = 0.0,
-                 bias: bool = True, causal: bool = True, attn_impl: str = "explicit",
-                 rope_base: float | None = None, n_kv_heads: int | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        max_seq_len: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        causal: bool = True,
+        attn_impl: str = "explicit",
+        rope_base: float | None = None,
+        n_kv_heads: int | None = None,
+    ):
         super().__init__()
         self.head_dim = validate.divisible(d_model, n_heads)
         self.d_model, self.n_heads = d_model, n_heads
-        self.n_kv_heads = n_heads if n_kv_heads is None else validate.positive_int(
-            "n_kv_heads", n_kv_heads)
+        self.n_kv_heads = (
+            n_heads if n_kv_heads is None else validate.positive_int("n_kv_heads", n_kv_heads)
+        )
         if n_heads % self.n_kv_heads:
             raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={n_heads}")
         self.kv_dim = self.n_kv_heads * self.head_dim
@@ -175,7 +193,7 @@ class MultiHeadAttention(nn.Module):
         # Built once for the longest sequence and sliced per call. A buffer moves
         # with .to(device) but is not a parameter; persistent=False keeps it out
         # of state_dict because it is a function of max_seq_len, not learned.
-        self.mask: torch.Tensor     # (max_seq_len, max_seq_len) bool, True where allowed
+        self.mask: torch.Tensor  # (max_seq_len, max_seq_len) bool, True where allowed
         self.register_buffer("mask", causal_mask(max_seq_len), persistent=False)
         self.rotary = RotaryEmbedding(self.head_dim, max_seq_len, rope_base) if rope_base else None
 
@@ -190,8 +208,14 @@ class MultiHeadAttention(nn.Module):
         causal = self.mask[past : past + T, : past + T]
         return causal if attn_mask is None else causal & attn_mask
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
-                return_weights: bool = False, cache: KVCache | None = None):
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        *,
+        return_weights: bool = False,
+        cache: KVCache | None = None,
+    ):
         """Attend ``x (B, T, D)``.
 
         Args:
@@ -202,9 +226,9 @@ class MultiHeadAttention(nn.Module):
             cache: a ``KVCache`` for incremental decoding; ``x`` holds the new tokens.
         """
         past = len(cache) if cache is not None else 0
-        if validate.needed():                       # skipped inside a block or GPT: checked there
+        if validate.needed():  # skipped inside a block or GPT: checked there
             self._check_inputs(x, attn_mask, past)
-        with validate.inputs_checked():             # rotary and the attention function skip theirs
+        with validate.inputs_checked():  # rotary and the attention function skip theirs
             y, weights = self._attend(x, attn_mask, past, return_weights, cache)
         return (y, weights) if return_weights else y
 
@@ -223,7 +247,7 @@ class MultiHeadAttention(nn.Module):
         if self.rotary is not None:
             q, k = self.rotary(q, k, offset=past)
         if cache is not None:
-            k, v = cache.append(k, v)                                     # (B, H_kv, past+T, hd)
+            k, v = cache.append(k, v)  # (B, H_kv, past+T, hd)
         # Each key/value head serves a group of query heads (a view + copy; the cache
         # above keeps only the H_kv heads).
         k, v = (repeat_kv(t, self.n_heads // self.n_kv_heads) for t in (k, v))  # (B, H, ., hd)
@@ -243,10 +267,12 @@ class MultiHeadAttention(nn.Module):
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         else:
             y, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)
-        y = y.transpose(1, 2).reshape(B, T, D)                                # merge heads
+        y = y.transpose(1, 2).reshape(B, T, D)  # merge heads
         return self.resid_dropout(self.out_proj(y)), weights
 
     def extra_repr(self) -> str:
         kv = f", n_kv_heads={self.n_kv_heads}" if self.n_kv_heads != self.n_heads else ""
-        return (f"d_model={self.d_model}, n_heads={self.n_heads}{kv}, head_dim={self.head_dim}, "
-                f"causal={self.causal}, attn_impl={self.attn_impl!r}")
+        return (
+            f"d_model={self.d_model}, n_heads={self.n_heads}{kv}, head_dim={self.head_dim}, "
+            f"causal={self.causal}, attn_impl={self.attn_impl!r}"
+        )

@@ -44,35 +44,64 @@ class TransformerBlock(nn.Module):
     Shapes: ``(B, T, D) -> (B, T, D)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, max_seq_len: int, pre_ln: bool = True,
-                 dropout: float = 0.0, bias: bool = True, activation: str = "gelu",
-                 norm: str = "layernorm", mlp: str = "gelu", d_hidden: int | None = None,
-                 norm_eps: float | None = None, attn_impl: str = "explicit", causal: bool = True,
-                 rope_base: float | None = None, fused_norms: bool = False,
-                 n_kv_heads: int | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        max_seq_len: int,
+        pre_ln: bool = True,
+        dropout: float = 0.0,
+        bias: bool = True,
+        activation: str = "gelu",
+        norm: str = "layernorm",
+        mlp: str = "gelu",
+        d_hidden: int | None = None,
+        norm_eps: float | None = None,
+        attn_impl: str = "explicit",
+        causal: bool = True,
+        rope_base: float | None = None,
+        fused_norms: bool = False,
+        n_kv_heads: int | None = None,
+    ):
         super().__init__()
         validate.choice("norm", norm, NORMS)
         validate.choice("mlp", mlp, MLPS)
         validate.choice("activation", activation, ACTIVATIONS)
         self.d_model = d_model
         self.pre_ln = bool(pre_ln)
-        self.attn = MultiHeadAttention(d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout,
-                                       bias=bias, causal=causal, attn_impl=attn_impl,
-                                       rope_base=rope_base, n_kv_heads=n_kv_heads)
+        self.attn = MultiHeadAttention(
+            d_model,
+            n_heads,
+            max_seq_len=max_seq_len,
+            dropout=dropout,
+            bias=bias,
+            causal=causal,
+            attn_impl=attn_impl,
+            rope_base=rope_base,
+            n_kv_heads=n_kv_heads,
+        )
         self.norm1 = make_norm(norm, d_model, norm_eps, fused=fused_norms)
         self.norm2 = make_norm(norm, d_model, norm_eps, fused=fused_norms)
         self.mlp: SwiGLU | FeedForward
         if mlp == "swiglu":
             self.mlp = SwiGLU(d_model, d_hidden, bias=bias, dropout=dropout)
         else:
-            self.mlp = FeedForward(d_model, d_hidden, activation=activation, dropout=dropout, bias=bias)
+            self.mlp = FeedForward(
+                d_model, d_hidden, activation=activation, dropout=dropout, bias=bias
+            )
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
-                cache: KVCache | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        *,
+        cache: KVCache | None = None,
+    ) -> torch.Tensor:
         """``x (B, T, D) -> (B, T, D)``; ``attn_mask``/``cache`` as in ``MultiHeadAttention``."""
-        if validate.needed():                  # skipped inside GPT / a stack: checked there
+        if validate.needed():  # skipped inside GPT / a stack: checked there
             self.attn._check_inputs(x, attn_mask, len(cache) if cache is not None else 0)
-        with validate.inputs_checked():        # norms, attention and MLP skip their checks
+        with validate.inputs_checked():  # norms, attention and MLP skip their checks
             if self.pre_ln:
                 x = x + self.attn(self.norm1(x), attn_mask, cache=cache)
                 x = x + self.mlp(self.norm2(x))
@@ -103,13 +132,20 @@ class TransformerStack(nn.Module):
         super().__init__()
         validate.positive_int("n_layers", n_layers)
         self.blocks = nn.ModuleList(TransformerBlock(**block_kwargs) for _ in range(n_layers))
-        self.final_norm = (make_norm(block_kwargs.get("norm", "layernorm"), block_kwargs["d_model"],
-                                     block_kwargs.get("norm_eps"),
-                                     fused=block_kwargs.get("fused_norms", False)) if final_norm else None)
+        self.final_norm = (
+            make_norm(
+                block_kwargs.get("norm", "layernorm"),
+                block_kwargs["d_model"],
+                block_kwargs.get("norm_eps"),
+                fused=block_kwargs.get("fused_norms", False),
+            )
+            if final_norm
+            else None
+        )
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
         """``x (B, T, D) -> (B, T, D)``; ``attn_mask`` as in ``MultiHeadAttention``."""
-        if validate.needed():                  # the first block's checks cover every block
+        if validate.needed():  # the first block's checks cover every block
             first: TransformerBlock = self.blocks[0]  # type: ignore[assignment]  # ModuleList
             first.attn._check_inputs(x, attn_mask, past=0)
         with validate.inputs_checked():

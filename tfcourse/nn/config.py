@@ -27,20 +27,20 @@ class GPTConfig:
     n_layers: int = 12
     n_heads: int = 12
     d_model: int = 768
-    n_kv_heads: int | None = None        # key/value heads; None = n_heads, fewer = GQA, 1 = MQA
-    d_hidden: int | None = None          # MLP width; None = 4 * d_model (gelu) / LLaMA rule (swiglu)
+    n_kv_heads: int | None = None  # key/value heads; None = n_heads, fewer = GQA, 1 = MQA
+    d_hidden: int | None = None  # MLP width; None = 4 * d_model (gelu) / LLaMA rule (swiglu)
     dropout: float = 0.0
-    bias: bool = True                    # biases of every Linear (norms keep theirs)
+    bias: bool = True  # biases of every Linear (norms keep theirs)
     pre_ln: bool = True
     norm: str = "layernorm"
-    norm_eps: float | None = None        # None = 1e-5 for LayerNorm, 1e-6 for RMSNorm
+    norm_eps: float | None = None  # None = 1e-5 for LayerNorm, 1e-6 for RMSNorm
     mlp: str = "gelu"
-    activation: str = "gelu_tanh"        # GPT-2's "gelu_new"
-    positional: str = "learned"          # "learned" table or "rope" (rotary, in attention)
+    activation: str = "gelu_tanh"  # GPT-2's "gelu_new"
+    positional: str = "learned"  # "learned" table or "rope" (rotary, in attention)
     rope_base: float = 10000.0
-    tie_weights: bool = True             # LM head shares the token-embedding matrix
+    tie_weights: bool = True  # LM head shares the token-embedding matrix
     attn_impl: str = "explicit"
-    fused_norms: bool = False            # norms via F.layer_norm / F.rms_norm (same result, faster)
+    fused_norms: bool = False  # norms via F.layer_norm / F.rms_norm (same result, faster)
 
     def __post_init__(self):
         for name in ("vocab_size", "max_seq_len", "n_layers", "n_heads", "d_model"):
@@ -49,8 +49,7 @@ class GPTConfig:
         if self.n_kv_heads is not None:
             validate.positive_int("n_kv_heads", self.n_kv_heads)
             if self.n_heads % self.n_kv_heads:
-                raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide "
-                                 f"n_heads={self.n_heads}")
+                raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads}")
         if self.d_hidden is not None:
             validate.positive_int("d_hidden", self.d_hidden)
         validate.probability("dropout", self.dropout)
@@ -63,7 +62,9 @@ class GPTConfig:
         validate.choice("positional", self.positional, POSITIONAL)
         validate.choice("attn_impl", self.attn_impl, ATTN_IMPLS)
         if self.positional == "rope" and (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"rotary embeddings need an even head_dim, got {self.d_model // self.n_heads}")
+            raise ValueError(
+                f"rotary embeddings need an even head_dim, got {self.d_model // self.n_heads}"
+            )
 
     @property
     def head_dim(self) -> int:
@@ -71,12 +72,23 @@ class GPTConfig:
 
     def block_kwargs(self) -> dict:
         """Keyword arguments for ``TransformerBlock`` / ``TransformerStack``."""
-        return dict(d_model=self.d_model, n_heads=self.n_heads, max_seq_len=self.max_seq_len,
-                    pre_ln=self.pre_ln, dropout=self.dropout, bias=self.bias,
-                    activation=self.activation, norm=self.norm, mlp=self.mlp,
-                    d_hidden=self.d_hidden, norm_eps=self.norm_eps, attn_impl=self.attn_impl,
-                    fused_norms=self.fused_norms, n_kv_heads=self.n_kv_heads,
-                    rope_base=self.rope_base if self.positional == "rope" else None)
+        return dict(
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            max_seq_len=self.max_seq_len,
+            pre_ln=self.pre_ln,
+            dropout=self.dropout,
+            bias=self.bias,
+            activation=self.activation,
+            norm=self.norm,
+            mlp=self.mlp,
+            d_hidden=self.d_hidden,
+            norm_eps=self.norm_eps,
+            attn_impl=self.attn_impl,
+            fused_norms=self.fused_norms,
+            n_kv_heads=self.n_kv_heads,
+            rope_base=self.rope_base if self.positional == "rope" else None,
+        )
 
     def replace(self, **changes) -> "GPTConfig":
         """A copy with ``changes`` applied, validated again by ``__post_init__``."""
@@ -101,15 +113,34 @@ PRESETS: dict[str, dict] = {
     # The lesson's block: exact GELU, 12 layers of width 768.
     "lesson": dict(n_layers=12, n_heads=12, d_model=768, activation="gelu"),
     # LLaMA-style: RMSNorm, SwiGLU, rotary positions, no biases, untied head.
-    "llama-tiny": dict(vocab_size=512, max_seq_len=256, n_layers=4, n_heads=4, d_model=128,
-                       norm="rmsnorm", mlp="swiglu", bias=False, positional="rope",
-                       tie_weights=False),
+    "llama-tiny": dict(
+        vocab_size=512,
+        max_seq_len=256,
+        n_layers=4,
+        n_heads=4,
+        d_model=128,
+        norm="rmsnorm",
+        mlp="swiglu",
+        bias=False,
+        positional="rope",
+        tie_weights=False,
+    ),
     # Small enough to train in seconds on a laptop CPU.
     "tiny": dict(vocab_size=64, max_seq_len=64, n_layers=2, n_heads=4, d_model=64),
     # The capstone (notebook 12, `tfcourse train --preset capstone`): a character model
     # that writes English after minutes on a laptop CPU; notebook 10's modern block, the
     # production code paths (why this block: tfcourse/train/presets.py).
-    "capstone": dict(vocab_size=96, max_seq_len=128, n_layers=4, n_heads=6, d_model=192,
-                     norm="rmsnorm", mlp="swiglu", positional="rope", bias=False,
-                     attn_impl="sdpa", fused_norms=True),
+    "capstone": dict(
+        vocab_size=96,
+        max_seq_len=128,
+        n_layers=4,
+        n_heads=6,
+        d_model=192,
+        norm="rmsnorm",
+        mlp="swiglu",
+        positional="rope",
+        bias=False,
+        attn_impl="sdpa",
+        fused_norms=True,
+    ),
 }

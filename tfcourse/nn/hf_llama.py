@@ -29,8 +29,12 @@ import torch
 
 from .config import GPTConfig
 
-_LINEARS = {"self_attn.o_proj": "attn.out_proj", "mlp.gate_proj": "mlp.gate_proj",
-            "mlp.up_proj": "mlp.up_proj", "mlp.down_proj": "mlp.down_proj"}
+_LINEARS = {
+    "self_attn.o_proj": "attn.out_proj",
+    "mlp.gate_proj": "mlp.gate_proj",
+    "mlp.up_proj": "mlp.up_proj",
+    "mlp.down_proj": "mlp.down_proj",
+}
 _NORMS = {"input_layernorm": "norm1", "post_attention_layernorm": "norm2"}
 
 
@@ -47,8 +51,10 @@ def _llama_bias(hf_config) -> bool:
     attention_bias = bool(getattr(hf_config, "attention_bias", False))
     mlp_bias = bool(getattr(hf_config, "mlp_bias", False))
     if attention_bias != mlp_bias:
-        raise ValueError("GPTConfig has one `bias` flag for every Linear; got attention_bias="
-                         f"{attention_bias} and mlp_bias={mlp_bias}")
+        raise ValueError(
+            "GPTConfig has one `bias` flag for every Linear; got attention_bias="
+            f"{attention_bias} and mlp_bias={mlp_bias}"
+        )
     return attention_bias
 
 
@@ -57,24 +63,37 @@ def llama_config_to_ours(hf_config, **overrides) -> GPTConfig:
     n_heads = hf_config.num_attention_heads
     kv_heads = getattr(hf_config, "num_key_value_heads", None) or n_heads
     if n_heads % kv_heads:
-        raise ValueError(f"num_key_value_heads={kv_heads} must divide "
-                         f"num_attention_heads={n_heads}")
+        raise ValueError(
+            f"num_key_value_heads={kv_heads} must divide num_attention_heads={n_heads}"
+        )
     head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // n_heads
     if head_dim * n_heads != hf_config.hidden_size:
-        raise ValueError(f"head_dim * num_attention_heads must equal hidden_size, got {head_dim} * "
-                         f"{n_heads} != {hf_config.hidden_size}")
+        raise ValueError(
+            f"head_dim * num_attention_heads must equal hidden_size, got {head_dim} * "
+            f"{n_heads} != {hf_config.hidden_size}"
+        )
     if hf_config.hidden_act != "silu":
         raise ValueError(f"SwiGLU needs hidden_act='silu', got {hf_config.hidden_act!r}")
     theta, rope_type = llama_rope(hf_config)
     if rope_type != "default":
         raise ValueError(f"only plain RoPE (rope_type='default') is supported, got {rope_type!r}")
     return GPTConfig(
-        vocab_size=hf_config.vocab_size, max_seq_len=hf_config.max_position_embeddings,
-        n_layers=hf_config.num_hidden_layers, n_heads=n_heads, d_model=hf_config.hidden_size,
-        d_hidden=hf_config.intermediate_size, bias=_llama_bias(hf_config), pre_ln=True,
-        norm="rmsnorm", norm_eps=hf_config.rms_norm_eps, mlp="swiglu", positional="rope",
-        rope_base=theta, tie_weights=bool(getattr(hf_config, "tie_word_embeddings", False)),
-        n_kv_heads=None if kv_heads == n_heads else kv_heads, **overrides,
+        vocab_size=hf_config.vocab_size,
+        max_seq_len=hf_config.max_position_embeddings,
+        n_layers=hf_config.num_hidden_layers,
+        n_heads=n_heads,
+        d_model=hf_config.hidden_size,
+        d_hidden=hf_config.intermediate_size,
+        bias=_llama_bias(hf_config),
+        pre_ln=True,
+        norm="rmsnorm",
+        norm_eps=hf_config.rms_norm_eps,
+        mlp="swiglu",
+        positional="rope",
+        rope_base=theta,
+        tie_weights=bool(getattr(hf_config, "tie_word_embeddings", False)),
+        n_kv_heads=None if kv_heads == n_heads else kv_heads,
+        **overrides,
     )
 
 
@@ -88,7 +107,7 @@ def llama_block_state_dict_to_ours(hf_layer_state: dict, prefix: str = "") -> di
         found = [hf_layer_state.get(f"self_attn.{p}_proj.{suffix}") for p in "qkv"]
         qkv = [t for t in found if t is not None]
         if len(qkv) == 3:
-            out[f"{prefix}attn.qkv_proj.{suffix}"] = torch.cat(qkv, dim=0)     # rows [q; k; v]
+            out[f"{prefix}attn.qkv_proj.{suffix}"] = torch.cat(qkv, dim=0)  # rows [q; k; v]
         elif qkv:
             raise KeyError(f"LLaMA layer has only some of q/k/v_proj.{suffix}")
         for hf_name, ours in _LINEARS.items():
@@ -101,13 +120,22 @@ def llama_block_state_dict_to_ours(hf_layer_state: dict, prefix: str = "") -> di
 
 def llama_state_dict_to_ours(hf_state: dict, config: GPTConfig) -> dict:
     """Map ``LlamaForCausalLM.state_dict()`` onto ``GPT``'s parameter names."""
-    src = {k.removeprefix("model."): v for k, v in hf_state.items()
-           if not k.endswith("rotary_emb.inv_freq")}
-    out = {"tok_emb.weight": src["embed_tokens.weight"], "final_norm.weight": src["norm.weight"],
-           "lm_head.weight": src.get("lm_head.weight", src["embed_tokens.weight"])}
+    src = {
+        k.removeprefix("model."): v
+        for k, v in hf_state.items()
+        if not k.endswith("rotary_emb.inv_freq")
+    }
+    out = {
+        "tok_emb.weight": src["embed_tokens.weight"],
+        "final_norm.weight": src["norm.weight"],
+        "lm_head.weight": src.get("lm_head.weight", src["embed_tokens.weight"]),
+    }
     for i in range(config.n_layers):
-        layer = {k.removeprefix(f"layers.{i}."): v for k, v in src.items()
-                 if k.startswith(f"layers.{i}.")}
+        layer = {
+            k.removeprefix(f"layers.{i}."): v
+            for k, v in src.items()
+            if k.startswith(f"layers.{i}.")
+        }
         out.update(llama_block_state_dict_to_ours(layer, prefix=f"blocks.{i}."))
     return out
 

@@ -13,8 +13,8 @@ from torch import nn
 from . import validate
 
 ACTIVATIONS = {
-    "gelu": F.gelu,                                              # exact, erf-based
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),        # GPT-2's "gelu_new"
+    "gelu": F.gelu,  # exact, erf-based
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's "gelu_new"
     "relu": F.relu,
 }
 
@@ -46,21 +46,30 @@ class FeedForward(nn.Module):
     Shapes: ``(B, T, D) -> (B, T, D)``.
     """
 
-    def __init__(self, d_model: int, d_hidden: int | None = None, *, activation: str = "gelu",
-                 dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        d_hidden: int | None = None,
+        *,
+        activation: str = "gelu",
+        dropout: float = 0.0,
+        bias: bool = True,
+    ):
         super().__init__()
         self.d_model = validate.positive_int("d_model", d_model)
-        self.d_hidden = validate.positive_int("d_hidden", 4 * d_model if d_hidden is None else d_hidden)
+        self.d_hidden = validate.positive_int(
+            "d_hidden", 4 * d_model if d_hidden is None else d_hidden
+        )
         self.activation = validate.choice("activation", activation, ACTIVATIONS)
         self.fc_in = nn.Linear(d_model, self.d_hidden, bias=bias)
         self.fc_out = nn.Linear(self.d_hidden, d_model, bias=bias)
         self.dropout = nn.Dropout(validate.probability("dropout", dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if validate.needed():              # skipped inside a block or GPT: checked there
+        if validate.needed():  # skipped inside a block or GPT: checked there
             validate.last_dim(x, self.d_model)
-        hidden = ACTIVATIONS[self.activation](self.fc_in(x))      # (B, T, d_hidden)
-        return self.dropout(self.fc_out(hidden))                  # (B, T, D)
+        hidden = ACTIVATIONS[self.activation](self.fc_in(x))  # (B, T, d_hidden)
+        return self.dropout(self.fc_out(hidden))  # (B, T, D)
 
     def extra_repr(self) -> str:
         return f"activation={self.activation!r}"
@@ -81,19 +90,21 @@ class SwiGLU(nn.Module):
     Shapes: ``(B, T, D) -> (B, T, D)``.
     """
 
-    def __init__(self, d_model: int, d_hidden: int | None = None, *, bias: bool = False,
-                 dropout: float = 0.0):
+    def __init__(
+        self, d_model: int, d_hidden: int | None = None, *, bias: bool = False, dropout: float = 0.0
+    ):
         super().__init__()
         self.d_model = validate.positive_int("d_model", d_model)
         self.d_hidden = validate.positive_int(
-            "d_hidden", swiglu_hidden_dim(d_model) if d_hidden is None else d_hidden)
+            "d_hidden", swiglu_hidden_dim(d_model) if d_hidden is None else d_hidden
+        )
         self.gate_proj = nn.Linear(d_model, self.d_hidden, bias=bias)
         self.up_proj = nn.Linear(d_model, self.d_hidden, bias=bias)
         self.down_proj = nn.Linear(self.d_hidden, d_model, bias=bias)
         self.dropout = nn.Dropout(validate.probability("dropout", dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if validate.needed():              # skipped inside a block or GPT: checked there
+        if validate.needed():  # skipped inside a block or GPT: checked there
             validate.last_dim(x, self.d_model)
-        hidden = F.silu(self.gate_proj(x)) * self.up_proj(x)      # (B, T, d_hidden)
-        return self.dropout(self.down_proj(hidden))               # (B, T, D)
+        hidden = F.silu(self.gate_proj(x)) * self.up_proj(x)  # (B, T, d_hidden)
+        return self.dropout(self.down_proj(hidden))  # (B, T, D)

@@ -36,15 +36,19 @@ class GPT(nn.Module):
         self.config = config
         D = config.d_model
         self.tok_emb = nn.Embedding(config.vocab_size, D)
-        self.pos_emb = (LearnedPositionalEmbedding(config.max_seq_len, D)
-                        if config.positional == "learned" else None)
+        self.pos_emb = (
+            LearnedPositionalEmbedding(config.max_seq_len, D)
+            if config.positional == "learned"
+            else None
+        )
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(TransformerBlock(**config.block_kwargs())
-                                    for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(
+            TransformerBlock(**config.block_kwargs()) for _ in range(config.n_layers)
+        )
         self.final_norm = make_norm(config.norm, D, config.norm_eps, fused=config.fused_norms)
         self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
         if config.tie_weights:
-            self.lm_head.weight = self.tok_emb.weight       # shared Parameter, not a copy
+            self.lm_head.weight = self.tok_emb.weight  # shared Parameter, not a copy
         self.apply(self._init_weights)
         # GPT-2: scale the projections that write into the residual stream by
         # 1/sqrt(2 * n_layers), so the stream's variance does not grow with depth.
@@ -65,38 +69,44 @@ class GPT(nn.Module):
         ``non_embedding=True`` leaves out the token and position embedding tables
         (an untied LM head is still counted).
         """
-        total = sum(p.numel() for p in self.parameters())   # parameters() yields shared ones once
+        total = sum(p.numel() for p in self.parameters())  # parameters() yields shared ones once
         if non_embedding:
             total -= self.tok_emb.weight.numel()
             if self.pos_emb is not None:
                 total -= self.pos_emb.weight.numel()
         return total
 
-    def forward(self, idx: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
-                caches: list[KVCache] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        idx: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        *,
+        caches: list[KVCache] | None = None,
+    ) -> torch.Tensor:
         """Logits ``(B, T, V)`` for token ids ``idx (B, T)``.
 
         ``attn_mask``: optional bool mask ``(T, T)`` or ``(B, 1, T, T)``, True = may attend.
         ``caches``: one ``KVCache`` per block for incremental decoding; ``idx`` then
         holds only the new tokens.
         """
-        if validate.needed():                    # skipped inside generate(): checked there
+        if validate.needed():  # skipped inside generate(): checked there
             self._check_inputs(idx, attn_mask, caches)
         past = len(caches[0]) if caches else 0
-        with validate.inputs_checked():          # the layers below skip their own checks
-            x = self.tok_emb(idx)                                    # (B, T, D)
+        with validate.inputs_checked():  # the layers below skip their own checks
+            x = self.tok_emb(idx)  # (B, T, D)
             if self.pos_emb is not None:
-                x = x + self.pos_emb(idx.shape[1], offset=past)      # (T, D) broadcasts
+                x = x + self.pos_emb(idx.shape[1], offset=past)  # (T, D) broadcasts
             x = self.drop(x)
             for i, block in enumerate(self.blocks):
                 x = block(x, attn_mask, cache=caches[i] if caches else None)
-            return self.lm_head(self.final_norm(x))                  # (B, T, V)
+            return self.lm_head(self.final_norm(x))  # (B, T, V)
 
     def _check_inputs(self, idx, attn_mask, caches) -> None:
         """Everything the layers would check, once: ``idx (B, T)``, the mask, the caches."""
         if caches is not None and len(caches) != len(self.blocks):
-            raise ValueError(f"caches must hold one KVCache per block ({len(self.blocks)}), "
-                             f"got {len(caches)}")
+            raise ValueError(
+                f"caches must hold one KVCache per block ({len(self.blocks)}), got {len(caches)}"
+            )
         past = len(caches[0]) if caches else 0
         validate.token_ids(idx, self.config.vocab_size)
         B, T = idx.shape
@@ -107,15 +117,23 @@ class GPT(nn.Module):
         """Mean next-token cross-entropy; ``targets (B, T)`` are ``idx`` shifted by one."""
         validate.token_ids(targets, self.config.vocab_size, name="targets")
         if targets.shape != idx.shape:
-            raise ValueError(f"targets must have the shape of idx {tuple(idx.shape)}, "
-                             f"got {tuple(targets.shape)}")
+            raise ValueError(
+                f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}"
+            )
         logits = self(idx)
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
     @torch.no_grad()
-    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-                 top_k: int | None = None, *, generator: torch.Generator | None = None,
-                 use_cache: bool = False) -> torch.Tensor:
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        *,
+        generator: torch.Generator | None = None,
+        use_cache: bool = False,
+    ) -> torch.Tensor:
         """Append ``max_new_tokens`` sampled tokens to ``idx (B, T)``; returns ``(B, T + new)``.
 
         ``temperature=0`` picks the most likely token (greedy). ``top_k`` keeps only
@@ -133,29 +151,35 @@ class GPT(nn.Module):
             with validate.inputs_checked():
                 return self._sample(idx, max_new_tokens, temperature, top_k, generator, use_cache)
         finally:
-            self.train(was_training)             # a failed call must not leave dropout off
+            self.train(was_training)  # a failed call must not leave dropout off
 
     def _check_generate_args(self, idx, max_new_tokens, temperature, top_k, use_cache) -> None:
         """The prompt ``idx (B, T)`` and the sampling options, before the model changes mode."""
         validate.token_ids(idx, self.config.vocab_size)
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        if (
+            isinstance(max_new_tokens, bool)
+            or not isinstance(max_new_tokens, int)
+            or max_new_tokens < 0
+        ):
             raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         if top_k is not None:
             validate.positive_int("top_k", top_k)
         if use_cache and idx.shape[1] + max_new_tokens > self.config.max_seq_len:
-            raise ValueError(f"use_cache needs prompt + new tokens <= max_seq_len="
-                             f"{self.config.max_seq_len}, got {idx.shape[1] + max_new_tokens}")
+            raise ValueError(
+                f"use_cache needs prompt + new tokens <= max_seq_len="
+                f"{self.config.max_seq_len}, got {idx.shape[1] + max_new_tokens}"
+            )
 
     def _sample(self, idx, max_new_tokens, temperature, top_k, generator, use_cache):
         """The decoding loop of ``generate``: ``idx (B, T) -> (B, T + max_new_tokens)``."""
         caches = [KVCache() for _ in self.blocks] if use_cache else None
         step_input = idx
         for _ in range(max_new_tokens):
-            context = step_input if use_cache else idx[:, -self.config.max_seq_len:]
-            logits = self(context, caches=caches)[:, -1, :]                     # (B, V)
-            next_id = self._next_token(logits, temperature, top_k, generator)   # (B, 1)
+            context = step_input if use_cache else idx[:, -self.config.max_seq_len :]
+            logits = self(context, caches=caches)[:, -1, :]  # (B, V)
+            next_id = self._next_token(logits, temperature, top_k, generator)  # (B, 1)
             idx = torch.cat([idx, next_id], dim=1)
             step_input = next_id
         return idx

@@ -40,13 +40,13 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if validate.needed():              # skipped inside a block or GPT: checked there
+        if validate.needed():  # skipped inside a block or GPT: checked there
             validate.last_dim(x, self.d_model)
         if self.fused:
             return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
-        mean = x.mean(dim=-1, keepdim=True)                       # (..., 1)
-        var = (x - mean).pow(2).mean(dim=-1, keepdim=True)        # biased, (..., 1)
-        x_hat = (x - mean) * torch.rsqrt(var + self.eps)          # (..., D)
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        var = (x - mean).pow(2).mean(dim=-1, keepdim=True)  # biased, (..., 1)
+        x_hat = (x - mean) * torch.rsqrt(var + self.eps)  # (..., D)
         out = x_hat * self.weight
         return out + self.bias if self.bias is not None else out
 
@@ -77,11 +77,11 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if validate.needed():              # skipped inside a block or GPT: checked there
+        if validate.needed():  # skipped inside a block or GPT: checked there
             validate.last_dim(x, self.d_model)
         if self.fused:
             return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
-        mean_square = x.pow(2).mean(dim=-1, keepdim=True)         # (..., 1)
+        mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
         return x * torch.rsqrt(mean_square + self.eps) * self.weight
 
     def extra_repr(self) -> str:
@@ -91,8 +91,9 @@ class RMSNorm(nn.Module):
 NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 
 
-def make_norm(kind: str, d_model: int, eps: float | None = None, bias: bool = True,
-              fused: bool = False) -> nn.Module:
+def make_norm(
+    kind: str, d_model: int, eps: float | None = None, bias: bool = True, fused: bool = False
+) -> nn.Module:
     """Build ``LayerNorm`` or ``RMSNorm`` by name (``"layernorm"`` / ``"rmsnorm"``)."""
     validate.choice("norm", kind, NORMS)
     if kind == "layernorm":

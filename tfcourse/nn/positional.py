@@ -27,17 +27,20 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, max_seq_len: int, d_model: int):
         super().__init__()
         self.max_seq_len = validate.positive_int("max_seq_len", max_seq_len)
-        self.weight = nn.Parameter(torch.zeros(max_seq_len, validate.positive_int("d_model", d_model)))
+        self.weight = nn.Parameter(
+            torch.zeros(max_seq_len, validate.positive_int("d_model", d_model))
+        )
         nn.init.normal_(self.weight, std=0.02)
 
     def forward(self, T: int, offset: int = 0) -> torch.Tensor:
-        if validate.needed():              # skipped inside GPT.forward: checked there
+        if validate.needed():  # skipped inside GPT.forward: checked there
             validate.seq_len(offset + T, self.max_seq_len)
         return self.weight[offset : offset + T]
 
 
-def sinusoidal_encoding(T: int, d_model: int, base: float = 10000.0,
-                        dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
+def sinusoidal_encoding(
+    T: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32, device=None
+) -> torch.Tensor:
     """The fixed encoding of "Attention Is All You Need", shape ``(T, d_model)``.
 
     ``PE[t, 2i] = sin(t / base**(2i/D))`` and ``PE[t, 2i+1] = cos(t / base**(2i/D))``.
@@ -47,9 +50,9 @@ def sinusoidal_encoding(T: int, d_model: int, base: float = 10000.0,
     validate.positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sinusoidal encodings, got {d_model}")
-    position = torch.arange(T, dtype=torch.float64, device=device)[:, None]        # (T, 1)
+    position = torch.arange(T, dtype=torch.float64, device=device)[:, None]  # (T, 1)
     inv_freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64, device=device) / d_model)
-    angles = position * inv_freq                                                    # (T, D/2)
+    angles = position * inv_freq  # (T, D/2)
     pe = torch.empty(T, d_model, dtype=torch.float64, device=device)
     pe[:, 0::2] = torch.sin(angles)
     pe[:, 1::2] = torch.cos(angles)
@@ -59,8 +62,15 @@ def sinusoidal_encoding(T: int, d_model: int, base: float = 10000.0,
 ROPE_SCALINGS = ("linear", "ntk", "yarn")
 
 
-def _yarn_ramp(head_dim: int, base: float, original_max_len: int, beta_fast: float,
-               beta_slow: float, dtype, device) -> torch.Tensor:
+def _yarn_ramp(
+    head_dim: int,
+    base: float,
+    original_max_len: int,
+    beta_fast: float,
+    beta_slow: float,
+    dtype,
+    device,
+) -> torch.Tensor:
     """YaRN's blend per pair, shape ``(head_dim/2,)``: 0 keeps a pair's frequency, 1 divides it.
 
     A pair that turns ``beta_fast`` times or more within ``original_max_len`` positions keeps
@@ -68,52 +78,67 @@ def _yarn_ramp(head_dim: int, base: float, original_max_len: int, beta_fast: flo
     between blend linearly. Pair indices are floored/ceiled as in YaRN's reference code and
     Hugging Face's ``rope_type="yarn"``.
     """
-    def pair_turning(turns: float) -> float:     # the pair index that turns `turns` times
+
+    def pair_turning(turns: float) -> float:  # the pair index that turns `turns` times
         return head_dim * math.log(original_max_len / (turns * 2 * math.pi)) / (2 * math.log(base))
 
     low = max(math.floor(pair_turning(beta_fast)), 0)
     high: float = min(math.ceil(pair_turning(beta_slow)), head_dim - 1)
     if high == low:
-        high += 0.001                              # a step instead of a division by zero
+        high += 0.001  # a step instead of a division by zero
     pair = torch.arange(head_dim // 2, dtype=dtype, device=device)
     return ((pair - low) / (high - low)).clamp(0.0, 1.0)
 
 
-def _check_scaling(scaling, factor, original_max_len, head_dim, base, beta_fast,
-                   beta_slow) -> float:
+def _check_scaling(
+    scaling, factor, original_max_len, head_dim, base, beta_fast, beta_slow
+) -> float:
     """Validate the context-extension options of ``rotary_inv_freq``; return ``factor``."""
     if isinstance(factor, bool) or not isinstance(factor, (int, float)):
         raise TypeError(f"factor must be a float >= 1, got {type(factor).__name__} ({factor!r})")
     factor = float(factor)
     if scaling is None:
         if factor != 1.0:
-            raise ValueError(f"factor={factor} has no effect without scaling; "
-                             f"choose scaling from {ROPE_SCALINGS} or leave factor at 1.0")
+            raise ValueError(
+                f"factor={factor} has no effect without scaling; "
+                f"choose scaling from {ROPE_SCALINGS} or leave factor at 1.0"
+            )
         return factor
     validate.choice("scaling", scaling, ROPE_SCALINGS)
     if not (math.isfinite(factor) and factor >= 1.0):
-        raise ValueError(f"factor must be a finite number >= 1 (how many times longer), "
-                         f"got {factor}")
+        raise ValueError(
+            f"factor must be a finite number >= 1 (how many times longer), got {factor}"
+        )
     if scaling == "ntk" and head_dim < 4:
         raise ValueError(f"scaling='ntk' needs head_dim >= 4, got {head_dim}")
     if scaling == "yarn":
         if original_max_len is None:
-            raise ValueError("scaling='yarn' needs original_max_len, "
-                             "the length the model was trained on")
+            raise ValueError(
+                "scaling='yarn' needs original_max_len, the length the model was trained on"
+            )
         validate.positive_int("original_max_len", original_max_len)
         if base <= 1.0:
             raise ValueError(f"scaling='yarn' needs base > 1, got {base}")
         validate.positive_float("beta_slow", beta_slow)
         if not (isinstance(beta_fast, (int, float)) and beta_fast > beta_slow):
-            raise ValueError(f"beta_fast must be a number > beta_slow={beta_slow}, "
-                             f"got {beta_fast!r}")
+            raise ValueError(
+                f"beta_fast must be a number > beta_slow={beta_slow}, got {beta_fast!r}"
+            )
     return factor
 
 
-def rotary_inv_freq(head_dim: int, base: float = 10000.0, *, scaling: str | None = None,
-                    factor: float = 1.0, original_max_len: int | None = None,
-                    beta_fast: float = 32.0, beta_slow: float = 1.0,
-                    dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+def rotary_inv_freq(
+    head_dim: int,
+    base: float = 10000.0,
+    *,
+    scaling: str | None = None,
+    factor: float = 1.0,
+    original_max_len: int | None = None,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    dtype: torch.dtype = torch.float64,
+    device=None,
+) -> torch.Tensor:
     """The rotation frequencies ``theta_i`` of the ``head_dim/2`` pairs, shape ``(head_dim/2,)``.
 
     ``scaling=None``: ``theta_i = base**(-2i/head_dim)``. To run a model ``factor`` times past
@@ -140,7 +165,7 @@ def rotary_inv_freq(head_dim: int, base: float = 10000.0, *, scaling: str | None
     if scaling == "linear":
         inv_freq = inv_freq / factor
     elif scaling == "yarn":
-        assert original_max_len is not None          # _check_scaling requires it for YaRN
+        assert original_max_len is not None  # _check_scaling requires it for YaRN
         blend = _yarn_ramp(head_dim, base, original_max_len, beta_fast, beta_slow, dtype, device)
         inv_freq = inv_freq / factor * blend + inv_freq * (1 - blend)
     return inv_freq
@@ -156,10 +181,19 @@ def yarn_attention_factor(factor: float) -> float:
     return 1.0 if factor <= 1.0 else 0.1 * math.log(factor) + 1.0
 
 
-def rotary_cos_sin(T: int, head_dim: int, base: float = 10000.0, *, offset: int = 0,
-                   dtype: torch.dtype = torch.float32, device=None, compute_dtype=torch.float64,
-                   scaling: str | None = None, factor: float = 1.0,
-                   original_max_len: int | None = None):
+def rotary_cos_sin(
+    T: int,
+    head_dim: int,
+    base: float = 10000.0,
+    *,
+    offset: int = 0,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+    compute_dtype=torch.float64,
+    scaling: str | None = None,
+    factor: float = 1.0,
+    original_max_len: int | None = None,
+):
     """Cosines and sines for rotary embeddings, each of shape ``(T, head_dim)``.
 
     Uses the "rotate half" layout of LLaMA / Hugging Face: channel ``i`` is paired
@@ -170,12 +204,18 @@ def rotary_cos_sin(T: int, head_dim: int, base: float = 10000.0, *, offset: int 
     frequencies to run past the trained length (see ``rotary_inv_freq``; the defaults leave
     them unchanged).
     """
-    inv_freq = rotary_inv_freq(head_dim, base, scaling=scaling, factor=factor,
-                               original_max_len=original_max_len, dtype=compute_dtype,
-                               device=device)
+    inv_freq = rotary_inv_freq(
+        head_dim,
+        base,
+        scaling=scaling,
+        factor=factor,
+        original_max_len=original_max_len,
+        dtype=compute_dtype,
+        device=device,
+    )
     t = torch.arange(offset, offset + T, dtype=compute_dtype, device=device)
-    angles = torch.outer(t, inv_freq)                         # (T, head_dim/2)
-    angles = torch.cat([angles, angles], dim=-1)              # (T, head_dim)
+    angles = torch.outer(t, inv_freq)  # (T, head_dim/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, head_dim)
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
@@ -209,14 +249,14 @@ class RotaryEmbedding(nn.Module):
         self.max_seq_len = validate.positive_int("max_seq_len", max_seq_len)
         self.base = validate.positive_float("rope_base", base)
         cos, sin = rotary_cos_sin(max_seq_len, head_dim, base)
-        self.cos: torch.Tensor      # (max_seq_len, head_dim), as are the sines
+        self.cos: torch.Tensor  # (max_seq_len, head_dim), as are the sines
         self.sin: torch.Tensor
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0):
         T = q.shape[-2]
-        if validate.needed():              # skipped inside attention: checked there
+        if validate.needed():  # skipped inside attention: checked there
             validate.seq_len(offset + T, self.max_seq_len)
         cos = self.cos[offset : offset + T].to(q.dtype)
         sin = self.sin[offset : offset + T].to(q.dtype)

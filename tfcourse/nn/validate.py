@@ -160,8 +160,10 @@ def mask_with_cache(mask, batch: int, T: int, past: int, name: str = "attn_mask"
         return None
     if past:
         # A (T, T) mask cannot describe the past keys; padding must be handled before caching.
-        raise ValueError(f"{name} must be None once the KV cache holds past tokens "
-                         f"(it holds {past}); got an {name}")
+        raise ValueError(
+            f"{name} must be None once the KV cache holds past tokens "
+            f"(it holds {past}); got an {name}"
+        )
     return attention_mask(mask, batch, T, name)
 
 
@@ -180,8 +182,10 @@ def token_ids(idx, vocab_size: int, max_seq_len: int | None = None, name: str = 
     if idx.dim() != 2:
         raise ValueError(f"{name} must have shape (batch, seq), got {tuple(idx.shape)}")
     if idx.numel() and idx.device.type != "cpu":
-        torch._assert_async(((idx >= 0) & (idx < vocab_size)).all(),
-                            f"{name} must be in [0, vocab_size={vocab_size})")
+        torch._assert_async(
+            ((idx >= 0) & (idx < vocab_size)).all(),
+            f"{name} must be in [0, vocab_size={vocab_size})",
+        )
     elif idx.numel():
         low, high = int(idx.min()), int(idx.max())
         if low < 0 or high >= vocab_size:

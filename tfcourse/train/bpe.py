@@ -30,7 +30,8 @@ import regex
 # optional leading space, numbers likewise, other symbols likewise, then whitespace (a run
 # of spaces before a word leaves its last space to the word).
 PATTERN = regex.compile(
-    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+)
 N_BYTES = 256
 
 
@@ -45,11 +46,17 @@ class ByteBPE:
         self.merges: list[tuple[int, int]] = []
         self._bytes = [bytes([b]) for b in range(N_BYTES)]
         for i, pair in enumerate(merges):
-            if not (isinstance(pair, (tuple, list)) and len(pair) == 2
-                    and all(isinstance(t, int) and not isinstance(t, bool)
-                            and 0 <= t < N_BYTES + i for t in pair)):
-                raise ValueError(f"merges[{i}] must be a pair of ids below {N_BYTES + i}, "
-                                 f"got {pair!r}")
+            if not (
+                isinstance(pair, (tuple, list))
+                and len(pair) == 2
+                and all(
+                    isinstance(t, int) and not isinstance(t, bool) and 0 <= t < N_BYTES + i
+                    for t in pair
+                )
+            ):
+                raise ValueError(
+                    f"merges[{i}] must be a pair of ids below {N_BYTES + i}, got {pair!r}"
+                )
             self.merges.append((pair[0], pair[1]))
             self._bytes.append(self._bytes[pair[0]] + self._bytes[pair[1]])
         self._rank = {pair: i for i, pair in enumerate(self.merges)}
@@ -74,7 +81,7 @@ class ByteBPE:
         chunks = Counter(PATTERN.findall(text))
         words = [list(chunk.encode("utf-8")) for chunk in chunks]
         weights = list(chunks.values())
-        counts: Counter = Counter()            # pair -> occurrences, weighted by the chunk's
+        counts: Counter = Counter()  # pair -> occurrences, weighted by the chunk's
         where: defaultdict = defaultdict(set)  # pair -> the words that hold it
         for index, word in enumerate(words):
             for pair in itertools.pairwise(word):
@@ -88,12 +95,12 @@ class ByteBPE:
             merges.append(best)
             for index in where.pop(best):
                 word, weight = words[index], weights[index]
-                for pair in itertools.pairwise(word):           # forget the word's old pairs
+                for pair in itertools.pairwise(word):  # forget the word's old pairs
                     counts[pair] -= weight
                     if counts[pair] <= 0:
                         del counts[pair]
                 words[index] = word = _merge(word, best, new_id)
-                for pair in itertools.pairwise(word):           # and count its new ones
+                for pair in itertools.pairwise(word):  # and count its new ones
                     counts[pair] += weight
                     where[pair].add(index)
         return cls(merges)
@@ -122,16 +129,18 @@ class ByteBPE:
 
     def token_bytes(self, token: int) -> bytes:
         """The bytes id ``token`` stands for."""
-        if isinstance(token, bool) or not isinstance(token, int) or not \
-                0 <= token < self.vocab_size:
+        if (
+            isinstance(token, bool)
+            or not isinstance(token, int)
+            or not 0 <= token < self.vocab_size
+        ):
             raise ValueError(f"token must be an id in [0, {self.vocab_size}), got {token!r}")
         return self._bytes[token]
 
     def decode(self, ids) -> str:
         """The text of ``ids``. Every encoding decodes back to its text exactly; a sequence
         cut inside a character's bytes shows U+FFFD there."""
-        return b"".join(self.token_bytes(int(t)) for t in ids).decode("utf-8",
-                                                                          errors="replace")
+        return b"".join(self.token_bytes(int(t)) for t in ids).decode("utf-8", errors="replace")
 
 
 def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:

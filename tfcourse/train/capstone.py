@@ -25,7 +25,7 @@ from .presets import TRAINING_PRESETS
 from .sample import sample_text
 
 SCHEDULE = TRAINING_PRESETS["capstone"]
-VAL_BLOCK = SCHEDULE["val_block"]    # characters per held-out block (one block in ten)
+VAL_BLOCK = SCHEDULE["val_block"]  # characters per held-out block (one block in ten)
 
 # The runs that chose the preset: one seed each, on this corpus and split, the capstone
 # schedule, 4 blocks of width 192; the held-out loss as ``held_out_loss`` measures it.
@@ -47,8 +47,14 @@ RECORDED_RUNS = (
 # discount 0.95 (order 24 reaches 1.2431, past where the sweep stops).
 RECORDED_NGRAM = 1.2459
 _RUN_NAMES = {
-    "gpt2": ("GPT-2 (LayerNorm, GELU, learned positions)", "GPT-2 块（LayerNorm、GELU、可学习位置编码）"),
-    "modern": ("modern (RMSNorm, SwiGLU, rotary, no biases)", "现代块（RMSNorm、SwiGLU、旋转位置编码、无偏置）"),
+    "gpt2": (
+        "GPT-2 (LayerNorm, GELU, learned positions)",
+        "GPT-2 块（LayerNorm、GELU、可学习位置编码）",
+    ),
+    "modern": (
+        "modern (RMSNorm, SwiGLU, rotary, no biases)",
+        "现代块（RMSNorm、SwiGLU、旋转位置编码、无偏置）",
+    ),
     "chars": ("characters", "字符"),
     "bpe512": ("byte pairs (512 merges)", "字节对（512 次合并）"),
 }
@@ -57,15 +63,32 @@ _RUN_NAMES = {
 def recorded_runs_table() -> str:
     """``RECORDED_RUNS`` as an aligned table in the reader's language, each row with its
     margin over ``RECORDED_NGRAM`` (positive: the GPT is better)."""
-    rows = [(say(*_RUN_NAMES[block]), say(*_RUN_NAMES[tokens]), f"{dropout:g}",
-             say(f"{steps:,} steps", f"{steps:,} 步"), say(f"{minutes:.1f} min", f"{minutes:.1f} 分钟"),
-             f"{loss:.3f}", f"{RECORDED_NGRAM - loss:+.3f}")
-            for block, tokens, dropout, steps, minutes, loss in RECORDED_RUNS]
-    header = (say("block", "块"), say("tokens", "词元"), say("dropout", "随机失活"), say("steps", "步数"),
-              say("time", "时间"), say("nats/char", "nats/字符"), say("margin", "差距"))
+    rows = [
+        (
+            say(*_RUN_NAMES[block]),
+            say(*_RUN_NAMES[tokens]),
+            f"{dropout:g}",
+            say(f"{steps:,} steps", f"{steps:,} 步"),
+            say(f"{minutes:.1f} min", f"{minutes:.1f} 分钟"),
+            f"{loss:.3f}",
+            f"{RECORDED_NGRAM - loss:+.3f}",
+        )
+        for block, tokens, dropout, steps, minutes, loss in RECORDED_RUNS
+    ]
+    header = (
+        say("block", "块"),
+        say("tokens", "词元"),
+        say("dropout", "随机失活"),
+        say("steps", "步数"),
+        say("time", "时间"),
+        say("nats/char", "nats/字符"),
+        say("margin", "差距"),
+    )
     widths = [max(text_width(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(pad(cell, width) for cell, width in zip(row, widths)).rstrip()
-                     for row in [header, *rows])
+    return "\n".join(
+        "  ".join(pad(cell, width) for cell, width in zip(row, widths)).rstrip()
+        for row in [header, *rows]
+    )
 
 
 @dataclass
@@ -86,27 +109,46 @@ class CapstoneRun:
 def capstone_data() -> TextDataset:
     """The capstone corpus (``corpus.capstone_text``), characters as tokens, one block of
     ``VAL_BLOCK`` characters in ten held out."""
-    return TextDataset(source=SCHEDULE["text_source"], max_chars=SCHEDULE["max_chars"],
-                       val_block=VAL_BLOCK)
+    return TextDataset(
+        source=SCHEDULE["text_source"], max_chars=SCHEDULE["max_chars"], val_block=VAL_BLOCK
+    )
 
 
 def capstone_config(data: TextDataset, **changes) -> GPTConfig:
     """The ``capstone`` model preset sized for ``data``, with ``changes`` applied."""
-    return GPTConfig.preset("capstone", vocab_size=data.vocab_size,
-                            max_seq_len=SCHEDULE["seq_len"], **changes)
+    return GPTConfig.preset(
+        "capstone", vocab_size=data.vocab_size, max_seq_len=SCHEDULE["seq_len"], **changes
+    )
 
 
-def write(model: GPT, data: TextDataset, n_chars: int, *, temperature: float = 0.8,
-          seed: int = 0, prompt: str = "\n") -> str:
+def write(
+    model: GPT,
+    data: TextDataset,
+    n_chars: int,
+    *,
+    temperature: float = 0.8,
+    seed: int = 0,
+    prompt: str = "\n",
+) -> str:
     """``n_chars`` characters sampled after ``prompt`` (not repeated in the result)."""
-    return sample_text(model, data.tokenizer, prompt, n_chars, temperature=temperature,
-                       top_k=None, seed=seed)
+    return sample_text(
+        model, data.tokenizer, prompt, n_chars, temperature=temperature, top_k=None, seed=seed
+    )
 
 
-def train_capstone(data: TextDataset, config: GPTConfig, steps: int, *, seed: int = 0,
-                   device=None, samples_at=(), eval_every: int | None = None,
-                   eval_batches: int = 8, amp: bool = False, compile: bool = False
-                   ) -> CapstoneRun:
+def train_capstone(
+    data: TextDataset,
+    config: GPTConfig,
+    steps: int,
+    *,
+    seed: int = 0,
+    device=None,
+    samples_at=(),
+    eval_every: int | None = None,
+    eval_batches: int = 8,
+    amp: bool = False,
+    compile: bool = False,
+) -> CapstoneRun:
     """Train a fresh ``GPT(config)`` for ``steps`` steps of the capstone schedule (the
     warmup shortened to a tenth of a short run). ``samples_at``: steps after which 200
     characters are written (temperature 0.8, seed 0); ``eval_every``: validation every so
@@ -114,11 +156,16 @@ def train_capstone(data: TextDataset, config: GPTConfig, steps: int, *, seed: in
     seed_everything(seed)
     model = GPT(config)
     train_config = TrainConfig(
-        steps=steps, batch_size=SCHEDULE["batch_size"], seq_len=SCHEDULE["seq_len"],
-        max_lr=SCHEDULE["lr"], min_lr=SCHEDULE["min_lr"],
+        steps=steps,
+        batch_size=SCHEDULE["batch_size"],
+        seq_len=SCHEDULE["seq_len"],
+        max_lr=SCHEDULE["lr"],
+        min_lr=SCHEDULE["min_lr"],
         warmup_steps=min(SCHEDULE["warmup"], steps // 10),
         eval_every=max(1, steps // 8) if eval_every is None else eval_every,
-        eval_batches=eval_batches, seed=seed)
+        eval_batches=eval_batches,
+        seed=seed,
+    )
     trainer = Trainer(model, data, train_config, device=device, amp=amp, compile=compile)
     samples: dict[int, str] = {}
 
@@ -134,8 +181,14 @@ def train_capstone(data: TextDataset, config: GPTConfig, steps: int, *, seed: in
 def final_loss(model: GPT, data: TextDataset, n_batches: int = 40) -> float:
     """Validation loss (nats/char) on ``n_batches`` fixed held-out batches of the schedule's
     shape: more than the run's own checkpoints use."""
-    return evaluate(model, data, batch_size=SCHEDULE["batch_size"], seq_len=SCHEDULE["seq_len"],
-                    n_batches=n_batches, seed=1)
+    return evaluate(
+        model,
+        data,
+        batch_size=SCHEDULE["batch_size"],
+        seq_len=SCHEDULE["seq_len"],
+        n_batches=n_batches,
+        seed=1,
+    )
 
 
 class BytePairText(TextDataset):
@@ -160,15 +213,22 @@ class BytePairText(TextDataset):
         return nats_per_token * (len(self.val) - 1) / (self.val_chars - 1)
 
 
-def steps_in(seconds: float, data: TextDataset, config: GPTConfig, *, device=None,
-             probe_steps: int = 12) -> int:
+def steps_in(
+    seconds: float, data: TextDataset, config: GPTConfig, *, device=None, probe_steps: int = 12
+) -> int:
     """How many capstone steps of ``GPT(config)`` on ``data`` fit in ``seconds`` here: a
     short run of ``probe_steps`` (after two untimed ones) gives the time of a step."""
     seed_everything(0)
     model = GPT(config)
-    train_config = TrainConfig(steps=probe_steps + 2, batch_size=SCHEDULE["batch_size"],
-                               seq_len=SCHEDULE["seq_len"], max_lr=SCHEDULE["lr"],
-                               warmup_steps=0, eval_every=0, eval_batches=1)
+    train_config = TrainConfig(
+        steps=probe_steps + 2,
+        batch_size=SCHEDULE["batch_size"],
+        seq_len=SCHEDULE["seq_len"],
+        max_lr=SCHEDULE["lr"],
+        warmup_steps=0,
+        eval_every=0,
+        eval_batches=1,
+    )
     trainer = Trainer(model, data, train_config, device=device)
     times = []
 

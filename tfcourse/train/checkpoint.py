@@ -8,7 +8,7 @@ import torch
 
 from ..files import replaced_atomically
 
-CHECKPOINT_NAME = "checkpoint.pt"      # the file a run directory holds
+CHECKPOINT_NAME = "checkpoint.pt"  # the file a run directory holds
 
 # Bumped when the layout of ``Trainer.state_dict()`` changes; ``Trainer.load_state_dict`` refuses others.
 CHECKPOINT_FORMAT = 1

@@ -20,21 +20,77 @@ import warnings
 
 from ..nn import validate
 
-CORPUS_SOURCE = ("Python's own documentation: the reference manual's topics "
-                 "(pydoc_data.topics) and standard-library docstrings")
+CORPUS_SOURCE = (
+    "Python's own documentation: the reference manual's topics "
+    "(pydoc_data.topics) and standard-library docstrings"
+)
 CORPUS_LICENCE = "Python Software Foundation License (PSF-2.0), shipped with CPython"
 
 # Fixed, sorted list: the text changes only with the Python version, never with
 # what else happens to be installed or imported.
-STDLIB_MODULES = tuple(sorted([
-    "abc", "argparse", "array", "base64", "bisect", "calendar", "collections", "colorsys",
-    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "enum",
-    "fnmatch", "fractions", "functools", "glob", "hashlib", "heapq", "html", "inspect", "io",
-    "itertools", "json", "logging", "math", "operator", "os", "pathlib", "pickle", "pprint",
-    "queue", "random", "re", "sched", "secrets", "shlex", "shutil", "statistics", "string",
-    "struct", "subprocess", "tempfile", "textwrap", "threading", "time", "timeit", "typing",
-    "unittest", "urllib", "uuid", "warnings", "weakref", "zipfile",
-]))
+STDLIB_MODULES = tuple(
+    sorted(
+        [
+            "abc",
+            "argparse",
+            "array",
+            "base64",
+            "bisect",
+            "calendar",
+            "collections",
+            "colorsys",
+            "contextlib",
+            "copy",
+            "csv",
+            "dataclasses",
+            "datetime",
+            "decimal",
+            "difflib",
+            "enum",
+            "fnmatch",
+            "fractions",
+            "functools",
+            "glob",
+            "hashlib",
+            "heapq",
+            "html",
+            "inspect",
+            "io",
+            "itertools",
+            "json",
+            "logging",
+            "math",
+            "operator",
+            "os",
+            "pathlib",
+            "pickle",
+            "pprint",
+            "queue",
+            "random",
+            "re",
+            "sched",
+            "secrets",
+            "shlex",
+            "shutil",
+            "statistics",
+            "string",
+            "struct",
+            "subprocess",
+            "tempfile",
+            "textwrap",
+            "threading",
+            "time",
+            "timeit",
+            "typing",
+            "unittest",
+            "urllib",
+            "uuid",
+            "warnings",
+            "weakref",
+            "zipfile",
+        ]
+    )
+)
 
 
 def _ascii(text: str) -> str:
@@ -59,7 +115,7 @@ def stdlib_docstrings(max_chars: int = 200_000, modules: tuple[str, ...] = STDLI
         except ImportError:
             continue
         docs = [inspect.getdoc(module) or ""]
-        with warnings.catch_warnings():     # typing.io and friends warn when looked at
+        with warnings.catch_warnings():  # typing.io and friends warn when looked at
             warnings.simplefilter("ignore", DeprecationWarning)
             for attr in sorted(vars(module)):
                 obj = vars(module)[attr]

@@ -28,7 +28,7 @@ import torch
 from ..nn import validate
 from .corpus import STDLIB_MODULES, capstone_text, stdlib_docstrings  # noqa: F401 - re-exported
 
-IGNORE_INDEX = -100          # F.cross_entropy's default ignore_index
+IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index
 SPLITS = ("train", "val")
 DATASETS = ("markov", "copy", "text")
 
@@ -37,7 +37,9 @@ def _check_batch_args(batch_size, seq_len, generator, split):
     validate.positive_int("batch_size", batch_size)
     validate.positive_int("seq_len", seq_len)
     if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        raise TypeError(
+            f"generator must be a torch.Generator or None, got {type(generator).__name__}"
+        )
     validate.choice("split", split, SPLITS)
 
 
@@ -87,16 +89,18 @@ class MarkovChain:
         for i in range(vocab_size):
             others = torch.randperm(vocab_size, generator=g)
             others = others[others != cycle_next[i]][: n_successors - 1]
-            successors = torch.cat([cycle_next[i:i + 1], others])
+            successors = torch.cat([cycle_next[i : i + 1], others])
             # Exponential weights = a flat Dirichlet: some successors likely, some rare.
-            weights = -torch.rand(n_successors, generator=g, dtype=torch.float64).clamp_min(1e-12).log()
+            weights = (
+                -torch.rand(n_successors, generator=g, dtype=torch.float64).clamp_min(1e-12).log()
+            )
             transition[i, successors] = weights / weights.sum()
         self.transition = transition
         self.stationary = self._stationary(transition)
         p = transition
         plogp = torch.where(p > 0, p * p.clamp_min(1e-300).log(), torch.zeros_like(p))
         self.entropy_rate = float(-(self.stationary * plogp.sum(dim=1)).sum())
-        self._cum = transition.cumsum(dim=1)                  # for inverse-CDF sampling
+        self._cum = transition.cumsum(dim=1)  # for inverse-CDF sampling
         self._cum[:, -1] = 1.0
         self._stationary_cum = self.stationary.cumsum(0)
         self._stationary_cum[-1] = 1.0
@@ -105,8 +109,12 @@ class MarkovChain:
     def _stationary(transition: torch.Tensor) -> torch.Tensor:
         # Solve pi (P - I) = 0 with sum(pi) = 1 (least squares on the stacked system).
         V = transition.shape[0]
-        system = torch.cat([transition.T - torch.eye(V, dtype=transition.dtype),
-                            torch.ones(1, V, dtype=transition.dtype)])
+        system = torch.cat(
+            [
+                transition.T - torch.eye(V, dtype=transition.dtype),
+                torch.ones(1, V, dtype=transition.dtype),
+            ]
+        )
         rhs = torch.zeros(V + 1, 1, dtype=transition.dtype)
         rhs[-1] = 1.0
         pi = torch.linalg.lstsq(system, rhs).solution.squeeze(1).clamp_min(0)
@@ -122,8 +130,9 @@ class MarkovChain:
         pi = self.stationary
         return float(-(pi * pi.clamp_min(1e-300).log()).sum())
 
-    def sample(self, batch_size: int, length: int, *,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+    def sample(
+        self, batch_size: int, length: int, *, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """``(batch_size, length)`` long tensor of sequences, each starting from ``stationary``."""
         validate.positive_int("batch_size", batch_size)
         validate.positive_int("length", length)
@@ -134,12 +143,20 @@ class MarkovChain:
         state = torch.searchsorted(self._stationary_cum, u[0, :, 0]).clamp_max(self.vocab_size - 1)
         out[:, 0] = state
         for t in range(1, length):
-            state = torch.searchsorted(self._cum[state], u[t]).squeeze(1).clamp_max(self.vocab_size - 1)
+            state = (
+                torch.searchsorted(self._cum[state], u[t]).squeeze(1).clamp_max(self.vocab_size - 1)
+            )
             out[:, t] = state
         return out
 
-    def batch(self, batch_size: int, seq_len: int, *, generator: torch.Generator | None = None,
-              split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(
+        self,
+        batch_size: int,
+        seq_len: int,
+        *,
+        generator: torch.Generator | None = None,
+        split: str = "train",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(x, y)``, both ``(B, T)``: a sampled sequence and the same shifted by one.
 
         The chain is an endless source, so ``split`` only exists for the common
@@ -157,7 +174,9 @@ class MarkovChain:
         """
         seq = validate.token_ids(seq, self.vocab_size, name="seq")
         if seq.shape[1] < 2:
-            raise ValueError(f"seq must have at least 2 tokens per row, got shape {tuple(seq.shape)}")
+            raise ValueError(
+                f"seq must have at least 2 tokens per row, got shape {tuple(seq.shape)}"
+            )
         p = self.transition[seq[:, :-1].cpu(), seq[:, 1:].cpu()]
         return float(-p.log().mean())
 
@@ -165,13 +184,17 @@ class MarkovChain:
         """Fraction of the transitions in ``seq (B, L)`` that the chain can never take."""
         seq = validate.token_ids(seq, self.vocab_size, name="seq")
         if seq.shape[1] < 2:
-            raise ValueError(f"seq must have at least 2 tokens per row, got shape {tuple(seq.shape)}")
+            raise ValueError(
+                f"seq must have at least 2 tokens per row, got shape {tuple(seq.shape)}"
+            )
         p = self.transition[seq[:, :-1].cpu(), seq[:, 1:].cpu()]
         return float((p == 0).double().mean())
 
     def __repr__(self) -> str:
-        return (f"MarkovChain(vocab_size={self.vocab_size}, n_successors={self.n_successors}, "
-                f"seed={self.seed}, entropy_rate={self.entropy_rate:.4f} nats)")
+        return (
+            f"MarkovChain(vocab_size={self.vocab_size}, n_successors={self.n_successors}, "
+            f"seed={self.seed}, entropy_rate={self.entropy_rate:.4f} nats)"
+        )
 
 
 # --------------------------------------------------------------------------- copy task
@@ -198,17 +221,23 @@ class CopyTask:
         self.vocab_size = n_symbols + 1
         self.loss_floor = 0.0
 
-    def batch(self, batch_size: int, seq_len: int, *, generator: torch.Generator | None = None,
-              split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(
+        self,
+        batch_size: int,
+        seq_len: int,
+        *,
+        generator: torch.Generator | None = None,
+        split: str = "train",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         _check_batch_args(batch_size, seq_len, generator, split)
         if seq_len < 3:
             raise ValueError(f"the copy task needs seq_len >= 3, got {seq_len}")
-        n = (seq_len + 1) // 2            # 2n + 1 >= seq_len + 1 tokens: enough for x and y
+        n = (seq_len + 1) // 2  # 2n + 1 >= seq_len + 1 tokens: enough for x and y
         symbols = torch.randint(0, self.n_symbols, (batch_size, n), generator=generator)
         sep = torch.full((batch_size, 1), self.separator, dtype=torch.long)
-        seq = torch.cat([symbols, sep, symbols], dim=1)[:, :seq_len + 1]      # (B, T + 1)
+        seq = torch.cat([symbols, sep, symbols], dim=1)[:, : seq_len + 1]  # (B, T + 1)
         x, y = seq[:, :-1], seq[:, 1:].clone()
-        y[:, :n] = IGNORE_INDEX            # predicting a random symbol is hopeless: not scored
+        y[:, :n] = IGNORE_INDEX  # predicting a random symbol is hopeless: not scored
         return x, y
 
     def __repr__(self) -> str:
@@ -216,6 +245,7 @@ class CopyTask:
 
 
 # --------------------------------------------------------------------------- real text
+
 
 class CharTokenizer:
     """Character-level tokenizer: one token per distinct character, in sorted order.
@@ -254,7 +284,9 @@ class CharTokenizer:
     def decode(self, ids) -> str:
         if isinstance(ids, torch.Tensor):
             if ids.dim() != 1:
-                raise ValueError(f"decode expects a 1-D sequence of ids, got shape {tuple(ids.shape)}")
+                raise ValueError(
+                    f"decode expects a 1-D sequence of ids, got shape {tuple(ids.shape)}"
+                )
             ids = ids.tolist()
         bad = [i for i in ids if not 0 <= int(i) < self.vocab_size]
         if bad:
@@ -265,8 +297,7 @@ class CharTokenizer:
         return f"CharTokenizer(vocab_size={self.vocab_size})"
 
 
-def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1,
-                    block: int | None = None):
+def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1, block: int | None = None):
     """Split a 1-D token tensor into a train part and a val part.
 
     Contiguous text, not random positions: validation text is text the model never
@@ -277,11 +308,13 @@ def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1,
     parts differ (a manual, then docstrings), not only from its end.
     """
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
-        raise ValueError(f"tokens must be a 1-D tensor, got {getattr(tokens, 'shape', type(tokens))}")
+        raise ValueError(
+            f"tokens must be a 1-D tensor, got {getattr(tokens, 'shape', type(tokens))}"
+        )
     validate.probability("val_fraction", val_fraction)
     if block is None:
         n_val = round(len(tokens) * val_fraction)
-        return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val:]
+        return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val :]
     validate.positive_int("block", block)
     if not val_fraction > 0:
         raise ValueError("a block split needs val_fraction > 0")
@@ -290,8 +323,9 @@ def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1,
     val = [b for i, b in enumerate(blocks) if i % every == every - 1]
     train = [b for i, b in enumerate(blocks) if i % every != every - 1]
     if not val:
-        raise ValueError(f"{len(tokens)} tokens make fewer than {every} blocks of {block}: "
-                         f"nothing left for val")
+        raise ValueError(
+            f"{len(tokens)} tokens make fewer than {every} blocks of {block}: nothing left for val"
+        )
     return torch.cat(train), torch.cat(val)
 
 
@@ -311,9 +345,15 @@ class TextDataset:
             (see ``train_val_split``).
     """
 
-    def __init__(self, text: str | None = None, *, val_fraction: float = 0.1,
-                 max_chars: int | None = 200_000, source: str = "docstrings",
-                 val_block: int | None = None):
+    def __init__(
+        self,
+        text: str | None = None,
+        *,
+        val_fraction: float = 0.1,
+        max_chars: int | None = 200_000,
+        source: str = "docstrings",
+        val_block: int | None = None,
+    ):
         validate.choice("source", source, TEXT_SOURCES)
         if text is None and source == "capstone":
             text = capstone_text(max_chars)
@@ -324,21 +364,31 @@ class TextDataset:
         tokens = torch.tensor(self.tokenizer.encode(self.text), dtype=torch.long)
         self.train, self.val = train_val_split(tokens, val_fraction, val_block)
 
-    def batch(self, batch_size: int, seq_len: int, *, generator: torch.Generator | None = None,
-              split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(
+        self,
+        batch_size: int,
+        seq_len: int,
+        *,
+        generator: torch.Generator | None = None,
+        split: str = "train",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         _check_batch_args(batch_size, seq_len, generator, split)
         data = self.train if split == "train" else self.val
         if len(data) < seq_len + 1:
-            raise ValueError(f"the {split} split has {len(data)} tokens, fewer than seq_len + 1 = "
-                             f"{seq_len + 1}; use a shorter seq_len or more text")
+            raise ValueError(
+                f"the {split} split has {len(data)} tokens, fewer than seq_len + 1 = "
+                f"{seq_len + 1}; use a shorter seq_len or more text"
+            )
         starts = torch.randint(0, len(data) - seq_len, (batch_size,), generator=generator)
         offsets = torch.arange(seq_len + 1)
-        seq = data[starts[:, None] + offsets]                              # (B, T + 1)
+        seq = data[starts[:, None] + offsets]  # (B, T + 1)
         return seq[:, :-1], seq[:, 1:]
 
     def __repr__(self) -> str:
-        return (f"TextDataset(chars={len(self.text)}, vocab_size={self.vocab_size}, "
-                f"train={len(self.train)}, val={len(self.val)})")
+        return (
+            f"TextDataset(chars={len(self.text)}, vocab_size={self.vocab_size}, "
+            f"train={len(self.train)}, val={len(self.val)})"
+        )
 
 
 def make_dataset(name: str, **kwargs):

@@ -26,8 +26,9 @@ class Distributed:
                 torch.cuda.set_device(device)
             backend = "nccl" if device.type == "cuda" else "gloo"
             # Without a timeout, a frozen process leaves the others waiting forever.
-            dist.init_process_group(backend=backend,
-                                    timeout=datetime.timedelta(seconds=timeout_seconds))
+            dist.init_process_group(
+                backend=backend, timeout=datetime.timedelta(seconds=timeout_seconds)
+            )
             self.backend = backend
         self.device = device
         self.enabled = self.world_size > 1
@@ -36,7 +37,7 @@ class Distributed:
         if self.enabled and not clean:
             import torch.distributed as dist
 
-            dist.destroy_process_group()        # no barrier: a peer is gone or frozen
+            dist.destroy_process_group()  # no barrier: a peer is gone or frozen
         elif self.enabled:
             import torch.distributed as dist
 

@@ -47,7 +47,7 @@ class Signals:
         self.signum, self.phase, self._old = None, "setup", {}
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread():    # where signal.signal works
+        if threading.current_thread() is threading.main_thread():  # where signal.signal works
             for signum in (signal.SIGINT, signal.SIGTERM):
                 self._old[signum] = signal.signal(signum, self._handle)
         return self
@@ -71,15 +71,29 @@ def interrupted(stop: BaseException, quiet: bool) -> int:
     if quiet:
         pass
     elif phase == "training":
-        print(say(f"interrupted again ({name}): stopped at once, without saving the step "
-                  f"in progress", f"再次中断（{name}）：立即停止，正在进行的这一步没有保存"),
-              file=sys.stderr)
+        print(
+            say(
+                f"interrupted again ({name}): stopped at once, without saving the step in progress",
+                f"再次中断（{name}）：立即停止，正在进行的这一步没有保存",
+            ),
+            file=sys.stderr,
+        )
     elif phase == "done":
-        print(say(f"interrupted ({name}) after training had finished (and been saved, with --out)",
-                  f"已中断（{name}）：训练已经结束（有 --out 时也已保存）"), file=sys.stderr)
+        print(
+            say(
+                f"interrupted ({name}) after training had finished (and been saved, with --out)",
+                f"已中断（{name}）：训练已经结束（有 --out 时也已保存）",
+            ),
+            file=sys.stderr,
+        )
     else:
-        print(say(f"interrupted ({name}) before training started: nothing was saved",
-                  f"已中断（{name}）：训练还没开始，没有保存任何内容"), file=sys.stderr)
+        print(
+            say(
+                f"interrupted ({name}) before training started: nothing was saved",
+                f"已中断（{name}）：训练还没开始，没有保存任何内容",
+            ),
+            file=sys.stderr,
+        )
     return 128 + signum
 
 
@@ -97,13 +111,16 @@ def agreed_signal(signum: int | None, env) -> int | None:
 
 def resume_command(args, checkpoint_path: str, env) -> str:
     """The shell command that continues this run from ``checkpoint_path``."""
-    words = (["torchrun", "--standalone", f"--nproc_per_node={env.world_size}", "-m", "tfcourse"]
-             if env.enabled else ["tfcourse"]) + ["train"]
+    words = (
+        ["torchrun", "--standalone", f"--nproc_per_node={env.world_size}", "-m", "tfcourse"]
+        if env.enabled
+        else ["tfcourse"]
+    ) + ["train"]
     if args.out and checkpoint_path == os.path.join(args.out, CHECKPOINT_NAME):
         words += ["--out", args.out, "--resume"]
     else:
         words += ["--resume", checkpoint_path]
-    if args.device:                              # not in the checkpoint
+    if args.device:  # not in the checkpoint
         words += ["--device", args.device]
     if args.save_every:
         words += ["--save-every", str(args.save_every)]
@@ -113,12 +130,16 @@ def resume_command(args, checkpoint_path: str, env) -> str:
 def interrupt_line(signum: int, step: int, total: int, checkpoint_path, args, env) -> str:
     name = signal.Signals(signum).name
     if not checkpoint_path:
-        return say(f"interrupted ({name}) at step {step} of {total}; nothing was saved "
-                   f"(no --out: pass --out DIR to keep a run)",
-                   f"已中断（{name}），停在第 {step}/{total} 步；没有保存任何内容"
-                   f"（没有 --out：加上 --out DIR 才能保留训练进度）")
+        return say(
+            f"interrupted ({name}) at step {step} of {total}; nothing was saved "
+            f"(no --out: pass --out DIR to keep a run)",
+            f"已中断（{name}），停在第 {step}/{total} 步；没有保存任何内容"
+            f"（没有 --out：加上 --out DIR 才能保留训练进度）",
+        )
     command = resume_command(args, checkpoint_path, env)
-    return say(f"interrupted ({name}) at step {step} of {total}: saved {checkpoint_path}; "
-               f"resume with: {command}",
-               f"已中断（{name}），停在第 {step}/{total} 步：已保存到 {checkpoint_path}；"
-               f"继续训练请运行：{command}")
+    return say(
+        f"interrupted ({name}) at step {step} of {total}: saved {checkpoint_path}; "
+        f"resume with: {command}",
+        f"已中断（{name}），停在第 {step}/{total} 步：已保存到 {checkpoint_path}；"
+        f"继续训练请运行：{command}",
+    )

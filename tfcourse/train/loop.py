@@ -35,9 +35,13 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     Targets equal to ``IGNORE_INDEX`` (-100) are skipped (the copy task's random half).
     """
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
-        raise ValueError(f"expected logits (B, T, V) and targets (B, T), got "
-                         f"{tuple(logits.shape)} and {tuple(targets.shape)}")
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
+        raise ValueError(
+            f"expected logits (B, T, V) and targets (B, T), got "
+            f"{tuple(logits.shape)} and {tuple(targets.shape)}"
+        )
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX
+    )
 
 
 def step_generator(seed: int, rank: int, step: int | str) -> torch.Generator:
@@ -47,8 +51,17 @@ def step_generator(seed: int, rank: int, step: int | str) -> torch.Generator:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, dataset, *, batch_size: int, seq_len: int, n_batches: int = 4,
-             seed: int = 0, split: str = "val", device=None) -> float:
+def evaluate(
+    model: nn.Module,
+    dataset,
+    *,
+    batch_size: int,
+    seq_len: int,
+    n_batches: int = 4,
+    seed: int = 0,
+    split: str = "val",
+    device=None,
+) -> float:
     """Mean loss over ``n_batches`` fixed batches (the same batches at every call)."""
     validate.positive_int("n_batches", n_batches)
     device = next(model.parameters()).device if device is None else torch.device(device)
@@ -56,16 +69,18 @@ def evaluate(model: nn.Module, dataset, *, batch_size: int, seq_len: int, n_batc
     model.eval()
     total = 0.0
     for i in range(n_batches):
-        x, y = dataset.batch(batch_size, seq_len, generator=step_generator(seed, -1, f"{split}{i}"),
-                             split=split)
+        x, y = dataset.batch(
+            batch_size, seq_len, generator=step_generator(seed, -1, f"{split}{i}"), split=split
+        )
         total += float(lm_loss(model(x.to(device)), y.to(device)))
     model.train(was_training)
     return total / n_batches
 
 
 @torch.no_grad()
-def held_out_loss(model: nn.Module, tokens: torch.Tensor, *, context: int | None = None,
-                  batch_size: int = 32) -> float:
+def held_out_loss(
+    model: nn.Module, tokens: torch.Tensor, *, context: int | None = None, batch_size: int = 32
+) -> float:
     """Mean loss (nats/char) over every token of ``tokens (N,)`` but the first, each scored
     once with at least ``context // 2`` tokens before it (all of them near the start).
 
@@ -78,41 +93,49 @@ def held_out_loss(model: nn.Module, tokens: torch.Tensor, *, context: int | None
 
 
 @torch.no_grad()
-def held_out_losses(model: nn.Module, tokens: torch.Tensor, *, context: int | None = None,
-                    batch_size: int = 32) -> torch.Tensor:
+def held_out_losses(
+    model: nn.Module, tokens: torch.Tensor, *, context: int | None = None, batch_size: int = 32
+) -> torch.Tensor:
     """The loss of every token of ``tokens (N,)`` but the first, ``(N - 1,)`` on the CPU in
     float64: entry ``i`` is ``-log P(tokens[i + 1] | what precedes it)``, scored as
     ``held_out_loss`` describes."""
     if tokens.dim() != 1 or tokens.dtype != torch.long or len(tokens) < 2:
-        raise ValueError(f"tokens must be a 1-D long tensor of 2 or more ids, got "
-                         f"{tuple(tokens.shape)} {tokens.dtype}")
+        raise ValueError(
+            f"tokens must be a 1-D long tensor of 2 or more ids, got "
+            f"{tuple(tokens.shape)} {tokens.dtype}"
+        )
     context = model.config.max_seq_len if context is None else context
     if not 2 <= context <= model.config.max_seq_len:
-        raise ValueError(f"context must be in [2, max_seq_len={model.config.max_seq_len}], "
-                         f"got {context}")
+        raise ValueError(
+            f"context must be in [2, max_seq_len={model.config.max_seq_len}], got {context}"
+        )
     device = next(model.parameters()).device
     stride = context // 2
     last = max(len(tokens) - 1 - context, 0)
     starts = list(range(0, last + 1, stride))
     if starts[-1] != last:
-        starts.append(last)                    # the tail, scored from where the others stop
+        starts.append(last)  # the tail, scored from where the others stop
     was_training = model.training
     model.eval()
     scored = torch.empty(len(tokens) - 1, dtype=torch.float64)
-    scored_to = 0                              # targets before it are scored
+    scored_to = 0  # targets before it are scored
     window = min(context, len(tokens) - 1)
     for i in range(0, len(starts), batch_size):
-        chunk = starts[i:i + batch_size]
-        seq = torch.stack([tokens[s:s + window + 1] for s in chunk]).to(device)
-        losses = F.cross_entropy(model(seq[:, :-1]).float().transpose(1, 2), seq[:, 1:],
-                                 reduction="none").cpu().double()         # (B, window)
+        chunk = starts[i : i + batch_size]
+        seq = torch.stack([tokens[s : s + window + 1] for s in chunk]).to(device)
+        losses = (
+            F.cross_entropy(
+                model(seq[:, :-1]).float().transpose(1, 2), seq[:, 1:], reduction="none"
+            )
+            .cpu()
+            .double()
+        )  # (B, window)
         for row, s in zip(losses, chunk):
-            first = max(scored_to - s, 0)      # skip the targets an earlier window scored
-            scored[s + first:s + window] = row[first:]
+            first = max(scored_to - s, 0)  # skip the targets an earlier window scored
+            scored[s + first : s + window] = row[first:]
             scored_to = s + window
     model.train(was_training)
     return scored
-
 
 
 # --------------------------------------------------------------------------- config and history
@@ -164,8 +187,13 @@ class TrainConfig:
         return self.max_lr / 10 if self.min_lr is None else self.min_lr
 
     def lr(self, step: int) -> float:
-        return lr_at(step, max_lr=self.max_lr, warmup_steps=self.warmup_steps,
-                     total_steps=self.steps, min_lr=self.final_lr)
+        return lr_at(
+            step,
+            max_lr=self.max_lr,
+            warmup_steps=self.warmup_steps,
+            total_steps=self.steps,
+            min_lr=self.final_lr,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -219,8 +247,9 @@ class _Progress:
                 from tqdm.std import tqdm
             except ImportError:
                 return
-            self.bar = tqdm(total=total, initial=initial, desc="train", dynamic_ncols=True,
-                            file=sys.stderr)
+            self.bar = tqdm(
+                total=total, initial=initial, desc="train", dynamic_ncols=True, file=sys.stderr
+            )
 
     def update(self, step: int, loss: float, lr: float, val_loss: float | None):
         if not self.enabled:
@@ -258,33 +287,51 @@ class Trainer:
         compile: wrap the model in ``torch.compile`` (the saved module stays the bare one).
     """
 
-    def __init__(self, model: nn.Module, dataset, config: TrainConfig, *, device=None,
-                 distributed: bool = False, progress: bool = False, amp: bool = False,
-                 compile: bool = False):
+    def __init__(
+        self,
+        model: nn.Module,
+        dataset,
+        config: TrainConfig,
+        *,
+        device=None,
+        distributed: bool = False,
+        progress: bool = False,
+        amp: bool = False,
+        compile: bool = False,
+    ):
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
         if not hasattr(dataset, "batch"):
-            raise TypeError(f"dataset must have a batch(batch_size, seq_len, *, generator, split) "
-                            f"method, got {type(dataset).__name__}")
+            raise TypeError(
+                f"dataset must have a batch(batch_size, seq_len, *, generator, split) "
+                f"method, got {type(dataset).__name__}"
+            )
         self.config = config
         self.dataset = dataset
-        self.device = torch.device(device) if device is not None else next(model.parameters()).device
-        self.module = model.to(self.device)          # the bare model: what gets saved
+        self.device = (
+            torch.device(device) if device is not None else next(model.parameters()).device
+        )
+        self.module = model.to(self.device)  # the bare model: what gets saved
         self.rank, self.world_size = 0, 1
-        self.model = self.module                     # what the forward pass goes through
+        self.model = self.module  # what the forward pass goes through
         if distributed:
             import torch.distributed as dist
             from torch.nn.parallel import DistributedDataParallel
 
             if not dist.is_initialized():
-                raise RuntimeError("distributed=True needs torch.distributed.init_process_group() "
-                                   "first (run under torchrun)")
+                raise RuntimeError(
+                    "distributed=True needs torch.distributed.init_process_group() "
+                    "first (run under torchrun)"
+                )
             self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.model = DistributedDataParallel(self.module, device_ids=ids)
-        self.optimizer = configure_optimizer(self.module, lr=config.max_lr,
-                                             weight_decay=config.weight_decay,
-                                             betas=(config.beta1, config.beta2))
+        self.optimizer = configure_optimizer(
+            self.module,
+            lr=config.max_lr,
+            weight_decay=config.weight_decay,
+            betas=(config.beta1, config.beta2),
+        )
         if compile:
             self.model = torch.compile(self.model)
         self.amp = bool(amp)
@@ -312,8 +359,9 @@ class Trainer:
         lr = cfg.lr(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        x, y = self.dataset.batch(cfg.batch_size, cfg.seq_len,
-                                  generator=step_generator(cfg.seed, self.rank, self.step))
+        x, y = self.dataset.batch(
+            cfg.batch_size, cfg.seq_len, generator=step_generator(cfg.seed, self.rank, self.step)
+        )
         x, y = x.to(self.device), y.to(self.device)
         self.model.train()
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
@@ -337,8 +385,15 @@ class Trainer:
 
     def evaluate(self) -> float:
         cfg = self.config
-        return evaluate(self.module, self.dataset, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
-                        n_batches=cfg.eval_batches, seed=cfg.seed, device=self.device)
+        return evaluate(
+            self.module,
+            self.dataset,
+            batch_size=cfg.batch_size,
+            seq_len=cfg.seq_len,
+            n_batches=cfg.eval_batches,
+            seed=cfg.seed,
+            device=self.device,
+        )
 
     def fit(self, until: int | None = None, callback=None) -> History:
         """Train from ``self.step`` up to step ``until`` (default: ``config.steps``).
@@ -402,8 +457,9 @@ class Trainer:
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"unknown checkpoint format {state.get('format')!r}, "
-                             f"expected {CHECKPOINT_FORMAT}")
+            raise ValueError(
+                f"unknown checkpoint format {state.get('format')!r}, expected {CHECKPOINT_FORMAT}"
+            )
         self.module.load_state_dict(state["model"], strict=True)
         self.optimizer.load_state_dict(state["optimizer"])
         self.step = int(state["step"])
@@ -420,8 +476,9 @@ class Trainer:
 # --------------------------------------------------------------------------- one call
 
 
-def train(model: nn.Module, dataset, *, device=None, progress: bool = False, callback=None,
-          **config) -> History:
+def train(
+    model: nn.Module, dataset, *, device=None, progress: bool = False, callback=None, **config
+) -> History:
     """Train ``model`` on ``dataset`` and return its ``History``.
 
     Keyword arguments are ``TrainConfig`` fields (``steps``, ``batch_size``,

@@ -10,8 +10,9 @@ from torch import nn
 from ..nn import validate
 
 
-def lr_at(step: int, *, max_lr: float, warmup_steps: int, total_steps: int,
-          min_lr: float = 0.0) -> float:
+def lr_at(
+    step: int, *, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0
+) -> float:
     """Learning rate of optimizer step ``step`` (0-based): linear warmup, then cosine decay.
 
     - ``step < warmup_steps``: ``max_lr * (step + 1) / (warmup_steps + 1)``, a straight
@@ -28,20 +29,28 @@ def lr_at(step: int, *, max_lr: float, warmup_steps: int, total_steps: int,
             raise ValueError(f"{name} must be an int >= 0, got {value!r}")
     validate.positive_int("total_steps", total_steps)
     if warmup_steps > total_steps:
-        raise ValueError(f"warmup_steps must be <= total_steps, got warmup_steps={warmup_steps}, "
-                         f"total_steps={total_steps}")
+        raise ValueError(
+            f"warmup_steps must be <= total_steps, got warmup_steps={warmup_steps}, "
+            f"total_steps={total_steps}"
+        )
     if not (0.0 <= min_lr <= max_lr):
         raise ValueError(f"need 0 <= min_lr <= max_lr, got min_lr={min_lr}, max_lr={max_lr}")
     if step < warmup_steps:
         return max_lr * (step + 1) / (warmup_steps + 1)
     if step >= total_steps:
         return min_lr
-    progress = (step - warmup_steps) / (total_steps - warmup_steps)       # 0 -> 1
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)  # 0 -> 1
     return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
-def configure_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.1,
-                        betas: tuple[float, float] = (0.9, 0.95), eps: float = 1e-8):
+def configure_optimizer(
+    model: nn.Module,
+    *,
+    lr: float,
+    weight_decay: float = 0.1,
+    betas: tuple[float, float] = (0.9, 0.95),
+    eps: float = 1e-8,
+):
     """AdamW with weight decay on the 2-D weights only (matrices and embeddings).
 
     Biases and norm gains are 1-D: decaying them pulls a LayerNorm's scale
@@ -52,9 +61,11 @@ def configure_optimizer(model: nn.Module, *, lr: float, weight_decay: float = 0.
     validate.positive_float("lr", lr)
     if weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
-    params = [p for p in model.parameters() if p.requires_grad]    # tied weights appear once
+    params = [p for p in model.parameters() if p.requires_grad]  # tied weights appear once
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)

@@ -8,8 +8,16 @@ Each entry holds ``TrainConfig`` fields plus the data (``dataset``, ``text_sourc
 from __future__ import annotations
 
 # Flags of `tfcourse train` when the preset has no entry here.
-GENERIC = {"steps": 300, "batch_size": 16, "seq_len": 64, "lr": 3e-3, "dataset": "markov",
-           "text_source": "docstrings", "max_chars": 200_000, "val_block": None}
+GENERIC = {
+    "steps": 300,
+    "batch_size": 16,
+    "seq_len": 64,
+    "lr": 3e-3,
+    "dataset": "markov",
+    "text_source": "docstrings",
+    "max_chars": 200_000,
+    "val_block": None,
+}
 
 TRAINING_PRESETS: dict[str, dict] = {
     # Notebook 12: the whole capstone corpus (repeated paragraphs kept once), one block of
@@ -18,9 +26,18 @@ TRAINING_PRESETS: dict[str, dict] = {
     # best of the runs in capstone.RECORDED_RUNS that fit in ten minutes: 1,300 steps
     # without dropout, about 3.3 minutes on an idle 2-core CPU. More steps without dropout
     # overfit; dropout (70 % slower a step on the CPU) paid off only past ten minutes.
-    "capstone": {"steps": 1300, "batch_size": 16, "seq_len": 128, "lr": 3e-3, "warmup": 100,
-                 "min_lr": 3e-4, "dataset": "text", "text_source": "capstone",
-                 "max_chars": None, "val_block": 5000},
+    "capstone": {
+        "steps": 1300,
+        "batch_size": 16,
+        "seq_len": 128,
+        "lr": 3e-3,
+        "warmup": 100,
+        "min_lr": 3e-4,
+        "dataset": "text",
+        "text_source": "capstone",
+        "max_chars": None,
+        "val_block": 5000,
+    },
 }
 
 

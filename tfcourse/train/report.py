@@ -18,16 +18,26 @@ def opening_line(dataset_name: str, dataset, model, model_config: GPTConfig, env
     """The data (with its loss floor, where known), the model's size and norm placement, the
     device, and under torchrun the processes."""
     floor = getattr(dataset, "loss_floor", None)
-    return (f"tfcourse train: {dataset_name} data (vocab {dataset.vocab_size}"
-            + (f", loss floor {floor:.4f} nats" if floor is not None else "") + "), "
-            f"{model.num_params():,} parameters, {model_config.n_layers} "
-            f"layer{'s' if model_config.n_layers != 1 else ''}, "
-            f"{'pre' if model_config.pre_ln else 'post'}-LN, device {env.device}"
-            + (f", {env.world_size} processes ({env.backend})" if env.enabled else ""))
+    return (
+        f"tfcourse train: {dataset_name} data (vocab {dataset.vocab_size}"
+        + (f", loss floor {floor:.4f} nats" if floor is not None else "")
+        + "), "
+        f"{model.num_params():,} parameters, {model_config.n_layers} "
+        f"layer{'s' if model_config.n_layers != 1 else ''}, "
+        f"{'pre' if model_config.pre_ln else 'post'}-LN, device {env.device}"
+        + (f", {env.world_size} processes ({env.backend})" if env.enabled else "")
+    )
 
 
-def summary_lines(history: History, step: int, first_step: int, seconds: float, floor,
-                  train_config: TrainConfig, world_size: int) -> list[str]:
+def summary_lines(
+    history: History,
+    step: int,
+    first_step: int,
+    seconds: float,
+    floor,
+    train_config: TrainConfig,
+    world_size: int,
+) -> list[str]:
     """The losses at ``step`` (train: the mean of the last ten; val, when measured there; the
     floor) and the speed of the ``step - first_step`` steps this invocation trained."""
     tail = history.loss[-10:]
@@ -37,10 +47,15 @@ def summary_lines(history: History, step: int, first_step: int, seconds: float, 
     if floor is not None:
         line += f", floor {floor:.4f}"
     tokens = (step - first_step) * train_config.batch_size * train_config.seq_len
-    return [line, say(f"trained {step - first_step} steps in {seconds / 60:.1f} min "
-                      f"({tokens * world_size / max(seconds, 1e-9):,.0f} tokens/s)",
-                      f"训练 {step - first_step} 步，用时 {seconds / 60:.1f} 分钟"
-                      f"（每秒 {tokens * world_size / max(seconds, 1e-9):,.0f} 个词元）")]
+    return [
+        line,
+        say(
+            f"trained {step - first_step} steps in {seconds / 60:.1f} min "
+            f"({tokens * world_size / max(seconds, 1e-9):,.0f} tokens/s)",
+            f"训练 {step - first_step} 步，用时 {seconds / 60:.1f} 分钟"
+            f"（每秒 {tokens * world_size / max(seconds, 1e-9):,.0f} 个词元）",
+        ),
+    ]
 
 
 def report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: int) -> None:
@@ -52,30 +67,43 @@ def report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: int
         # What notebook 12 measures: every held-out character scored once, and the real
         # words in a sample at temperature 0.8 (`tfcourse sample DIR` writes more).
         loss = held_out_loss(model, dataset.val)
-        text = sample_text(model, dataset.tokenizer, "\n", n_tokens, temperature=0.8,
-                           top_k=None, seed=seed)
+        text = sample_text(
+            model, dataset.tokenizer, "\n", n_tokens, temperature=0.8, top_k=None, seed=seed
+        )
         known = vocabulary(dataset.tokenizer.decode(dataset.train))
-        print(say(f"held-out loss: {loss:.3f} nats/char over all {len(dataset.val):,} validation "
-                  f"characters", f"留出集损失：{loss:.3f} 奈特/字符（全部 {len(dataset.val):,} 个"
-                  f"验证字符）"))
-        print(say(f"--- sample (temperature 0.8): {real_word_fraction(text, known):.0%} real words ---",
-                  f"--- 采样（温度 0.8）：真实单词占 {real_word_fraction(text, known):.0%} ---"))
+        print(
+            say(
+                f"held-out loss: {loss:.3f} nats/char over all {len(dataset.val):,} validation "
+                f"characters",
+                f"留出集损失：{loss:.3f} 奈特/字符（全部 {len(dataset.val):,} 个验证字符）",
+            )
+        )
+        print(
+            say(
+                f"--- sample (temperature 0.8): {real_word_fraction(text, known):.0%} real words ---",
+                f"--- 采样（温度 0.8）：真实单词占 {real_word_fraction(text, known):.0%} ---",
+            )
+        )
         print("\n" + text)
         print("---")
         return
     if isinstance(dataset, CopyTask):
         x, _ = dataset.batch(64, model.config.max_seq_len, generator=generator)
-        n = (x.shape[1] + 1) // 2                       # symbols, then the separator at index n
-        copied = model.generate(x[:, :n + 1].to(device), n - 1, temperature=0).cpu()[:, n + 1:]
-        accuracy = (copied == x[:, :n - 1]).double().mean()
-        print(f"copy task, greedy decoding: {accuracy:.1%} of {copied.numel()} symbols copied right")
+        n = (x.shape[1] + 1) // 2  # symbols, then the separator at index n
+        copied = model.generate(x[:, : n + 1].to(device), n - 1, temperature=0).cpu()[:, n + 1 :]
+        accuracy = (copied == x[:, : n - 1]).double().mean()
+        print(
+            f"copy task, greedy decoding: {accuracy:.1%} of {copied.numel()} symbols copied right"
+        )
         return
     x, _ = dataset.batch(4, 1, generator=generator)
     n_tokens = min(n_tokens, model.config.max_seq_len - 1)
     out = model.generate(x.to(device), n_tokens, generator=generator).cpu()
     print(f"sample (first row): {out[0, :24].tolist()}")
     if isinstance(dataset, MarkovChain):
-        print(f"generated {n_tokens} tokens x 4: -log P under the true chain "
-              f"{dataset.transition_nll(out):.4f} nats/token (entropy rate "
-              f"{dataset.entropy_rate:.4f}); impossible transitions "
-              f"{dataset.impossible_fraction(out):.1%}")
+        print(
+            f"generated {n_tokens} tokens x 4: -log P under the true chain "
+            f"{dataset.transition_nll(out):.4f} nats/token (entropy rate "
+            f"{dataset.entropy_rate:.4f}); impossible transitions "
+            f"{dataset.impossible_fraction(out):.1%}"
+        )

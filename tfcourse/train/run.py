@@ -32,10 +32,10 @@ class _Plan:
 
     dataset_spec: dict
     train_config: TrainConfig
-    model_config: GPTConfig | None           # None: the dataset's vocabulary decides it
+    model_config: GPTConfig | None  # None: the dataset's vocabulary decides it
     checkpoint_path: str | None
-    state: dict | None = None                 # the checkpoint a --resume continues
-    path: str | None = None                   # where that checkpoint was read
+    state: dict | None = None  # the checkpoint a --resume continues
+    path: str | None = None  # where that checkpoint was read
 
 
 def _resumed(args, path: str):
@@ -48,8 +48,11 @@ def _resumed(args, path: str):
         raise PreflightError(say(f"{path}: {mismatch}", f"{path}：{mismatch}"))
     warnings = preflight.check_resume_flags(args, args.given, config, int(state["step"]), path)
     # Extending (or shortening) a run changes the schedule's length from here on.
-    changed = {field: getattr(args, name) for _, name, field in preflight.CHANGEABLE_FLAGS
-               if name in args.given}
+    changed = {
+        field: getattr(args, name)
+        for _, name, field in preflight.CHANGEABLE_FLAGS
+        if name in args.given
+    }
     train_config = TrainConfig.from_dict({**config["train"], **changed})
     return state, config["data"], GPTConfig(**config["model"]), train_config, warnings
 
@@ -63,11 +66,18 @@ def _spec_vocab(spec: dict) -> int | None:
 def _check_resources(args, env, model_config, train_config, spec, checkpoint_path) -> None:
     """Memory (the dataset's tables included) and, on rank 0, disk room for a checkpoint."""
     if not args.no_memory_check:
-        preflight.check_memory(model_config, train_config.batch_size, train_config.seq_len,
-                               env.device, args.memory_limit, preflight.dataset_bytes(spec))
+        preflight.check_memory(
+            model_config,
+            train_config.batch_size,
+            train_config.seq_len,
+            env.device,
+            args.memory_limit,
+            preflight.dataset_bytes(spec),
+        )
     if checkpoint_path and env.rank == 0:
-        need = preflight.checkpoint_bytes(preflight.estimate_params(model_config),
-                                          train_config.steps)
+        need = preflight.checkpoint_bytes(
+            preflight.estimate_params(model_config), train_config.steps
+        )
         preflight.check_disk(os.path.dirname(checkpoint_path), need)
 
 
@@ -80,13 +90,16 @@ def _plan(args, main: bool) -> _Plan:
     if args.resume:
         path = checkpoint_path if args.resume == "auto" else args.resume
         if path is None:
-            raise PreflightError(say("--resume needs a checkpoint path or --out DIR",
-                                     "--resume 需要一个检查点路径，或者 --out DIR"))
+            raise PreflightError(
+                say(
+                    "--resume needs a checkpoint path or --out DIR",
+                    "--resume 需要一个检查点路径，或者 --out DIR",
+                )
+            )
         state, dataset_spec, model_config, train_config, warnings = _resumed(args, path)
         for warning in warnings if main else ():
             print(warning, file=sys.stderr)
-        return _Plan(dataset_spec, train_config, model_config, checkpoint_path or path,
-                     state, path)
+        return _Plan(dataset_spec, train_config, model_config, checkpoint_path or path, state, path)
     dataset_spec, train_config = flags.dataset_spec(args), flags.train_config(args)
     model_config = None
     if _spec_vocab(dataset_spec) is not None:
@@ -99,14 +112,16 @@ def _dataset(args, env: Distributed, plan: _Plan):
     checked before the dataset is built where its vocabulary is known beforehand (a Markov
     chain's tables can be large), otherwise right after."""
     model_config = plan.model_config
-    if model_config is not None:                 # before the dataset builds its tables
-        _check_resources(args, env, model_config, plan.train_config, plan.dataset_spec,
-                         plan.checkpoint_path)
+    if model_config is not None:  # before the dataset builds its tables
+        _check_resources(
+            args, env, model_config, plan.train_config, plan.dataset_spec, plan.checkpoint_path
+        )
     dataset = make_dataset(plan.dataset_spec["name"], **plan.dataset_spec["kwargs"])
-    if model_config is None:                     # copy, text: the dataset's vocabulary
+    if model_config is None:  # copy, text: the dataset's vocabulary
         model_config = flags.model_config(args, dataset.vocab_size)
-        _check_resources(args, env, model_config, plan.train_config, plan.dataset_spec,
-                         plan.checkpoint_path)
+        _check_resources(
+            args, env, model_config, plan.train_config, plan.dataset_spec, plan.checkpoint_path
+        )
     preflight.check_splits(dataset, plan.train_config.seq_len)
     return dataset, model_config
 
@@ -115,19 +130,26 @@ def _trainer(args, env: Distributed, plan: _Plan, model_config: GPTConfig, datas
     """The model and its ``Trainer``, ``(model, trainer)``, restored from the checkpoint
     when the run resumes."""
     train_config = plan.train_config
-    torch.manual_seed(train_config.seed)          # same initial weights on every rank
+    torch.manual_seed(train_config.seed)  # same initial weights on every rank
     model = GPT(model_config)
-    trainer = Trainer(model, dataset, train_config, device=env.device, distributed=env.enabled,
-                      progress=not args.no_progress)
-    torch.manual_seed(train_config.seed + 1 + env.rank)   # dropout: each rank its own stream
+    trainer = Trainer(
+        model,
+        dataset,
+        train_config,
+        device=env.device,
+        distributed=env.enabled,
+        progress=not args.no_progress,
+    )
+    torch.manual_seed(train_config.seed + 1 + env.rank)  # dropout: each rank its own stream
     if plan.state is not None:
         preflight.restore(plan.path, lambda: trainer.load_state_dict(plan.state))
         log(f"resuming from {plan.path} at step {plan.state['step']}")
     return model, trainer
 
 
-def _train(args, trainer: Trainer, train_config: TrainConfig, signals: interrupt.Signals,
-           every_step):
+def _train(
+    args, trainer: Trainer, train_config: TrainConfig, signals: interrupt.Signals, every_step
+):
     """Train to the last step, or ``--stop-after`` steps from here: ``(history, seconds)``.
     A signal recorded meanwhile ends it after the step in progress (``every_step`` raises
     ``interrupt.Stop``)."""
@@ -135,7 +157,7 @@ def _train(args, trainer: Trainer, train_config: TrainConfig, signals: interrupt
     if args.stop_after is not None:
         until = min(until, trainer.step + args.stop_after)
     started = time.perf_counter()
-    signals.phase = "training"                     # from here a signal ends with a checkpoint
+    signals.phase = "training"  # from here a signal ends with a checkpoint
     try:
         history = trainer.fit(until=until, callback=every_step)
     except interrupt.Stop:
@@ -153,11 +175,11 @@ def run_training(args, env: Distributed, signals: interrupt.Signals) -> int:
     dataset, model_config = _dataset(args, env, plan)
     model, trainer = _trainer(args, env, plan, model_config, dataset, log)
     config = {"model": model_config.to_dict(), "data": plan.dataset_spec}
-    if isinstance(dataset, TextDataset):       # what `tfcourse sample` needs to write text
+    if isinstance(dataset, TextDataset):  # what `tfcourse sample` needs to write text
         config["tokenizer"] = "".join(dataset.tokenizer.chars)
 
     def save():
-        snapshot = trainer.state_dict()              # collective: every rank takes part
+        snapshot = trainer.state_dict()  # collective: every rank takes part
         snapshot["config"].update(config)
         if main and checkpoint_path:
             save_checkpoint(checkpoint_path, snapshot)
@@ -175,27 +197,41 @@ def run_training(args, env: Distributed, signals: interrupt.Signals) -> int:
     history, seconds = _train(args, trainer, train_config, signals, every_step)
     if checkpoint_path:
         save()
-    stopped = interrupt.agreed_signal(signals.signum, env)    # also one during the last step or the save
+    stopped = interrupt.agreed_signal(
+        signals.signum, env
+    )  # also one during the last step or the save
     signals.phase = "done"
     if stopped:
         if main:
-            print(interrupt.interrupt_line(stopped, trainer.step, train_config.steps, checkpoint_path,
-                                  args, env), file=sys.stderr)
+            print(
+                interrupt.interrupt_line(
+                    stopped, trainer.step, train_config.steps, checkpoint_path, args, env
+                ),
+                file=sys.stderr,
+            )
         return 128 + stopped
     if checkpoint_path:
         log(f"saved {checkpoint_path} at step {trainer.step}")
     if history.diverged:
-        log(say(f"diverged at step {trainer.step}: loss {history.loss[-1]}",
-                f"训练在第 {trainer.step} 步发散：loss {history.loss[-1]}"))
+        log(
+            say(
+                f"diverged at step {trainer.step}: loss {history.loss[-1]}",
+                f"训练在第 {trainer.step} 步发散：loss {history.loss[-1]}",
+            )
+        )
         return 1
     if history.loss:
-        for line in report.summary_lines(history, trainer.step, first_step, seconds, floor,
-                                         train_config, env.world_size):
+        for line in report.summary_lines(
+            history, trainer.step, first_step, seconds, floor, train_config, env.world_size
+        ):
             log(line)
     if env.enabled:
         diff = params_in_sync(trainer.module)
-        log(f"ranks in sync: max |parameter difference| across {env.world_size} processes = {diff:.3g}")
+        log(
+            f"ranks in sync: max |parameter difference| across {env.world_size} processes = {diff:.3g}"
+        )
     if main and args.sample and trainer.step == train_config.steps:
-        report.report_sample(trainer.module, dataset, plan.dataset_spec, args.sample, env.device,
-                             train_config.seed)
+        report.report_sample(
+            trainer.module, dataset, plan.dataset_spec, args.sample, env.device, train_config.seed
+        )
     return 0

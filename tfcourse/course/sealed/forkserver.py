@@ -45,7 +45,7 @@ import matplotlib.pyplot
 from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
 WRITABLE = ("/tmp", "/dev/shm")
-SESSION = "/tmp/session"     # a forked worker's folder (pool.py sets its HOME there)
+SESSION = "/tmp/session"  # a forked worker's folder (pool.py sets its HOME there)
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 SWEEP_SECONDS = 10
 
@@ -68,8 +68,11 @@ def _refuse_to_start() -> str:
     if len(os.listdir("/proc/self/task")) > 1:
         return "more than one thread (a fork would copy a lock held by another)"
     with open("/proc/self/maps") as maps:
-        shared = [line.strip() for line in maps if line.split()[1].startswith("rw")
-                  and line.split()[1].endswith("s")]
+        shared = [
+            line.strip()
+            for line in maps
+            if line.split()[1].startswith("rw") and line.split()[1].endswith("s")
+        ]
     return f"writable shared memory: {shared[0]}" if shared else ""
 
 
@@ -87,8 +90,12 @@ def _state() -> dict[str, tuple]:
                 found[os.path.join(folder, name)] = (info.st_mode, info.st_uid)
             for name in files:
                 info = os.lstat(os.path.join(folder, name))
-                found[os.path.join(folder, name)] = (info.st_mode, info.st_uid, info.st_size,
-                                                     info.st_ctime_ns)
+                found[os.path.join(folder, name)] = (
+                    info.st_mode,
+                    info.st_uid,
+                    info.st_size,
+                    info.st_ctime_ns,
+                )
     return found
 
 
@@ -98,8 +105,8 @@ def _sweep(clean: dict[str, tuple]) -> bool:
     deadline = time.monotonic() + SWEEP_SECONDS
     while _others():
         with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)     # atomic against fork: no process slips through
-        while True:                         # orphans come to us (a subreaper): reap them
+            os.kill(-1, signal.SIGKILL)  # atomic against fork: no process slips through
+        while True:  # orphans come to us (a subreaper): reap them
             try:
                 if os.waitpid(-1, os.WNOHANG)[0] == 0:
                     break
@@ -111,7 +118,7 @@ def _sweep(clean: dict[str, tuple]) -> bool:
     new = set(_state()) - set(clean)
     for path in sorted(new):
         if os.path.dirname(path) in new:
-            continue                        # goes with its folder
+            continue  # goes with its folder
         try:
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)
@@ -149,7 +156,7 @@ def serve(control: socket.socket) -> None:
     while True:
         message, fds, _, _ = socket.recv_fds(control, 1 << 20, 2)
         if not message:
-            return                          # the grader closed the channel
+            return  # the grader closed the channel
         request = json.loads(message)
         if request.get("op") == "fork" and len(fds) == 2:
             pid = os.fork()

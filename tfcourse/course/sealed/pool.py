@@ -33,13 +33,17 @@ from .sandbox import WORK, launch
 
 HERE = Path(__file__).resolve().parent
 FILES = ("worker.py", "protocol.py", "forkserver.py")
-START_SECONDS = 120         # importing torch on a loaded machine, with room to spare
-ANSWER_SECONDS = 20         # a fork, or clearing the sandbox after a session
-SESSION = "/tmp/session"    # a forked worker's folder, inside the sandbox (forkserver.py)
+START_SECONDS = 120  # importing torch on a loaded machine, with room to spare
+ANSWER_SECONDS = 20  # a fork, or clearing the sandbox after a session
+SESSION = "/tmp/session"  # a forked worker's folder, inside the sandbox (forkserver.py)
 # The server's own: its files in one folder of /tmp (matplotlib's font cache), and one
 # thread while it imports (a fork copies only the thread that forks).
-SERVER_ENV = {"HOME": "/tmp/.server", "MPLCONFIGDIR": "/tmp/.server/matplotlib",
-              "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+SERVER_ENV = {
+    "HOME": "/tmp/.server",
+    "MPLCONFIGDIR": "/tmp/.server/matplotlib",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
 # Servers kept between sessions: about one per job (each holds torch in memory).
 MAX_IDLE = max(4, os.cpu_count() or 1)
 # bubblewrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that
@@ -62,17 +66,23 @@ class ForkServer:
         try:
             with theirs, open(log, "wb") as stderr:
                 self.process = _launcher.submit(
-                    launch, [sys.executable, "-I", f"{WORK}/forkserver.py",
-                             str(theirs.fileno())],
-                    work=self.folder, env=dict(env, **SERVER_ENV), hide=hide, writable=False,
-                    stderr=stderr, pass_fds=(theirs.fileno(),)).result()
+                    launch,
+                    [sys.executable, "-I", f"{WORK}/forkserver.py", str(theirs.fileno())],
+                    work=self.folder,
+                    env=dict(env, **SERVER_ENV),
+                    hide=hide,
+                    writable=False,
+                    stderr=stderr,
+                    pass_fds=(theirs.fileno(),),
+                ).result()
             self._answer(START_SECONDS, "ready")
         except (OSError, RuntimeError, WorkerFailed) as error:
             said = self.last_words()
             self.close()
-            raise WorkerFailed(say(f"the sandbox did not start: {error}",
-                                   f"沙箱没有启动：{error}")
-                               + (f" ({said})" if said else "")) from None
+            raise WorkerFailed(
+                say(f"the sandbox did not start: {error}", f"沙箱没有启动：{error}")
+                + (f" ({said})" if said else "")
+            ) from None
 
     def _answer(self, seconds: float, key: str) -> dict:
         self.control.settimeout(seconds)
@@ -88,8 +98,9 @@ class ForkServer:
         """A fresh worker on a channel of its own: ``(its stdin, its stdout)`` here."""
         into, out = os.pipe(), os.pipe()
         try:
-            socket.send_fds(self.control, [json.dumps({"op": "fork", "env": env}).encode()],
-                            [into[0], out[1]])
+            socket.send_fds(
+                self.control, [json.dumps({"op": "fork", "env": env}).encode()], [into[0], out[1]]
+            )
             self._answer(ANSWER_SECONDS, "pid")
         except (OSError, WorkerFailed):
             for fd in (*into, *out):
@@ -155,8 +166,9 @@ _lock = threading.Lock()
 _idle: list[tuple[tuple, ForkServer]] = []
 
 
-def start(server_env: dict[str, str], hide: list[Path], env: dict[str, str],
-          fresh: bool = False) -> Session:
+def start(
+    server_env: dict[str, str], hide: list[Path], env: dict[str, str], fresh: bool = False
+) -> Session:
     """A sealed worker with environment ``env``, forked by a server started with
     ``server_env`` and ``hide`` (``sandbox.launch``): an idle one, unless ``fresh``.
     Raises ``WorkerFailed``."""
@@ -169,7 +181,7 @@ def start(server_env: dict[str, str], hide: list[Path], env: dict[str, str],
         try:
             return Session(server, key, env)
         except (OSError, WorkerFailed):
-            server.close()                  # broken since its last session: start afresh
+            server.close()  # broken since its last session: start afresh
     server = ForkServer(server_env, hide)
     try:
         return Session(server, key, env)
@@ -185,7 +197,7 @@ def _give_back(key: tuple, server: ForkServer) -> None:
     with _lock:
         _idle.append((key, server))
         extra = _idle[:-MAX_IDLE] if len(_idle) > MAX_IDLE else []
-        del _idle[:len(extra)]
+        del _idle[: len(extra)]
     for _, old in extra:
         old.close()
 

@@ -27,8 +27,8 @@ from safetensors.torch import save as save_tensors
 # The module hooks a worker reports back on the check's own modules (a leftover hook is a
 # mistake some checks look for); the grader re-creates each kind it hears of.
 HOOK_KINDS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-MAX_HEADER = 16 * 2**20          # bytes: a header bigger than this is a broken or hostile peer
-MAX_BLOB = 256 * 2**20          # bytes: every tensor a check exchanges is far smaller
+MAX_HEADER = 16 * 2**20  # bytes: a header bigger than this is a broken or hostile peer
+MAX_BLOB = 256 * 2**20  # bytes: every tensor a check exchanges is far smaller
 
 
 class ProtocolError(Exception):
@@ -78,7 +78,7 @@ class Encoder:
 
     def __init__(self, handle=None):
         self.tensors: dict[str, torch.Tensor] = {}
-        self.handle = handle            # callable(object) -> dict, for what cannot cross
+        self.handle = handle  # callable(object) -> dict, for what cannot cross
 
     def tensor(self, value: torch.Tensor) -> dict:
         key = f"t{len(self.tensors)}"
@@ -103,20 +103,33 @@ class Encoder:
             return {"$list": [self(item) for item in value]}
         if isinstance(value, dict) and all(isinstance(key, str) for key in value):
             return {"$dict": {key: self(item) for key, item in value.items()}}
-        if (dataclasses.is_dataclass(value) and not isinstance(value, type)
-                and type(value).__module__.startswith("tfcourse.")):
+        if (
+            dataclasses.is_dataclass(value)
+            and not isinstance(value, type)
+            and type(value).__module__.startswith("tfcourse.")
+        ):
             # A course config (GPTConfig): sent as its fields, rebuilt from the worker's copy.
-            return {"$dataclass": f"{type(value).__module__}:{type(value).__qualname__}",
-                    "fields": self({f.name: getattr(value, f.name)
-                                    for f in dataclasses.fields(value) if f.init})}
+            return {
+                "$dataclass": f"{type(value).__module__}:{type(value).__qualname__}",
+                "fields": self(
+                    {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+                ),
+            }
         if self.handle is not None:
             return self.handle(value)
         raise TypeError(f"cannot send a {type(value).__name__} to the worker")
 
 
-def decode(tree, tensors: dict[str, torch.Tensor], *, device=None, handle=None,
-           requires_grad: bool = True, dataclasses_from_tfcourse: bool = False,
-           by_value: list | None = None):
+def decode(
+    tree,
+    tensors: dict[str, torch.Tensor],
+    *,
+    device=None,
+    handle=None,
+    requires_grad: bool = True,
+    dataclasses_from_tfcourse: bool = False,
+    by_value: list | None = None,
+):
     """The value a JSON tree stands for; tensors go to ``device``; ``handle(node)`` turns
     a ``{"$handle": ...}`` node into an object (refused when ``handle`` is None). Course
     dataclasses and modules are rebuilt only where ``dataclasses_from_tfcourse`` (the
@@ -129,8 +142,15 @@ def decode(tree, tensors: dict[str, torch.Tensor], *, device=None, handle=None,
         raise ProtocolError("malformed value")
 
     def again(node):
-        return decode(node, tensors, device=device, handle=handle, requires_grad=requires_grad,
-                      dataclasses_from_tfcourse=dataclasses_from_tfcourse, by_value=by_value)
+        return decode(
+            node,
+            tensors,
+            device=device,
+            handle=handle,
+            requires_grad=requires_grad,
+            dataclasses_from_tfcourse=dataclasses_from_tfcourse,
+            by_value=by_value,
+        )
 
     if "$tensor" in tree:
         if tree["$tensor"] not in tensors:
@@ -173,12 +193,14 @@ def decode(tree, tensors: dict[str, torch.Tensor], *, device=None, handle=None,
         built = cls(**again(tree["init"]))
         if tree.get("dtype"):
             built = built.to(dtype=getattr(torch, str(tree["dtype"])))
-        built.load_state_dict(decode(tree["state"], tensors, device=device,
-                                     requires_grad=False), strict=True)
+        built.load_state_dict(
+            decode(tree["state"], tensors, device=device, requires_grad=False), strict=True
+        )
         built = built.to(device).train(bool(tree.get("training")))
         parameters = dict(built.named_parameters())
-        for name, grad in decode(tree.get("grads", {"$dict": {}}), tensors, device=device,
-                                 requires_grad=False).items():
+        for name, grad in decode(
+            tree.get("grads", {"$dict": {}}), tensors, device=device, requires_grad=False
+        ).items():
             if name not in parameters or parameters[name].shape != grad.shape:
                 raise ProtocolError(f"gradient for unknown parameter {name!r}")
             parameters[name].grad = grad.to(parameters[name].dtype)

@@ -24,9 +24,22 @@ from . import protocol
 
 # Exceptions a learner's code may raise that a check treats by type; others arrive as
 # RuntimeError("TypeName: message").
-_BUILTIN_ERRORS = {cls.__name__: cls for cls in (
-    ValueError, TypeError, RuntimeError, NotImplementedError, AssertionError, IndexError,
-    KeyError, AttributeError, ZeroDivisionError, ArithmeticError, OverflowError)}
+_BUILTIN_ERRORS = {
+    cls.__name__: cls
+    for cls in (
+        ValueError,
+        TypeError,
+        RuntimeError,
+        NotImplementedError,
+        AssertionError,
+        IndexError,
+        KeyError,
+        AttributeError,
+        ZeroDivisionError,
+        ArithmeticError,
+        OverflowError,
+    )
+}
 
 
 class WorkerFailed(Exception):
@@ -72,8 +85,9 @@ def reason_of(error: BaseException | None) -> str:
 
 
 def _broken(english: str, chinese: str) -> ProtocolBroken:
-    return ProtocolBroken(say(f"the worker's reply does not add up: {english}",
-                              f"隔离进程的应答对不上：{chinese}"))
+    return ProtocolBroken(
+        say(f"the worker's reply does not add up: {english}", f"隔离进程的应答对不上：{chinese}")
+    )
 
 
 class Worker:
@@ -98,22 +112,28 @@ class Worker:
             reply = self._replies.get(timeout=timeout)
         except queue.Empty:
             self.kill()
-            raise TimedOut(say(f"no answer within {timeout:g} s (the learner's code hung "
-                               f"or ran too long)",
-                               f"{timeout:g} 秒内没有应答（学员的代码卡住了或运行时间过长）")
-                           ) from None
+            raise TimedOut(
+                say(
+                    f"no answer within {timeout:g} s (the learner's code hung or ran too long)",
+                    f"{timeout:g} 秒内没有应答（学员的代码卡住了或运行时间过长）",
+                )
+            ) from None
         if isinstance(reply, protocol.ProtocolError):
             self.kill()
             raise _broken(str(reply), str(reply))
         if isinstance(reply, BaseException):
-            raise WorkerFailed(say(f"the worker stopped ({type(reply).__name__}: {reply})",
-                                   f"隔离进程已停止（{type(reply).__name__}: {reply}）"))
+            raise WorkerFailed(
+                say(
+                    f"the worker stopped ({type(reply).__name__}: {reply})",
+                    f"隔离进程已停止（{type(reply).__name__}: {reply}）",
+                )
+            )
         header, tensors = reply
         trapped = header.get("trapped", [])
         if not (isinstance(trapped, list) and all(isinstance(t, str) for t in trapped)):
             raise _broken("trapped calls", "被拦截的调用")
         # A trap, once sprung, stays on record: a worker cannot take one back.
-        if trapped[:len(self.trapped)] != self.trapped:
+        if trapped[: len(self.trapped)] != self.trapped:
             raise _broken("the record of trapped calls shrank", "被拦截调用的记录变少了")
         self.trapped = list(trapped)
         return header, tensors
@@ -122,8 +142,9 @@ class Worker:
         try:
             protocol.write_message(self.process.stdin, header, tensors)
         except (BrokenPipeError, OSError) as error:
-            raise WorkerFailed(say(f"the worker stopped ({error})",
-                                   f"隔离进程已停止（{error}）")) from None
+            raise WorkerFailed(
+                say(f"the worker stopped ({error})", f"隔离进程已停止（{error}）")
+            ) from None
         reply, blob = self.receive()
         if "error" in reply:
             error = reply["error"]
@@ -154,21 +175,22 @@ class Worker:
         """The value of a check call's argument (``RMSNorm``, ``count(stack)``), evaluated in
         the learner's namespace in the worker: a stand-in, or plain data."""
         reply, tensors = self.request({"op": "evaluate", "expression": expression})
-        return protocol.decode(reply["value"], tensors, handle=self.stand_in,
-                               requires_grad=False)
+        return protocol.decode(reply["value"], tensors, handle=self.stand_in, requires_grad=False)
 
     def call(self, target: dict, args: tuple, kwargs: dict, module: RemoteModule | None = None):
         encoder = protocol.Encoder()
-        by_value: list[nn.Module] = []         # the check's own modules, sent as copies
+        by_value: list[nn.Module] = []  # the check's own modules, sent as copies
         encoder.handle = lambda value: _send_handle(value, encoder, by_value)
-        header = {"op": "call", "target": target, "args": encoder(args),
-                  "kwargs": encoder(kwargs)}
+        header = {"op": "call", "target": target, "args": encoder(args), "kwargs": encoder(kwargs)}
         tensors_in = list(protocol.tensors_of((args, kwargs)))
         leaves = [t for t in tensors_in if t.requires_grad and t.is_floating_point()]
         if module is not None:
-            params = dict(module.named_parameters())          # tied parameters once
-            header.update(params=encoder(params), training=module.training,
-                          buffers=encoder(dict(module.named_buffers())))
+            params = dict(module.named_parameters())  # tied parameters once
+            header.update(
+                params=encoder(params),
+                training=module.training,
+                buffers=encoder(dict(module.named_buffers())),
+            )
             leaves += [p for p in params.values() if p.requires_grad]
             tensors_in += list(params.values())
         device = next((t.device for t in tensors_in), torch.device("cpu"))
@@ -177,19 +199,35 @@ class Worker:
         # gradient probe runs backward on it) even when nothing here needs a gradient.
         header["grad"] = torch.is_grad_enabled() and bool(leaves or by_value)
         reply, blob = self.request(header, encoder.tensors)
-        result = protocol.decode(reply["result"], blob, device=device, handle=self.stand_in,
-                                 requires_grad=False)
-        _copy_back(args, kwargs, protocol.decode(reply["inputs_after"], blob, device=device,
-                                                 handle=lambda node: None, requires_grad=False))
+        result = protocol.decode(
+            reply["result"], blob, device=device, handle=self.stand_in, requires_grad=False
+        )
+        _copy_back(
+            args,
+            kwargs,
+            protocol.decode(
+                reply["inputs_after"],
+                blob,
+                device=device,
+                handle=lambda node: None,
+                requires_grad=False,
+            ),
+        )
         for local, after in zip(by_value, reply.get("modules_after", [])):
             _mirror_module_state(local, after)
         if "graph" not in reply:
             return result
         produced = list(protocol.tensors_of(result))
         chosen = reply.get("differentiable")
-        if reply.get("leaves") != len(leaves) or not isinstance(reply["graph"], int) or not (
-                isinstance(chosen, list) and chosen == sorted(set(chosen))
-                and all(isinstance(i, int) and 0 <= i < len(produced) for i in chosen)):
+        if (
+            reply.get("leaves") != len(leaves)
+            or not isinstance(reply["graph"], int)
+            or not (
+                isinstance(chosen, list)
+                and chosen == sorted(set(chosen))
+                and all(isinstance(i, int) and 0 <= i < len(produced) for i in chosen)
+            )
+        ):
             raise _broken("what needs a gradient", "哪些量需要梯度")
         differentiable = [produced[i] for i in chosen]
         linked = _RemoteGradient.apply(self, reply["graph"], differentiable, *leaves)
@@ -198,8 +236,9 @@ class Worker:
     def backward(self, graph: int, grads, leaves) -> list[torch.Tensor | None]:
         """The gradients of ``leaves`` for ``grads`` of the graph's outputs, from the worker;
         each checked against its leaf's shape."""
-        blob = {f"g{i}": g.detach().to("cpu").contiguous() for i, g in enumerate(grads)
-                if g is not None}
+        blob = {
+            f"g{i}": g.detach().to("cpu").contiguous() for i, g in enumerate(grads) if g is not None
+        }
         reply, tensors = self.request({"op": "backward", "graph": graph}, blob)
         keys = reply.get("grads")
         if not (isinstance(keys, list) and len(keys) == len(leaves)):
@@ -207,9 +246,11 @@ class Worker:
         found = []
         for key, leaf in zip(keys, leaves):
             grad = None if key is None else tensors.get(key) if isinstance(key, str) else False
-            if grad is False or (key is not None and grad is None) or (
-                    grad is not None and (grad.shape != leaf.shape
-                                          or not grad.is_floating_point())):
+            if (
+                grad is False
+                or (key is not None and grad is None)
+                or (grad is not None and (grad.shape != leaf.shape or not grad.is_floating_point()))
+            ):
                 raise _broken("a gradient's shape or type", "某个梯度的形状或类型")
             found.append(grad)
         return found
@@ -221,9 +262,12 @@ def _send_handle(value, encoder, by_value: list[nn.Module]) -> dict:
     if isinstance(value, nn.Module):
         by_value.append(value)
         return _module_by_value(value, encoder)
-    raise SealedUnsupported(say(f"cannot pass a {type(value).__name__} to the learner's code in "
-                                f"the sealed worker",
-                                f"无法把 {type(value).__name__} 传给隔离进程中学员的代码"))
+    raise SealedUnsupported(
+        say(
+            f"cannot pass a {type(value).__name__} to the learner's code in the sealed worker",
+            f"无法把 {type(value).__name__} 传给隔离进程中学员的代码",
+        )
+    )
 
 
 def _module_by_value(module: nn.Module, encoder) -> dict:
@@ -233,40 +277,61 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
     module here is refused (the exercise is then judged in the kernel)."""
     cls = type(module)
     if not cls.__module__.startswith(("torch.nn.", "tfcourse.")):
-        raise SealedUnsupported(say(f"cannot send a {cls.__name__} to the sealed worker",
-                                    f"无法把 {cls.__name__} 发送到隔离进程"))
+        raise SealedUnsupported(
+            say(
+                f"cannot send a {cls.__name__} to the sealed worker",
+                f"无法把 {cls.__name__} 发送到隔离进程",
+            )
+        )
     state = module.state_dict()
     init = {}
     for name, parameter in list(inspect.signature(cls.__init__).parameters.items())[1:]:
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) or name in (
-                "device", "dtype"):
+            "device",
+            "dtype",
+        ):
             continue
         if hasattr(module, name):
             value = getattr(module, name)
-            init[name] = (value is not None) if name == "bias" and (
-                value is None or isinstance(value, torch.Tensor)) else value
+            init[name] = (
+                (value is not None)
+                if name == "bias" and (value is None or isinstance(value, torch.Tensor))
+                else value
+            )
         elif name == "bias":
             init[name] = any(key.endswith("bias") for key in state)
     try:
         twin = cls(**init)
         twin.load_state_dict(state, strict=True)
     except Exception as error:  # noqa: BLE001 - any failure: not rebuildable
-        raise SealedUnsupported(say(f"cannot rebuild a {cls.__name__} in the sealed worker "
-                                    f"({type(error).__name__})",
-                                    f"无法在隔离进程中重建 {cls.__name__}"
-                                    f"（{type(error).__name__}）")) from None
+        raise SealedUnsupported(
+            say(
+                f"cannot rebuild a {cls.__name__} in the sealed worker ({type(error).__name__})",
+                f"无法在隔离进程中重建 {cls.__name__}（{type(error).__name__}）",
+            )
+        ) from None
     grads = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
-    return {"$module": f"{cls.__module__}:{cls.__qualname__}", "init": encoder(init),
-            "state": encoder(dict(state)), "grads": encoder(grads), "training": module.training,
-            "dtype": str(next(iter(state.values())).dtype).removeprefix("torch.") if state
-            else None}
+    return {
+        "$module": f"{cls.__module__}:{cls.__qualname__}",
+        "init": encoder(init),
+        "state": encoder(dict(state)),
+        "grads": encoder(grads),
+        "training": module.training,
+        "dtype": str(next(iter(state.values())).dtype).removeprefix("torch.") if state else None,
+    }
 
 
-_HOOK_KINDS = dict(zip(protocol.HOOK_KINDS, (
-    lambda m: m.register_forward_hook(lambda *a: None),
-    lambda m: m.register_forward_pre_hook(lambda *a: None),
-    lambda m: m.register_full_backward_hook(lambda *a: None),
-    lambda m: m.register_full_backward_pre_hook(lambda *a: None))))
+_HOOK_KINDS = dict(
+    zip(
+        protocol.HOOK_KINDS,
+        (
+            lambda m: m.register_forward_hook(lambda *a: None),
+            lambda m: m.register_forward_pre_hook(lambda *a: None),
+            lambda m: m.register_full_backward_hook(lambda *a: None),
+            lambda m: m.register_full_backward_pre_hook(lambda *a: None),
+        ),
+    )
+)
 
 
 def _mirror_module_state(module: nn.Module, after: dict) -> None:
@@ -297,10 +362,12 @@ def _replace(value, mapping: dict[int, torch.Tensor], counter=None):
 
 def _copy_back(args, kwargs, after) -> None:
     """An input the learner's code modified in place is modified here too."""
-    for mine, theirs in zip(protocol.tensors_of((args, kwargs)),
-                            protocol.tensors_of(after)):
-        if mine.shape == theirs.shape and not mine.requires_grad and not torch.equal(
-                mine, theirs.to(mine.dtype)):
+    for mine, theirs in zip(protocol.tensors_of((args, kwargs)), protocol.tensors_of(after)):
+        if (
+            mine.shape == theirs.shape
+            and not mine.requires_grad
+            and not torch.equal(mine, theirs.to(mine.dtype))
+        ):
             with torch.no_grad():
                 mine.copy_(theirs)
 
@@ -316,8 +383,15 @@ class _RemoteGradient(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         found = ctx.worker.backward(ctx.graph, grads, ctx.leaves)
-        return (None, None, None, *(g.to(leaf.device, leaf.dtype) if g is not None else None
-                                    for g, leaf in zip(found, ctx.leaves)))
+        return (
+            None,
+            None,
+            None,
+            *(
+                g.to(leaf.device, leaf.dtype) if g is not None else None
+                for g, leaf in zip(found, ctx.leaves)
+            ),
+        )
 
 
 class RemoteCallable:
@@ -340,10 +414,10 @@ class RemoteObject(RemoteCallable):
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        reply, tensors = self._worker.request({"op": "getattr", "target": self._node,
-                                               "name": name})
-        return protocol.decode(reply["value"], tensors, handle=self._worker.stand_in,
-                               requires_grad=False)
+        reply, tensors = self._worker.request({"op": "getattr", "target": self._node, "name": name})
+        return protocol.decode(
+            reply["value"], tensors, handle=self._worker.stand_in, requires_grad=False
+        )
 
 
 class RemoteModule(nn.Module):
@@ -359,24 +433,30 @@ class RemoteModule(nn.Module):
         # Nothing is allocated from what the worker declares: every parameter arrives as a
         # tensor in the (size-capped) blob, and its declared shape and dtype must match it.
         if sum(t.numel() for t in tensors.values()) > MAX_ELEMENTS:
-            raise _broken(f"a module of more than {MAX_ELEMENTS} numbers",
-                          f"模块的数值超过 {MAX_ELEMENTS} 个")
+            raise _broken(
+                f"a module of more than {MAX_ELEMENTS} numbers", f"模块的数值超过 {MAX_ELEMENTS} 个"
+            )
         for spec in reply.get("params", []):
             value = tensors.get(spec.get("value", ""), None)
-            if value is None or list(value.shape) != spec.get("shape") or not isinstance(
-                    spec.get("name"), str) or not value.is_floating_point() or not isinstance(
-                    spec.get("tie"), int):
+            if (
+                value is None
+                or list(value.shape) != spec.get("shape")
+                or not isinstance(spec.get("name"), str)
+                or not value.is_floating_point()
+                or not isinstance(spec.get("tie"), int)
+            ):
                 raise _broken("a parameter's name, shape or type", "某个参数的名字、形状或类型")
             if spec["tie"] not in tied:
-                tied[spec["tie"]] = nn.Parameter(value,
-                                                 requires_grad=bool(spec.get("requires_grad")))
+                tied[spec["tie"]] = nn.Parameter(
+                    value, requires_grad=bool(spec.get("requires_grad"))
+                )
             owner, leaf = self._owner(spec["name"])
             owner.register_parameter(leaf, tied[spec["tie"]])
         for name, node_value in reply["buffers"].items():
             owner, leaf = self._owner(name)
             owner.register_buffer(leaf, protocol.decode(node_value, tensors, requires_grad=False))
         self.train(reply["training"])
-        self._ready = True              # from now on, unknown attributes are the learner's
+        self._ready = True  # from now on, unknown attributes are the learner's
 
     def _owner(self, dotted: str) -> tuple[nn.Module, str]:
         *path, leaf = dotted.split(".")
@@ -396,13 +476,16 @@ class RemoteModule(nn.Module):
         except AttributeError:
             if name.startswith("_") or not self.__dict__.get("_ready"):
                 raise
-        reply, tensors = self._worker.request({"op": "getattr", "target": self._node,
-                                               "name": name})
-        value = protocol.decode(reply["value"], tensors, handle=self._worker.stand_in,
-                                requires_grad=False)
+        reply, tensors = self._worker.request({"op": "getattr", "target": self._node, "name": name})
+        value = protocol.decode(
+            reply["value"], tensors, handle=self._worker.stand_in, requires_grad=False
+        )
         if isinstance(value, RemoteCallable) and not isinstance(value, RemoteModule):
-            raise SealedUnsupported(say(f"the check calls {name!r} on your module, which the "
-                                        f"sealed worker cannot forward yet",
-                                        f"检查调用了你的模块的 {name!r}，隔离进程目前还无法"
-                                        f"转发这种调用"))
+            raise SealedUnsupported(
+                say(
+                    f"the check calls {name!r} on your module, which the "
+                    f"sealed worker cannot forward yet",
+                    f"检查调用了你的模块的 {name!r}，隔离进程目前还无法转发这种调用",
+                )
+            )
         return value

@@ -50,8 +50,8 @@ from pathlib import Path
 
 from ...language import say
 
-WORK = "/tfcourse-worker"   # the worker's folder, inside the sandbox
-TMP_BYTES = 256 * 2**20     # the private /tmp and /dev/shm (memory-backed: keep them small)
+WORK = "/tfcourse-worker"  # the worker's folder, inside the sandbox
+TMP_BYTES = 256 * 2**20  # the private /tmp and /dev/shm (memory-backed: keep them small)
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 LOADER = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
 
@@ -80,8 +80,13 @@ def python_prefixes() -> list[str]:
 def tmp_entries() -> list[str]:
     """What the worker's private ``/tmp`` holds: nothing but the folders leading to a
     Python prefix that lies under ``/tmp`` (mounted read-only inside them)."""
-    return sorted({Path(p).relative_to("/tmp").parts[0] for p in python_prefixes()
-                   if _under(p, "/tmp") and p != "/tmp"})
+    return sorted(
+        {
+            Path(p).relative_to("/tmp").parts[0]
+            for p in python_prefixes()
+            if _under(p, "/tmp") and p != "/tmp"
+        }
+    )
 
 
 def view(work: str, hide: list[str], writable: bool = True) -> list[str]:
@@ -107,11 +112,12 @@ def view(work: str, hide: list[str], writable: bool = True) -> list[str]:
             args += ["--ro-bind", path, path]
             shown.append(os.path.realpath(path))
     gpus = sorted(str(p) for p in Path("/dev").glob("nvidia*")) + (
-        ["/dev/dri"] if os.path.isdir("/dev/dri") else [])
+        ["/dev/dri"] if os.path.isdir("/dev/dri") else []
+    )
     for node in gpus:
         args += ["--dev-bind", node, node]
     if gpus and os.path.isdir("/sys"):
-        args += ["--ro-bind", "/sys", "/sys"]       # the CUDA driver reads its devices there
+        args += ["--ro-bind", "/sys", "/sys"]  # the CUDA driver reads its devices there
     for path in sorted({os.path.realpath(p) for p in hide}):
         if any(_under(path, root) for root in shown) and os.path.exists(path):
             args += cover(path)
@@ -123,8 +129,16 @@ def view(work: str, hide: list[str], writable: bool = True) -> list[str]:
 
 # After every mount: nothing else is writable, so what a worker can leave behind is in
 # /tmp and /dev/shm (what a fork server clears between sessions).
-READ_ONLY = ("--remount-ro", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm",
-             "--remount-ro", "/")
+READ_ONLY = (
+    "--remount-ro",
+    "/dev",
+    "--size",
+    str(TMP_BYTES),
+    "--tmpfs",
+    "/dev/shm",
+    "--remount-ro",
+    "/",
+)
 
 
 def cover(path: str, at: str | None = None) -> list[str]:
@@ -139,8 +153,9 @@ def cover(path: str, at: str | None = None) -> list[str]:
 FLAGS = ("--unshare-all", "--new-session", "--die-with-parent", "--cap-drop", "ALL")
 
 
-def command(bwrap: str, argv: list[str], *, work: str, hide: list[str],
-            writable: bool = True) -> list[str]:
+def command(
+    bwrap: str, argv: list[str], *, work: str, hide: list[str], writable: bool = True
+) -> list[str]:
     """The full command line that runs ``argv`` (paths as seen inside) in the sandbox."""
     return [bwrap, *FLAGS, *view(work, hide, writable), *READ_ONLY, "--", *argv]
 
@@ -185,16 +200,25 @@ def sandbox() -> Sandbox:
 
 def _probe() -> Sandbox:
     if not sys.platform.startswith("linux"):
-        return Sandbox(None, say(f"bubblewrap needs Linux (this is {sys.platform})",
-                                 f"bubblewrap 需要 Linux（当前是 {sys.platform}）"))
+        return Sandbox(
+            None,
+            say(
+                f"bubblewrap needs Linux (this is {sys.platform})",
+                f"bubblewrap 需要 Linux（当前是 {sys.platform}）",
+            ),
+        )
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return Sandbox(None, say("bubblewrap (bwrap) is not installed",
-                                 "没有安装 bubblewrap（bwrap）"))
-    version = subprocess.run([bwrap, "--version"], capture_output=True, text=True,
-                             check=False).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="tfcourse-probe-") as folder, \
-            socket.socket() as listener:
+        return Sandbox(
+            None, say("bubblewrap (bwrap) is not installed", "没有安装 bubblewrap（bwrap）")
+        )
+    version = subprocess.run(
+        [bwrap, "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    with (
+        tempfile.TemporaryDirectory(prefix="tfcourse-probe-") as folder,
+        socket.socket() as listener,
+    ):
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
         root = os.path.realpath(folder)
@@ -203,50 +227,93 @@ def _probe() -> Sandbox:
             os.mkdir(path)
         Path(secret, "answer.txt").write_text("42")
         # The secret stands for something hidden inside a mounted prefix: shown, then covered.
-        argv = [sys.executable, "-I", "-S", "-c", _PROBE, root, str(listener.getsockname()[1]),
-                " ".join(tmp_entries())]
-        line = [bwrap, *FLAGS, *view(work, []), "--ro-bind", secret, "/hidden",
-                *cover(secret, "/hidden"), *READ_ONLY, "--", *argv]
+        argv = [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            _PROBE,
+            root,
+            str(listener.getsockname()[1]),
+            " ".join(tmp_entries()),
+        ]
+        line = [
+            bwrap,
+            *FLAGS,
+            *view(work, []),
+            "--ro-bind",
+            secret,
+            "/hidden",
+            *cover(secret, "/hidden"),
+            *READ_ONLY,
+            "--",
+            *argv,
+        ]
         try:
-            result = subprocess.run(line, env={"PATH": os.defpath}, capture_output=True,
-                                    timeout=60, check=False)
+            result = subprocess.run(
+                line, env={"PATH": os.defpath}, capture_output=True, timeout=60, check=False
+            )
         except (OSError, subprocess.TimeoutExpired) as error:
-            return Sandbox(None, say(f"bubblewrap did not start: {error}",
-                                     f"bubblewrap 无法启动：{error}"))
+            return Sandbox(
+                None, say(f"bubblewrap did not start: {error}", f"bubblewrap 无法启动：{error}")
+            )
         if result.returncode == 0 and os.path.exists(os.path.join(work, "written")):
             return Sandbox(bwrap, "", version)
         tail = (result.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
-        return Sandbox(None, say(f"bubblewrap cannot seal a worker here (exit "
-                                 f"{result.returncode}: {tail})",
-                                 f"bubblewrap 无法在这里隔离进程（退出码 "
-                                 f"{result.returncode}：{tail}）"))
+        return Sandbox(
+            None,
+            say(
+                f"bubblewrap cannot seal a worker here (exit {result.returncode}: {tail})",
+                f"bubblewrap 无法在这里隔离进程（退出码 {result.returncode}：{tail}）",
+            ),
+        )
 
 
 # ------------------------------------------------------------------------------ launch
 
+
 def measures(found: Sandbox, limits: str) -> list[str]:
     """The isolation in force, in words, for the report."""
     if found.bwrap is None:
-        return [say(f"UNSEALED (--unsealed): {found.reason}; the learner's code ran as the "
-                    "grader's user and could read and write whatever that user can",
-                    f"未隔离（--unsealed）：{found.reason}；学员的代码以评分器的用户身份运行，"
-                    "能读写该用户能读写的一切"),
-                say(f"own temporary folder; scrubbed environment; resource limits ({limits})",
-                    f"独立的临时文件夹；清理过的环境变量；资源限制（{limits}）")]
-    return [say(f"{found.version or 'bubblewrap'}: a file system built from nothing "
-                "(system and Python read-only, its own folder, a private /tmp; no course "
-                "files, solutions, submissions, homes or other workers)",
-                f"{found.version or 'bubblewrap'}：从零搭建的文件系统（系统和 Python 只读、"
-                "自己的文件夹、私有的 /tmp；看不到课程文件、参考答案、其他提交、主目录和"
-                "其他进程）"),
-            say("no network; own PID, IPC and UTS namespaces; new session; capabilities "
-                "dropped", "无网络；独立的 PID、IPC、UTS 命名空间；新会话；已丢弃全部 capabilities"),
-            say(f"resource limits ({limits})", f"资源限制（{limits}）")]
+        return [
+            say(
+                f"UNSEALED (--unsealed): {found.reason}; the learner's code ran as the "
+                "grader's user and could read and write whatever that user can",
+                f"未隔离（--unsealed）：{found.reason}；学员的代码以评分器的用户身份运行，"
+                "能读写该用户能读写的一切",
+            ),
+            say(
+                f"own temporary folder; scrubbed environment; resource limits ({limits})",
+                f"独立的临时文件夹；清理过的环境变量；资源限制（{limits}）",
+            ),
+        ]
+    return [
+        say(
+            f"{found.version or 'bubblewrap'}: a file system built from nothing "
+            "(system and Python read-only, its own folder, a private /tmp; no course "
+            "files, solutions, submissions, homes or other workers)",
+            f"{found.version or 'bubblewrap'}：从零搭建的文件系统（系统和 Python 只读、"
+            "自己的文件夹、私有的 /tmp；看不到课程文件、参考答案、其他提交、主目录和"
+            "其他进程）",
+        ),
+        say(
+            "no network; own PID, IPC and UTS namespaces; new session; capabilities dropped",
+            "无网络；独立的 PID、IPC、UTS 命名空间；新会话；已丢弃全部 capabilities",
+        ),
+        say(f"resource limits ({limits})", f"资源限制（{limits}）"),
+    ]
 
 
-def launch(argv: list[str], *, work: Path, env: dict[str, str], hide: list[Path],
-           writable: bool = True, stderr=None, pass_fds: tuple[int, ...] = ()
-           ) -> subprocess.Popen:
+def launch(
+    argv: list[str],
+    *,
+    work: Path,
+    env: dict[str, str],
+    hide: list[Path],
+    writable: bool = True,
+    stderr=None,
+    pass_fds: tuple[int, ...] = (),
+) -> subprocess.Popen:
     """Start ``argv`` sealed, with ``stdin``/``stdout`` as pipes.
 
     ``argv`` names the worker's files as it sees them, under ``WORK``; ``work`` is the
@@ -257,8 +324,17 @@ def launch(argv: list[str], *, work: Path, env: dict[str, str], hide: list[Path]
     if found.bwrap is None:
         raise RuntimeError(found.reason)
     work = os.path.realpath(work)
-    line = command(found.bwrap, argv, work=work, hide=[os.fspath(p) for p in hide],
-                   writable=writable)
-    return subprocess.Popen(line, cwd=work, env=dict(env), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
-                            close_fds=True, pass_fds=pass_fds)
+    line = command(
+        found.bwrap, argv, work=work, hide=[os.fspath(p) for p in hide], writable=writable
+    )
+    return subprocess.Popen(
+        line,
+        cwd=work,
+        env=dict(env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        start_new_session=True,
+        close_fds=True,
+        pass_fds=pass_fds,
+    )

@@ -68,21 +68,30 @@ def package_dir() -> Path:
 
 # --------------------------------------------------------------------------- stubs
 
+
 def _message(name: str) -> str:
     """The stub's message, as Python source, in the language of the grade being built."""
-    return repr(say(f"sealed: the course's reference {name} is not available while this "
-                    f"exercise is graded; write your own",
-                    f"sealed：为这个练习评分期间，课程的参考实现 {name} 不可用；请自己实现"))
+    return repr(
+        say(
+            f"sealed: the course's reference {name} is not available while this "
+            f"exercise is graded; write your own",
+            f"sealed：为这个练习评分期间，课程的参考实现 {name} 不可用；请自己实现",
+        )
+    )
 
 
 def stub_lines(kind: str, name: str, indent: str = "") -> list[str]:
     """The stub for ``name``: ``kind`` is ``"class"`` or ``"def"``. Lines without newlines."""
     if kind == "def":
-        return [f"{indent}def {name}(*args, **kwargs):",
-                f"{indent}    raise RuntimeError({_message(name)})"]
-    return [f"{indent}class {name}:",
-            f"{indent}    def __new__(cls, *args, **kwargs):",
-            f"{indent}        raise RuntimeError({_message(name)})"]
+        return [
+            f"{indent}def {name}(*args, **kwargs):",
+            f"{indent}    raise RuntimeError({_message(name)})",
+        ]
+    return [
+        f"{indent}class {name}:",
+        f"{indent}    def __new__(cls, *args, **kwargs):",
+        f"{indent}        raise RuntimeError({_message(name)})",
+    ]
 
 
 def _kind_of(node: ast.stmt) -> str:
@@ -98,8 +107,9 @@ def _assigned(node: ast.stmt) -> list[str]:
     """Names bound by an assignment statement (``a = b = ...``, ``a, b = ...``, ``a: T = ...``)."""
     if isinstance(node, ast.Assign):
         targets = node.targets
-    elif isinstance(node, ast.AugAssign) or (isinstance(node, ast.AnnAssign)
-                                             and node.value is not None):
+    elif isinstance(node, ast.AugAssign) or (
+        isinstance(node, ast.AnnAssign) and node.value is not None
+    ):
         targets = [node.target]
     else:
         return []
@@ -133,9 +143,13 @@ def _hidden_statements(body: list[ast.stmt], hide: set[str]):
             names = _assigned(node)
             hidden = [name for name in names if name in hide]
             if hidden:
-                whole = (len(names) == 1 and isinstance(node, (ast.Assign, ast.AnnAssign))
-                         and isinstance(node.targets[0] if isinstance(node, ast.Assign)
-                                        else node.target, ast.Name))
+                whole = (
+                    len(names) == 1
+                    and isinstance(node, (ast.Assign, ast.AnnAssign))
+                    and isinstance(
+                        node.targets[0] if isinstance(node, ast.Assign) else node.target, ast.Name
+                    )
+                )
                 yield node, hidden, whole, body
 
 
@@ -148,8 +162,9 @@ def _shares_a_line(node: ast.stmt, body: list[ast.stmt]) -> bool:
     index = next(i for i, other in enumerate(body) if other is node)
     before = body[index - 1] if index > 0 else None
     after = body[index + 1] if index + 1 < len(body) else None
-    return ((before is not None and before.end_lineno >= _first_line(node))
-            or (after is not None and after.lineno <= node.end_lineno))
+    return (before is not None and before.end_lineno >= _first_line(node)) or (
+        after is not None and after.lineno <= node.end_lineno
+    )
 
 
 def _rewrite_lines(text: str, found: list) -> str | None:
@@ -167,12 +182,13 @@ def _rewrite_lines(text: str, found: list) -> str | None:
         else:
             # `a, NAME = ...`: keep the statement, rebind the hidden names right after it.
             start = end = node.end_lineno
-            new = [lines[end - 1]] + [line for name in names
-                                      for line in stub_lines("class", name, indent)]
+            new = [lines[end - 1]] + [
+                line for name in names for line in stub_lines("class", name, indent)
+            ]
         new = new + [""] * max(0, end - start + 1 - len(new))
         edits.append((start, end, new))
     for start, end, new in sorted(edits, key=lambda edit: edit[0], reverse=True):
-        lines[start - 1:end] = new
+        lines[start - 1 : end] = new
     return "\n".join(lines) + "\n"
 
 
@@ -183,9 +199,11 @@ def _unparse(tree: ast.Module, found: list) -> str:
     for node, names, whole, body in found:
         index = next(i for i, other in enumerate(body) if other is node)
         kind = _kind_of(node) if whole else "class"
-        stubs = [notebook_format.parse_python("\n".join(stub_lines(kind, name))).body[0]
-                 for name in names]
-        body[index:index + 1] = stubs if whole else [node, *stubs]
+        stubs = [
+            notebook_format.parse_python("\n".join(stub_lines(kind, name))).body[0]
+            for name in names
+        ]
+        body[index : index + 1] = stubs if whole else [node, *stubs]
     return ast.unparse(tree) + "\n"
 
 
@@ -209,6 +227,7 @@ def seal_source(text: str, hide: set[str], filename: str = "<module>") -> str:
 
 
 # --------------------------------------------------------------------------- checks stub
+
 
 def check_names(checks_init: Path) -> list[str]:
     """The ``check_xxx`` names the real ``tfcourse.checks`` exports (read, not imported)."""
@@ -254,6 +273,7 @@ def __getattr__(name):
 
 # --------------------------------------------------------------------------- building
 
+
 def build_sealed_package(dest: Path, hide: set[str] | frozenset[str]) -> Path:
     """Write the sealed ``tfcourse`` into ``dest/tfcourse`` and return ``dest``.
 
@@ -280,8 +300,9 @@ def build_sealed_package(dest: Path, hide: set[str] | frozenset[str]) -> Path:
             out.write_text(sealed, encoding="utf-8")
     checks = target / "checks"
     checks.mkdir(parents=True, exist_ok=True)
-    (checks / "__init__.py").write_text(checks_stub(check_names(source / "checks" / "__init__.py")),
-                                        encoding="utf-8")
+    (checks / "__init__.py").write_text(
+        checks_stub(check_names(source / "checks" / "__init__.py")), encoding="utf-8"
+    )
     return dest
 
 

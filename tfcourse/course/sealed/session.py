@@ -45,8 +45,8 @@ from . import pool, protocol, proxy, users
 from .seal import package_dir, sealed_archive
 
 HERE = Path(__file__).resolve().parent
-MEMORY_BYTES = 8 * 2**30        # per worker (RLIMIT_DATA): far above what any exercise needs
-FILE_BYTES = 64 * 2**20         # per file the worker writes (RLIMIT_FSIZE)
+MEMORY_BYTES = 8 * 2**30  # per worker (RLIMIT_DATA): far above what any exercise needs
+FILE_BYTES = 64 * 2**20  # per file the worker writes (RLIMIT_FSIZE)
 
 
 @dataclass
@@ -54,7 +54,7 @@ class SealedVerdict:
     """What the sealed path found for one exercise. ``status``: passed | failed | builtin."""
 
     status: str
-    output: str = ""            # what the checks printed, or the failure message
+    output: str = ""  # what the checks printed, or the failure message
     # for "failed": mismatch | error | timeout | worker-died | protocol | not-gradeable
     reason: str = ""
     notes: list[str] = field(default_factory=list)
@@ -78,8 +78,9 @@ class Setup:
 
     def __post_init__(self):
         if self.sandbox not in ("bubblewrap", "users", "none"):
-            raise ValueError(f"sandbox must be 'bubblewrap', 'users' or 'none', not "
-                             f"{self.sandbox!r}")
+            raise ValueError(
+                f"sandbox must be 'bubblewrap', 'users' or 'none', not {self.sandbox!r}"
+            )
 
     @property
     def unsealed(self) -> bool:
@@ -92,10 +93,18 @@ def check_calls(source: str) -> list[tuple[str, list[str]]]:
     calls = []
     for statement in notebook_format.parse_python(source).body:
         call = statement.value if isinstance(statement, ast.Expr) else None
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-                and call.func.id.startswith("check_") and not call.keywords):
-            raise ValueError(say(f"not a plain check call: {ast.unparse(statement)!r}",
-                                 f"不是一个简单的检查调用：{ast.unparse(statement)!r}"))
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id.startswith("check_")
+            and not call.keywords
+        ):
+            raise ValueError(
+                say(
+                    f"not a plain check call: {ast.unparse(statement)!r}",
+                    f"不是一个简单的检查调用：{ast.unparse(statement)!r}",
+                )
+            )
         calls.append((call.func.id, [ast.unparse(arg) for arg in call.args]))
     return calls
 
@@ -135,14 +144,22 @@ def _capture_stdout():
 
 # ------------------------------------------------------------------ what the solution says
 
+
 def checks_of(solution, exercise: str):
     """``(check calls, expected stdout)`` of an exercise's check cells (``ValueError`` if a
     check cell holds anything but check calls)."""
-    cells = [cell for cell in solution.cells
-             if notebook_format.is_check(cell) and notebook_format.exercise_name(cell) == exercise]
+    cells = [
+        cell
+        for cell in solution.cells
+        if notebook_format.is_check(cell) and notebook_format.exercise_name(cell) == exercise
+    ]
     calls = [call for cell in cells for call in check_calls(cell.source)]
-    expected = "".join(output.get("text", "") for cell in cells for output in cell.outputs
-                       if output.get("output_type") == "stream" and output.get("name") == "stdout")
+    expected = "".join(
+        output.get("text", "")
+        for cell in cells
+        for output in cell.outputs
+        if output.get("output_type") == "stream" and output.get("name") == "stdout"
+    )
     return calls, expected
 
 
@@ -150,20 +167,26 @@ def gradeable(solution, exercise: str) -> str:
     """Why ``exercise`` cannot be judged sealed ("" when it can), from the solution alone."""
     cell = references.exercise_cell(solution, exercise)
     if cell is not None and cell.metadata.get("tfcourse", {}).get("sealed", True) is False:
-        return say("its check looks at what your code does to the check's own model "
-                   "(metadata tfcourse.sealed is false), which a sealed worker cannot show; "
-                   "it earns no points in `tfcourse grade`",
-                   "它的检查要看你的代码对检查自己的模型做了什么（元数据 tfcourse.sealed 为 "
-                   "false），隔离进程无法体现这一点；在 `tfcourse grade` 中不计分")
+        return say(
+            "its check looks at what your code does to the check's own model "
+            "(metadata tfcourse.sealed is false), which a sealed worker cannot show; "
+            "it earns no points in `tfcourse grade`",
+            "它的检查要看你的代码对检查自己的模型做了什么（元数据 tfcourse.sealed 为 "
+            "false），隔离进程无法体现这一点；在 `tfcourse grade` 中不计分",
+        )
     try:
         calls, _ = checks_of(solution, exercise)
     except (ValueError, SyntaxError) as error:
-        return say(f"its check cell cannot be judged sealed: {error}",
-                   f"它的检查单元格无法在隔离环境中评判：{error}")
+        return say(
+            f"its check cell cannot be judged sealed: {error}",
+            f"它的检查单元格无法在隔离环境中评判：{error}",
+        )
     unknown = sorted({name for name, _ in calls if not hasattr(checks, name)})
     if unknown:
-        return say(f"its check cell calls {', '.join(unknown)}, which the course does not have",
-                   f"它的检查单元格调用了课程中不存在的 {'、'.join(unknown)}")
+        return say(
+            f"its check cell calls {', '.join(unknown)}, which the course does not have",
+            f"它的检查单元格调用了课程中不存在的 {'、'.join(unknown)}",
+        )
     return ""
 
 
@@ -171,7 +194,8 @@ def hidden_names(solution, exercise: str) -> tuple[frozenset[str], list[str]]:
     """The reference names to seal away and the built-ins to trap, for ``exercise``
     (``references.py``)."""
     return references.reference_names(solution, exercise), list(
-        references.builtins(solution, exercise))
+        references.builtins(solution, exercise)
+    )
 
 
 def cells_for(learner, solution, exercise: str) -> list[str]:
@@ -183,9 +207,12 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
     """``[(cell label, source)]`` of the learner's code cells up to ``exercise``'s first
     check cell: a solution typed into a new cell below the stub counts. Without a check
     cell (cannot happen after restamping), up to the exercise cell."""
-    shown_only = {cell.source.strip() for cell in solution.cells
-                  if cell.get("cell_type") == "code"
-                  and notebook_format.IGNORE_OUTPUT_TAG in notebook_format.tags(cell)}
+    shown_only = {
+        cell.source.strip()
+        for cell in solution.cells
+        if cell.get("cell_type") == "code"
+        and notebook_format.IGNORE_OUTPUT_TAG in notebook_format.tags(cell)
+    }
     cells, last = [], None
     for index, cell in enumerate(learner.cells):
         mine = notebook_format.exercise_name(cell) == exercise
@@ -203,17 +230,20 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
 
 # ------------------------------------------------------------------ one worker, one verdict
 
-def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup,
-            fresh: bool = False):
+
+def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh: bool = False):
     """A worker process for one session, not yet told anything. Under bubblewrap, it is
     forked by a server in the sandbox (``pool.py``; an idle one unless ``fresh``); else it
     is a process of its own in ``folder``: as a fresh user (``users.py``, which adds its
     process limit to ``limits``), or unsealed. Raises ``proxy.WorkerFailed``."""
     if setup.sandbox == "bubblewrap":
-        return pool.start(env, [*setup.hide, *graders_own()],
-                          dict(env, HOME=pool.SESSION, TMPDIR="/tmp",
-                               MPLCONFIGDIR=f"{pool.SESSION}/.matplotlib"), fresh=fresh)
-    work = folder / "work"          # the worker's; ``folder`` stays the grader's
+        return pool.start(
+            env,
+            [*setup.hide, *graders_own()],
+            dict(env, HOME=pool.SESSION, TMPDIR="/tmp", MPLCONFIGDIR=f"{pool.SESSION}/.matplotlib"),
+            fresh=fresh,
+        )
+    work = folder / "work"  # the worker's; ``folder`` stays the grader's
     work.mkdir()
     for name in ("worker.py", "protocol.py"):
         shutil.copyfile(HERE / name, work / name)
@@ -226,31 +256,57 @@ def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup,
                     raise proxy.WorkerFailed(why)
                 limits["processes"] = users.PROCESSES
                 return users.Worker(argv, folder=work, env=env, stderr=log)
-            return subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=log,
-                                    start_new_session=True, close_fds=True)
+            return subprocess.Popen(
+                argv,
+                cwd=work,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
         except (OSError, RuntimeError) as error:
-            raise proxy.WorkerFailed(say(f"the worker did not start: {error}",
-                                         f"隔离进程没有启动：{error}")) from None
+            raise proxy.WorkerFailed(
+                say(f"the worker did not start: {error}", f"隔离进程没有启动：{error}")
+            ) from None
 
 
-def _start(cells: list[str], hide: frozenset[str], builtins: list[str], watch: list[str],
-           folder: Path, setup: Setup) -> tuple[proxy.Worker, list[dict]]:
+def _start(
+    cells: list[str],
+    hide: frozenset[str],
+    builtins: list[str],
+    watch: list[str],
+    folder: Path,
+    setup: Setup,
+) -> tuple[proxy.Worker, list[dict]]:
     """Start a worker (``_launch``) and run ``cells`` there; return it and the cells'
     results. Raises ``proxy.WorkerFailed``."""
     # The worker's home and temporary files are its own (matplotlib draws nothing there).
     env = dict(setup.env, MPLBACKEND="Agg")
-    limits = {"cpu_seconds": int(setup.timeout * (len(cells) + 10)),
-              "memory_bytes": MEMORY_BYTES, "file_bytes": FILE_BYTES}
+    limits = {
+        "cpu_seconds": int(setup.timeout * (len(cells) + 10)),
+        "memory_bytes": MEMORY_BYTES,
+        "file_bytes": FILE_BYTES,
+    }
     package = torch.frombuffer(bytearray(sealed_archive(hide)), dtype=torch.uint8)
     # A worker that ends before reading its first message has run nothing of the
     # learner's: under bubblewrap, its server is dropped and a fresh one forks another.
     for fresh in (False, True):
         process = _launch(env, limits, folder, setup, fresh=fresh)
         try:
-            protocol.write_message(process.stdin, {
-                "cells": cells, "builtins": builtins, "watch": watch, "threads": 1,
-                "cell_seconds": setup.timeout, "limits": limits}, {"package": package})
+            protocol.write_message(
+                process.stdin,
+                {
+                    "cells": cells,
+                    "builtins": builtins,
+                    "watch": watch,
+                    "threads": 1,
+                    "cell_seconds": setup.timeout,
+                    "limits": limits,
+                },
+                {"package": package},
+            )
             break
         except OSError as error:
             if isinstance(process, pool.Session):
@@ -260,19 +316,28 @@ def _start(cells: list[str], hide: frozenset[str], builtins: list[str], watch: l
             else:
                 said = ""
                 process.kill()
-            raise proxy.WorkerFailed(say(f"the worker ended before it started ({error})",
-                                         f"隔离进程在开始前就结束了（{error}）")
-                                     + (f" ({said})" if said else "")) from None
+            raise proxy.WorkerFailed(
+                say(
+                    f"the worker ended before it started ({error})",
+                    f"隔离进程在开始前就结束了（{error}）",
+                )
+                + (f" ({said})" if said else "")
+            ) from None
     worker = proxy.Worker(process, setup.timeout)
     # Each cell has its own limit inside the worker; this one only catches a worker that
     # stopped answering altogether (startup included).
     reply, _ = worker.receive(timeout=setup.timeout * (len(cells) + 1) + 60)
     ran = reply.get("cells")
-    if not (isinstance(ran, list) and len(ran) == len(cells)
-            and all(isinstance(r, dict) for r in ran)):
+    if not (
+        isinstance(ran, list) and len(ran) == len(cells) and all(isinstance(r, dict) for r in ran)
+    ):
         worker.kill()
-        raise proxy.ProtocolBroken(say("the worker's report on your cells does not add up",
-                                       "隔离进程关于你的单元格的报告对不上"))
+        raise proxy.ProtocolBroken(
+            say(
+                "the worker's report on your cells does not add up",
+                "隔离进程关于你的单元格的报告对不上",
+            )
+        )
     return worker, ran
 
 
@@ -287,20 +352,23 @@ def secrets(hide: tuple[Path, ...]) -> list[Path]:
     teacher's paths, the real package, and the course folder's solutions and history
     (the rest of a course folder is public, and its Python environment may lie inside)."""
     course = notebook_format.course_root(HERE)
-    return sorted({*hide, package_dir(), course / "solutions", course / ".git",
-                   *map(Path, users.GRADESCOPE)})
+    return sorted(
+        {*hide, package_dir(), course / "solutions", course / ".git", *map(Path, users.GRADESCOPE)}
+    )
 
 
-def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str],
-           salt) -> SealedVerdict:
+def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str], salt) -> SealedVerdict:
     """Run ``exercise``'s checks here against the learner's code in ``worker``."""
     calls, expected = checks_of(solution, exercise)
     trapped_before = len(worker.trapped)
     try:
         # The checks speak the language of the solution whose outputs they are compared with
         # (its Chinese edition prints "6/6 项检查通过"), whatever the report's language.
-        with speaking(notebook_format.language_of(solution)), _capture_stdout() as printed, \
-                checks.grading_cases(salt):
+        with (
+            speaking(notebook_format.language_of(solution)),
+            _capture_stdout() as printed,
+            checks.grading_cases(salt),
+        ):
             for function, args in calls:
                 values = [worker.evaluate(expression) for expression in args]
                 getattr(checks, function)(*values)
@@ -311,17 +379,22 @@ def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str],
     trapped = worker.trapped[trapped_before:]
     if trapped:
         called = ", ".join(sorted(set(trapped)))
-        return SealedVerdict("builtin", output=say(f"called {called}, which does the whole "
-                                                   f"exercise",
-                                                   f"调用了 {called}，它包办了整个练习"),
-                             notes=notes)
+        return SealedVerdict(
+            "builtin",
+            output=say(
+                f"called {called}, which does the whole exercise",
+                f"调用了 {called}，它包办了整个练习",
+            ),
+            notes=notes,
+        )
     if status == "passed" and output != expected:
         status, reason = "failed", "mismatch"
     return SealedVerdict(status, output=output.rstrip("\n"), reason=reason, notes=notes)
 
 
-def _session(learner, solution, seal: list[str], judged: list[str], setup: Setup,
-             identity: str) -> dict[str, SealedVerdict]:
+def _session(
+    learner, solution, seal: list[str], judged: list[str], setup: Setup, identity: str
+) -> dict[str, SealedVerdict]:
     """One worker, sealed for every exercise in ``seal``, running the learner's cells up to
     the last of them; a verdict for each exercise in ``judged``, on ``identity``'s cases."""
     hide = frozenset().union(*(hidden_names(solution, name)[0] for name in seal))
@@ -330,20 +403,31 @@ def _session(learner, solution, seal: list[str], judged: list[str], setup: Setup
     sent = max((_cells_for(learner, solution, name) for name in seal), key=len)
     with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
         try:
-            worker, ran = _start([source for _, source in sent], hide, builtins, watch,
-                                 Path(folder), setup)
+            worker, ran = _start(
+                [source for _, source in sent], hide, builtins, watch, Path(folder), setup
+            )
         except proxy.WorkerFailed as error:
-            failed = SealedVerdict("failed", reason=proxy.reason_of(error),
-                                   output=say(f"while running your cells, {error}",
-                                              f"运行你的单元格时，{error}"))
+            failed = SealedVerdict(
+                "failed",
+                reason=proxy.reason_of(error),
+                output=say(f"while running your cells, {error}", f"运行你的单元格时，{error}"),
+            )
             return {name: failed for name in judged}
         try:
-            ours = frozenset(cell.source.strip() for cell in solution.cells
-                             if cell.get("cell_type") == "code")
+            ours = frozenset(
+                cell.source.strip() for cell in solution.cells if cell.get("cell_type") == "code"
+            )
             notes = _raised(sent, ran, ours)
-            return {name: _judge(worker, solution, name, notes,
-                                 setup.salt(identity, name) if setup.salt else None)
-                    for name in judged}
+            return {
+                name: _judge(
+                    worker,
+                    solution,
+                    name,
+                    notes,
+                    setup.salt(identity, name) if setup.salt else None,
+                )
+                for name in judged
+            }
         finally:
             worker.kill()
 
@@ -357,31 +441,43 @@ def _neighbours_may_matter(verdict: SealedVerdict) -> bool:
     if verdict.status == "passed":
         return False
     met_a_seal = "sealed" in verdict.output or any("sealed" in note for note in verdict.notes)
-    return verdict.status != "failed" or verdict.reason not in ("error", "mismatch") \
-        or met_a_seal
+    return verdict.status != "failed" or verdict.reason not in ("error", "mismatch") or met_a_seal
 
 
-def grade_exercises(learner, solution, exercises: list[str], setup: Setup,
-                    identity: str = "") -> dict[str, SealedVerdict]:
+def grade_exercises(
+    learner, solution, exercises: list[str], setup: Setup, identity: str = ""
+) -> dict[str, SealedVerdict]:
     """Sealed verdicts on ``exercises`` of one notebook, fast when they pass (see the
     module docstring: one shared worker, then one worker per exercise whose verdict there
     could depend on its neighbours, ``_neighbours_may_matter``). ``identity``: the learner
     whose cases are drawn (``Setup.salt``)."""
-    verdicts = {name: SealedVerdict("failed", output=why, reason="not-gradeable")
-                for name in exercises if (why := gradeable(solution, name))}
+    verdicts = {
+        name: SealedVerdict("failed", output=why, reason="not-gradeable")
+        for name in exercises
+        if (why := gradeable(solution, name))
+    }
     shared = [name for name in exercises if name not in verdicts]
     if len(shared) > 1:
-        verdicts.update({name: verdict for name, verdict in
-                         _session(learner, solution, shared, shared, setup,
-                                  identity).items()
-                         if not _neighbours_may_matter(verdict)})
+        verdicts.update(
+            {
+                name: verdict
+                for name, verdict in _session(
+                    learner, solution, shared, shared, setup, identity
+                ).items()
+                if not _neighbours_may_matter(verdict)
+            }
+        )
     retry = [name for name in shared if name not in verdicts]
     # Each retry is a worker of its own, mostly waiting on its process: run them at once,
     # each in a copy of this thread's context (the report's language, language.speaking).
     contexts = {name: contextvars.copy_context() for name in retry}
     with ThreadPoolExecutor(max_workers=max(1, len(retry))) as pool:
-        alone = pool.map(lambda name: contexts[name].run(
-            _session, learner, solution, [name], [name], setup, identity), retry)
+        alone = pool.map(
+            lambda name: contexts[name].run(
+                _session, learner, solution, [name], [name], setup, identity
+            ),
+            retry,
+        )
         for verdict in alone:
             verdicts.update(verdict)
     return {name: verdicts[name] for name in exercises}
@@ -389,19 +485,28 @@ def grade_exercises(learner, solution, exercises: list[str], setup: Setup,
 
 # The worker's notes on lines of IPython syntax, by kind: (English, Chinese) templates.
 _NOTES = {
-    "shell": ("{label}: shell line `{line}` not run in grading",
-              "{label}：shell 命令 `{line}` 在评分时不运行"),
-    "timing": ("{label}: `{line}` skipped in grading (it only measures time)",
-               "{label}：评分时跳过了 `{line}`（它只测量耗时）"),
-    "magic": ("{label}: magic `{line}` skipped in grading",
-              "{label}：评分时跳过了魔法命令 `{line}`"),
-    "failed": ("{label}: `{line}` had no effect in grading ({error})",
-               "{label}：`{line}` 在评分时没有生效（{error}）"),
+    "shell": (
+        "{label}: shell line `{line}` not run in grading",
+        "{label}：shell 命令 `{line}` 在评分时不运行",
+    ),
+    "timing": (
+        "{label}: `{line}` skipped in grading (it only measures time)",
+        "{label}：评分时跳过了 `{line}`（它只测量耗时）",
+    ),
+    "magic": (
+        "{label}: magic `{line}` skipped in grading",
+        "{label}：评分时跳过了魔法命令 `{line}`",
+    ),
+    "failed": (
+        "{label}: `{line}` had no effect in grading ({error})",
+        "{label}：`{line}` 在评分时没有生效（{error}）",
+    ),
 }
 
 
-def _raised(sent: list[tuple[str, str]], ran: list[dict], ours: frozenset[str] = frozenset()
-            ) -> list[str]:
+def _raised(
+    sent: list[tuple[str, str]], ran: list[dict], ours: frozenset[str] = frozenset()
+) -> list[str]:
     """Notes on the learner's cells as the worker ran them: each line of IPython syntax that
     did not run as written there (a shell line, ``%timeit``, another magic: ``worker.py``,
     ``_hook_ipython``), then each cell that raised. The worker's reply is the learner's to
@@ -418,15 +523,21 @@ def _raised(sent: list[tuple[str, str]], ran: list[dict], ours: frozenset[str] =
             line, error = str(note.get("line", ""))[:120], str(note.get("error", ""))[:200]
             if note.get("kind") in _NOTES:
                 english, chinese = _NOTES[note["kind"]]
-                notes.append(say(english.format(label=label, line=line, error=error),
-                                 chinese.format(label=label, line=line, error=error)))
+                notes.append(
+                    say(
+                        english.format(label=label, line=line, error=error),
+                        chinese.format(label=label, line=line, error=error),
+                    )
+                )
         if not r.get("ok"):
-            notes.append(say(f"{label} raised {r.get('error')}",
-                             f"{label} 抛出了 {r.get('error')}"))
+            notes.append(
+                say(f"{label} raised {r.get('error')}", f"{label} 抛出了 {r.get('error')}")
+            )
     return notes
 
 
-def grade_exercise(learner, solution, exercise: str, setup: Setup,
-                   identity: str = "") -> SealedVerdict:
+def grade_exercise(
+    learner, solution, exercise: str, setup: Setup, identity: str = ""
+) -> SealedVerdict:
     """The verdict on ``exercise`` alone, in a worker sealed for it only."""
     return grade_exercises(learner, solution, [exercise], setup, identity)[exercise]

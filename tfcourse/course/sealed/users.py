@@ -35,30 +35,38 @@ from pathlib import Path
 
 from ...language import say
 
-LOW, HIGH = 2**20, 2**31 - 2    # far above any account's uid; below the kernel's limits
+LOW, HIGH = 2**20, 2**31 - 2  # far above any account's uid; below the kernel's limits
 # World-writable folders where a worker can leave files behind (removed after it).
 SHARED = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
 # Gradescope's folders (autograder.py): the bundle with the solutions and the secret, the
 # submission, the results. Out of reach wherever they exist (setup.sh and run_autograder
 # make them root's only).
-GRADESCOPE = ("/autograder/source", "/autograder/submission", "/autograder/results",
-              "/autograder/submission_metadata.json")
-MAX_PROBED = 50_000             # files and folders the probe tries (a secret tree is small)
-PROCESSES = 256                 # per worker (RLIMIT_NPROC counts the uid's processes)
+GRADESCOPE = (
+    "/autograder/source",
+    "/autograder/submission",
+    "/autograder/results",
+    "/autograder/submission_metadata.json",
+)
+MAX_PROBED = 50_000  # files and folders the probe tries (a secret tree is small)
+PROCESSES = 256  # per worker (RLIMIT_NPROC counts the uid's processes)
 
 _lock = threading.Lock()
-_given: set[int] = set()        # never reused in a run: nothing left by one reaches another
+_given: set[int] = set()  # never reused in a run: nothing left by one reaches another
 
 
 def available() -> str:
     """Why separate users cannot seal a worker here ("" when they can, as far as the
     platform goes; ``probe`` decides)."""
     if not sys.platform.startswith("linux"):
-        return say(f"separate users need Linux (this is {sys.platform})",
-                   f"独立用户隔离需要 Linux（当前是 {sys.platform}）")
+        return say(
+            f"separate users need Linux (this is {sys.platform})",
+            f"独立用户隔离需要 Linux（当前是 {sys.platform}）",
+        )
     if os.geteuid() != 0:
-        return say("separate users need the grader to run as root",
-                   "独立用户隔离需要以 root 身份运行评分器")
+        return say(
+            "separate users need the grader to run as root",
+            "独立用户隔离需要以 root 身份运行评分器",
+        )
     return ""
 
 
@@ -86,20 +94,28 @@ def _in_use() -> set[int]:
         except OSError:
             continue
     with contextlib.suppress(OSError):
-        used |= {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().split("\n")
-                 if line.count(":") >= 3 and line.split(":")[2].isdigit()}
+        used |= {
+            int(line.split(":")[2])
+            for line in Path("/etc/passwd").read_text().split("\n")
+            if line.count(":") >= 3 and line.split(":")[2].isdigit()
+        }
     return used
 
 
 def fresh_id() -> int:
     """A uid (and the same gid) that nobody has, mapped in this user namespace, between
     ``LOW`` and ``HIGH``; never the same twice in this process. Raises ``RuntimeError``."""
-    ranges = [(max(a, c, LOW), min(b, d, HIGH)) for a, b in _mapped("uid")
-              for c, d in _mapped("gid")]
+    ranges = [
+        (max(a, c, LOW), min(b, d, HIGH)) for a, b in _mapped("uid") for c, d in _mapped("gid")
+    ]
     ranges = [(a, b) for a, b in ranges if a <= b]
     if not ranges:
-        raise RuntimeError(say(f"no unprivileged ids between {LOW} and {HIGH} can be used here",
-                               f"这里无法使用 {LOW} 到 {HIGH} 之间的非特权用户 id"))
+        raise RuntimeError(
+            say(
+                f"no unprivileged ids between {LOW} and {HIGH} can be used here",
+                f"这里无法使用 {LOW} 到 {HIGH} 之间的非特权用户 id",
+            )
+        )
     used = _in_use()
     picker = random.SystemRandom()
     with _lock:
@@ -115,8 +131,14 @@ def fresh_id() -> int:
 def _as_user(uid: int) -> dict:
     """``subprocess.Popen`` arguments that run the child as ``uid``: its gid, no other
     group, a private umask, a session of its own."""
-    return {"user": uid, "group": uid, "extra_groups": [], "umask": 0o077,
-            "start_new_session": True, "close_fds": True}
+    return {
+        "user": uid,
+        "group": uid,
+        "extra_groups": [],
+        "umask": 0o077,
+        "start_new_session": True,
+        "close_fds": True,
+    }
 
 
 class Worker:
@@ -135,8 +157,15 @@ class Worker:
         for path in [folder, *folder.rglob("*")]:
             os.chown(path, self.uid, self.uid, follow_symlinks=False)
         os.chmod(folder, 0o700)
-        self.process = subprocess.Popen(argv, cwd=folder, env=dict(env), stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=stderr, **_as_user(self.uid))
+        self.process = subprocess.Popen(
+            argv,
+            cwd=folder,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            **_as_user(self.uid),
+        )
         self.stdin, self.stdout, self.folder = self.process.stdin, self.process.stdout, folder
         self.ended = False
 
@@ -164,8 +193,15 @@ def end_user(uid: int) -> None:
     for _ in range(200):
         # A shell (no Python needed) running as ``uid``: kill(-1) signals every process the
         # uid may signal, its own, never the caller; a fork cannot outrun it.
-        subprocess.run(["/bin/sh", "-c", "kill -9 -1"], env={}, check=False, timeout=60,
-                       stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **_as_user(uid))
+        subprocess.run(
+            ["/bin/sh", "-c", "kill -9 -1"],
+            env={},
+            check=False,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            **_as_user(uid),
+        )
         if not _running(uid):
             break
         time.sleep(0.02)
@@ -179,12 +215,14 @@ def _running(uid: int) -> bool:
     """Whether a process (not a zombie) has ``uid`` as its real, effective or saved uid."""
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
-            fields = dict(line.split(":", 1) for line in status.read_text().split("\n")
-                          if ":" in line)
+            fields = dict(
+                line.split(":", 1) for line in status.read_text().split("\n") if ":" in line
+            )
         except OSError:
             continue
-        if str(uid) in fields.get("Uid", "").split()[:3] and \
-                fields.get("State", "").split()[:1] not in (["Z"], ["X"]):
+        if str(uid) in fields.get("Uid", "").split()[:3] and fields.get("State", "").split()[
+            :1
+        ] not in (["Z"], ["X"]):
             return True
     return False
 
@@ -274,14 +312,20 @@ def probe(secrets: list[Path], folder: Path) -> str:
     os.chown(folder, uid, uid)
     try:
         result = subprocess.run(
-            [sys.executable, "-I", "-c", _PROBE, json.dumps(secret_tree(secrets))], cwd=folder,
-            env={"PATH": os.defpath}, capture_output=True, timeout=120, check=False,
-            stdin=subprocess.DEVNULL, **_as_user(uid))
+            [sys.executable, "-I", "-c", _PROBE, json.dumps(secret_tree(secrets))],
+            cwd=folder,
+            env={"PATH": os.defpath},
+            capture_output=True,
+            timeout=120,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            **_as_user(uid),
+        )
     except (OSError, subprocess.SubprocessError) as error:
         return _cannot_run(str(error))
     finally:
         written = (folder / "written").exists()
-        os.chown(folder, os.geteuid(), os.getegid())    # the grader's again, kept by end_user
+        os.chown(folder, os.geteuid(), os.getegid())  # the grader's again, kept by end_user
         end_user(uid)
     lines = result.stdout.decode(errors="replace").strip().split("\n")
     if result.returncode != 0 or not written:
@@ -289,12 +333,14 @@ def probe(secrets: list[Path], folder: Path) -> str:
         return _cannot_run(tail)
     reached = json.loads(lines[-1])
     if reached:
-        why = say(f"an unprivileged user can {reached[0]}"
-                  + (f" (and {len(reached) - 1} more)" if len(reached) > 1 else "")
-                  + ": make the grader's files readable by root only (chmod -R go-rwx)",
-                  f"非特权用户可以 {reached[0]}"
-                  + (f"（另有 {len(reached) - 1} 处）" if len(reached) > 1 else "")
-                  + "：请让评分器的文件只有 root 可读（chmod -R go-rwx）")
+        why = say(
+            f"an unprivileged user can {reached[0]}"
+            + (f" (and {len(reached) - 1} more)" if len(reached) > 1 else "")
+            + ": make the grader's files readable by root only (chmod -R go-rwx)",
+            f"非特权用户可以 {reached[0]}"
+            + (f"（另有 {len(reached) - 1} 处）" if len(reached) > 1 else "")
+            + "：请让评分器的文件只有 root 可读（chmod -R go-rwx）",
+        )
     else:
         why = ""
     _probed[key] = why
@@ -303,30 +349,40 @@ def probe(secrets: list[Path], folder: Path) -> str:
 
 def _cannot_run(error: str) -> str:
     """Why this Python does not run as a fresh user, and the folder to open if that is why."""
-    why = say(f"this Python cannot run as an unprivileged user ({error[:200]})",
-              f"这个 Python 无法以非特权用户身份运行（{error[:200]}）")
+    why = say(
+        f"this Python cannot run as an unprivileged user ({error[:200]})",
+        f"这个 Python 无法以非特权用户身份运行（{error[:200]}）",
+    )
     for path in (os.path.realpath(sys.executable), os.path.realpath(sys.prefix)):
         for folder in reversed(Path(path).parents):
             if not folder.stat().st_mode & stat.S_IXOTH:
-                return why + say(f": other users cannot pass through {folder} (chmod o+x "
-                                 f"{folder} lets them, without listing it)",
-                                 f"：其他用户无法进入 {folder}（chmod o+x {folder} "
-                                 "可以让他们进入，但不能列出其内容）")
+                return why + say(
+                    f": other users cannot pass through {folder} (chmod o+x "
+                    f"{folder} lets them, without listing it)",
+                    f"：其他用户无法进入 {folder}（chmod o+x {folder} "
+                    "可以让他们进入，但不能列出其内容）",
+                )
     return why
 
 
 def measures(limits: str) -> list[str]:
     """The isolation in force, in words, for the report."""
-    return [say("a fresh unprivileged user for each worker (no groups, no new privileges, "
-                f"at most {PROCESSES} processes), in a private folder; the solutions, the real "
-                "package, the submissions, the outputs and the grading secret proven out of "
-                "that user's reach before grading; every process of that user killed and its "
-                "files in /tmp, /var/tmp and /dev/shm removed after it",
-                "每个隔离进程使用一个全新的非特权用户（无附加组、不能提权、最多 "
-                f"{PROCESSES} 个进程），在私有文件夹中运行；评分前已验证该用户无法访问参考答案、"
-                "真正的课程包、提交、输出文件和评分密钥；结束后杀掉该用户的全部进程，并删除它在 "
-                "/tmp、/var/tmp、/dev/shm 中留下的文件"),
-            say("NOT isolated (no namespaces here): the network, the process list, and "
-                "whatever any user may read",
-                "未隔离（这里没有命名空间）：网络、进程列表，以及任何用户都能读取的文件"),
-            say(f"resource limits ({limits})", f"资源限制（{limits}）")]
+    return [
+        say(
+            "a fresh unprivileged user for each worker (no groups, no new privileges, "
+            f"at most {PROCESSES} processes), in a private folder; the solutions, the real "
+            "package, the submissions, the outputs and the grading secret proven out of "
+            "that user's reach before grading; every process of that user killed and its "
+            "files in /tmp, /var/tmp and /dev/shm removed after it",
+            "每个隔离进程使用一个全新的非特权用户（无附加组、不能提权、最多 "
+            f"{PROCESSES} 个进程），在私有文件夹中运行；评分前已验证该用户无法访问参考答案、"
+            "真正的课程包、提交、输出文件和评分密钥；结束后杀掉该用户的全部进程，并删除它在 "
+            "/tmp、/var/tmp、/dev/shm 中留下的文件",
+        ),
+        say(
+            "NOT isolated (no namespaces here): the network, the process list, and "
+            "whatever any user may read",
+            "未隔离（这里没有命名空间）：网络、进程列表，以及任何用户都能读取的文件",
+        ),
+        say(f"resource limits ({limits})", f"资源限制（{limits}）"),
+    ]

@@ -30,9 +30,9 @@ import protocol
 import torch
 from torch.overrides import TorchFunctionMode
 
-PACKAGE = "sealed"      # where the sealed tfcourse is unpacked, in the worker's folder
+PACKAGE = "sealed"  # where the sealed tfcourse is unpacked, in the worker's folder
 
-_CHANNEL_IN = _CHANNEL_OUT = None   # the protocol's channel (take_channel)
+_CHANNEL_IN = _CHANNEL_OUT = None  # the protocol's channel (take_channel)
 TRAPPED: list[str] = []
 _objects: dict[int, object] = {}
 _graphs: dict[int, tuple[list, list]] = {}
@@ -76,8 +76,12 @@ def _trap(dotted: list[str]) -> None:
 def _refusal(dotted: str):
     def refused(*args, **kwargs):
         TRAPPED.append(dotted)
-        raise RuntimeError(_say(f"{dotted} is not allowed in this exercise: it does the whole job",
-                                f"这个练习不允许使用 {dotted}：它包办了整个练习"))
+        raise RuntimeError(
+            _say(
+                f"{dotted} is not allowed in this exercise: it does the whole job",
+                f"这个练习不允许使用 {dotted}：它包办了整个练习",
+            )
+        )
 
     return refused
 
@@ -125,24 +129,46 @@ def _lookup(node):
 
 def _describe(module: torch.nn.Module) -> tuple[dict, dict]:
     encoder = protocol.Encoder()
-    params = [{"name": name, "shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
-               "requires_grad": p.requires_grad, "tie": id(p),
-               "value": encoder(p)["$tensor"]}
-              for name, p in module.named_parameters(remove_duplicate=False)]
+    params = [
+        {
+            "name": name,
+            "shape": list(p.shape),
+            "dtype": str(p.dtype).removeprefix("torch."),
+            "requires_grad": p.requires_grad,
+            "tie": id(p),
+            "value": encoder(p)["$tensor"],
+        }
+        for name, p in module.named_parameters(remove_duplicate=False)
+    ]
     state = module.state_dict(keep_vars=True)
-    buffers = {name: encoder(b) for name, b in module.named_buffers(remove_duplicate=False)
-               if name in state}
+    buffers = {
+        name: encoder(b)
+        for name, b in module.named_buffers(remove_duplicate=False)
+        if name in state
+    }
     return {"params": params, "buffers": buffers, "training": module.training}, encoder.tensors
 
 
 def _call(header, tensors):
     device = torch.device(header.get("device", "cpu"))
     target = _lookup(header["target"])
-    by_value: list = []                 # copies of the grader's own modules
-    args = protocol.decode(header["args"], tensors, device=device, handle=_lookup,
-                           dataclasses_from_tfcourse=True, by_value=by_value)
-    kwargs = protocol.decode(header["kwargs"], tensors, device=device, handle=_lookup,
-                             dataclasses_from_tfcourse=True, by_value=by_value)
+    by_value: list = []  # copies of the grader's own modules
+    args = protocol.decode(
+        header["args"],
+        tensors,
+        device=device,
+        handle=_lookup,
+        dataclasses_from_tfcourse=True,
+        by_value=by_value,
+    )
+    kwargs = protocol.decode(
+        header["kwargs"],
+        tensors,
+        device=device,
+        handle=_lookup,
+        dataclasses_from_tfcourse=True,
+        by_value=by_value,
+    )
     leaves = [t for t in protocol.tensors_of((args, kwargs)) if t.requires_grad]
     if isinstance(target, torch.nn.Module):
         # The grader's values stand in for the learner's parameters and buffers for this
@@ -167,12 +193,21 @@ def _call(header, tensors):
     reply["inputs_after"] = encoder(tuple(protocol.tensors_of((args, kwargs))))
     # ... and what it left on the grader's modules: their mode and leftover hooks.
     reply["modules_after"] = [
-        {"training": m.training,
-         "hooks": [[name, kind] for name, sub in m.named_modules()
-                   for kind in protocol.HOOK_KINDS if getattr(sub, kind, None)]}
-        for m in by_value]
+        {
+            "training": m.training,
+            "hooks": [
+                [name, kind]
+                for name, sub in m.named_modules()
+                for kind in protocol.HOOK_KINDS
+                if getattr(sub, kind, None)
+            ],
+        }
+        for m in by_value
+    ]
     produced = list(protocol.tensors_of(result))
-    differentiable = [i for i, t in enumerate(produced) if t.requires_grad and t.grad_fn is not None]
+    differentiable = [
+        i for i, t in enumerate(produced) if t.requires_grad and t.grad_fn is not None
+    ]
     if header.get("grad") and differentiable:
         key = next(_graph_keys)
         _graphs[key] = ([produced[i] for i in differentiable], leaves)
@@ -185,10 +220,19 @@ def _backward(header, tensors):
     outputs, leaves = _graphs.pop(header["graph"])
     grads = [tensors.get(f"g{i}") for i in range(len(outputs))]
     pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
-    found = torch.autograd.grad([o for o, _ in pairs], leaves,
-                                [g.to(o.device, o.dtype) for o, g in pairs],
-                                allow_unused=True) if pairs else [None] * len(leaves)
-    blob = {f"g{i}": g.detach().to("cpu").contiguous() for i, g in enumerate(found) if g is not None}
+    found = (
+        torch.autograd.grad(
+            [o for o, _ in pairs],
+            leaves,
+            [g.to(o.device, o.dtype) for o, g in pairs],
+            allow_unused=True,
+        )
+        if pairs
+        else [None] * len(leaves)
+    )
+    blob = {
+        f"g{i}": g.detach().to("cpu").contiguous() for i, g in enumerate(found) if g is not None
+    }
     return {"grads": [f"g{i}" if g is not None else None for i, g in enumerate(found)]}, blob
 
 
@@ -199,9 +243,11 @@ class CellTimeout(Exception):
 @contextlib.contextmanager
 def _time_limit(seconds: float):
     """Interrupt the code inside after ``seconds`` (the grader's per-cell timeout)."""
+
     def interrupt(signum, frame):
-        raise CellTimeout(_say(f"did not finish within {seconds:g} s",
-                               f"没有在 {seconds:g} 秒内运行完"))
+        raise CellTimeout(
+            _say(f"did not finish within {seconds:g} s", f"没有在 {seconds:g} 秒内运行完")
+        )
 
     previous = signal.signal(signal.SIGALRM, interrupt)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -215,8 +261,8 @@ def _time_limit(seconds: float):
 # IPython syntax in the learner's cells, as grading treats it (``_hook_ipython``): what
 # shapes the learner's names runs as in the notebook; nothing runs outside Python.
 _RUN_LINE_MAGICS = {"time", "config"}
-_SETTING_MAGICS = {"config"}                # one that fails is noted; the cell goes on
-_RUN_CELL_MAGICS = {"time", "capture"}      # their body is the learner's Python, run once
+_SETTING_MAGICS = {"config"}  # one that fails is noted; the cell goes on
+_RUN_CELL_MAGICS = {"time", "capture"}  # their body is the learner's Python, run once
 # Where figures are shown: the worker shows none (matplotlib draws with Agg), and IPython
 # without a kernel cannot switch to ``inline``, so ``%matplotlib`` is accepted and does
 # nothing, without a note.
@@ -225,9 +271,25 @@ _NO_OP_MAGICS = {"matplotlib"}
 # slow one would run 7 x N times against the grader's clock. Skipped, with a note.
 _TIMING_MAGICS = {"timeit"}
 # Magics that hand their text to a shell or another interpreter: never run, like ``!cmd``.
-_SHELL_MAGICS = {"sx", "system", "pip", "conda", "mamba", "micromamba", "uv", "bash", "sh",
-                 "script", "perl", "ruby", "python", "python2", "python3", "pypy"}
-_MAX_NOTES = 20                             # per cell: enough to tell the story
+_SHELL_MAGICS = {
+    "sx",
+    "system",
+    "pip",
+    "conda",
+    "mamba",
+    "micromamba",
+    "uv",
+    "bash",
+    "sh",
+    "script",
+    "perl",
+    "ruby",
+    "python",
+    "python2",
+    "python3",
+    "pypy",
+}
+_MAX_NOTES = 20  # per cell: enough to tell the story
 _cell_notes: list[dict] = []
 
 
@@ -279,7 +341,7 @@ def _hook_ipython(shell) -> None:
         # function finds that function's names this many frames up.
         depth = _stack_depth + 1
         if magic_name not in _SETTING_MAGICS:
-            return run_line(magic_name, line, _stack_depth=depth)   # its errors are the cell's
+            return run_line(magic_name, line, _stack_depth=depth)  # its errors are the cell's
         try:
             return run_line(magic_name, line, _stack_depth=depth)
         except Exception as error:  # noqa: BLE001 - a display setting must not stop the cell
@@ -312,9 +374,13 @@ def _run_cells(cells: list[str]) -> list[dict]:
         with _time_limit(_cell_seconds):
             outcome = shell.run_cell(source, store_history=False, silent=True)
         error = outcome.error_before_exec or outcome.error_in_exec
-        results.append({"ok": error is None,
-                        "error": "" if error is None else f"{type(error).__name__}: {error}",
-                        "notes": list(_cell_notes)})
+        results.append(
+            {
+                "ok": error is None,
+                "error": "" if error is None else f"{type(error).__name__}: {error}",
+                "notes": list(_cell_notes),
+            }
+        )
     return results
 
 
@@ -327,18 +393,26 @@ def _limit(limits: dict) -> None:
     running as a user of its own (``users.py``) gets one."""
     try:
         import resource
-    except ImportError:         # Windows: no rlimits (grading there is --unsealed anyway)
+    except ImportError:  # Windows: no rlimits (grading there is --unsealed anyway)
         return
-    wanted = [(getattr(resource, name), int(limits[key])) for name, key in (
-        ("RLIMIT_CPU", "cpu_seconds"), ("RLIMIT_DATA", "memory_bytes"),
-        ("RLIMIT_FSIZE", "file_bytes"), ("RLIMIT_NPROC", "processes")) if key in limits]
+    wanted = [
+        (getattr(resource, name), int(limits[key]))
+        for name, key in (
+            ("RLIMIT_CPU", "cpu_seconds"),
+            ("RLIMIT_DATA", "memory_bytes"),
+            ("RLIMIT_FSIZE", "file_bytes"),
+            ("RLIMIT_NPROC", "processes"),
+        )
+        if key in limits
+    ]
     for which, value in [*wanted, (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_CORE, 0)]:
         _, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)  # never raise
         resource.setrlimit(which, (value, value))
-    try:                        # no setuid program can give the learner's code privileges
+    try:  # no setuid program can give the learner's code privileges
         import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)     # PR_SET_NO_NEW_PRIVS
+
+        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
     except (OSError, AttributeError):
         pass
 
@@ -387,11 +461,12 @@ def serve() -> None:
             return
         op = header.get("op")
         try:
-            if op == "evaluate":            # an argument of a check call, e.g. RMSNorm
+            if op == "evaluate":  # an argument of a check call, e.g. RMSNorm
                 encoder = protocol.Encoder(handle=_handle)
                 with _time_limit(_cell_seconds):
-                    value = eval(compile(header["expression"], "<check argument>", "eval"),
-                                 _objects[0])
+                    value = eval(
+                        compile(header["expression"], "<check argument>", "eval"), _objects[0]
+                    )
                 reply, blob = {"value": encoder(value)}, encoder.tensors
             elif op == "describe":
                 reply, blob = _describe(_lookup(header["target"]))
@@ -408,8 +483,16 @@ def serve() -> None:
         except protocol.ProtocolError:
             raise
         except BaseException as error:  # noqa: BLE001 - the learner's error is the answer
-            reply, blob = {"error": {"type": type(error).__name__, "message": str(error),
-                                     "traceback": traceback.format_exc(limit=-8)}}, {}
+            reply, blob = (
+                {
+                    "error": {
+                        "type": type(error).__name__,
+                        "message": str(error),
+                        "traceback": traceback.format_exc(limit=-8),
+                    }
+                },
+                {},
+            )
         reply["trapped"] = TRAPPED
         protocol.write_message(_CHANNEL_OUT, reply, blob)
 
