@@ -53,6 +53,6 @@ def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> None:
     ]
     headers = [header for _, header, _ in columns]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
-    print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
+    print("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
     for r in cells:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))

@@ -1,4 +1,7 @@
-"""The front door: `tfcourse demo` (pre-LN vs post-LN gradients); `tfcourse lab` is in test_launch.py."""
+"""The front door: `tfcourse demo` (pre-LN vs post-LN gradients).
+
+`tfcourse lab` is tested in test_launch.py.
+"""
 
 import subprocess
 import sys

@@ -330,7 +330,7 @@ def test_learner_metadata_is_normalized():
 def test_solve_fills_every_exercise_back_in():
     solution = tiny_solution()
     solved = solve(make_learner(solution, "00_tiny"), solution)
-    for mine, reference in zip(solved.cells, solution.cells):
+    for mine, reference in zip(solved.cells, solution.cells, strict=True):
         expected = "\n".join(
             line for line in reference.source.split("\n") if "SOLUTION" not in line
         )

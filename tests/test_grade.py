@@ -707,7 +707,8 @@ def _honest_and_attacked(folder: Path, solution, learner) -> None:
         2,
         new_code_cell(
             "import glob, os\n"
-            "for path in glob.glob('*.ipynb') + glob.glob('../*.ipynb') + glob.glob('../*/*.ipynb'):\n"
+            "paths = glob.glob('*.ipynb') + glob.glob('../*.ipynb') + glob.glob('../*/*.ipynb')\n"
+            "for path in paths:\n"
             "    if 'attacker' not in path:\n"
             "        open(path, 'w').write('{}')",
             id="vandal",

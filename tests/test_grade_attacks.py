@@ -141,7 +141,8 @@ def test_there_are_at_least_twelve_distinct_attacks():
 @pytest.mark.parametrize(
     "code",
     [
-        "x = torch.randn(2, 3, 8)\nprint((RMSNorm(8)(x) - tc.RMSNorm(8)(x)).abs().max())",  # compare
+        # compare
+        "x = torch.randn(2, 3, 8)\nprint((RMSNorm(8)(x) - tc.RMSNorm(8)(x)).abs().max())",
         "ref = torch.nn.functional.rms_norm(torch.ones(2, 4), (4,))",  # try the built-in
         "import inspect as _inspect_not_used_by_rmsnorm",  # an import alone
         "from IPython.display import display\ndisplay('hello')",

@@ -221,9 +221,11 @@ def recorded_inputs(salt) -> list[torch.Tensor]:
 def test_a_salt_keeps_the_shapes_and_changes_every_input():
     public, salted = recorded_inputs(None), recorded_inputs(FAST_SALTS[0])
     assert [t.shape for t in public] == [t.shape for t in salted]
-    assert all(not torch.equal(a, b) for a, b in zip(public, salted))
-    assert all(torch.equal(a, b) for a, b in zip(public, recorded_inputs(None)))
-    assert all(torch.equal(a, b) for a, b in zip(salted, recorded_inputs(FAST_SALTS[0])))
+    assert all(not torch.equal(a, b) for a, b in zip(public, salted, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(public, recorded_inputs(None), strict=True))
+    assert all(
+        torch.equal(a, b) for a, b in zip(salted, recorded_inputs(FAST_SALTS[0]), strict=True)
+    )
 
 
 def test_a_salt_changes_the_probe_models_seeded_outside_the_generator():
@@ -277,7 +279,7 @@ def test_each_thread_draws_the_cases_of_its_own_salt():
             thread.join()
     assert errors == []
     for salt in (11, 12):
-        assert all(torch.equal(a, b) for a, b in zip(got[salt], expected[salt]))
+        assert all(torch.equal(a, b) for a, b in zip(got[salt], expected[salt], strict=True))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Our LLaMA-style block and model match Hugging Face's ``LlamaDecoderLayer`` / ``LlamaForCausalLM``.
+"""Our LLaMA-style block and model match Hugging Face's Llama.
+
+The block is compared with ``LlamaDecoderLayer``, the model with ``LlamaForCausalLM``.
 
 Models are built from small random-init ``LlamaConfig``s: nothing is downloaded.
 """
@@ -75,7 +77,7 @@ def test_decoder_layer_matches(dtype):
 
 
 def test_decoder_layer_float64_with_our_tables_is_exact_up_to_hf_rmsnorm():
-    """Fed our float64 tables, the only float32 step left is HF's RMSNorm (it upcasts to float32)."""
+    """Fed our float64 tables, only HF's RMSNorm runs in float32 (it upcasts to float32)."""
     model = hf_llama(torch.float64)
     hf_layer = model.model.layers[0]
     block = block_from_hf_llama(hf_layer, model.config).eval()

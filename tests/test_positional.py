@@ -208,7 +208,8 @@ def test_scalings_match_hugging_face():
     ours = rotary_inv_freq(128, scaling="yarn", factor=4.0, original_max_len=1024)
     torch.testing.assert_close(ours.float(), theirs)
     assert math.isclose(yarn_attention_factor(4.0), attention_factor)
-    # Hugging Face's "dynamic" NTK at seq_len = s * max_position_embeddings with factor 1 is static NTK with s.
+    # Hugging Face's "dynamic" NTK at seq_len = s * max_position_embeddings with factor 1 is
+    # static NTK with s.
     dynamic = config({"rope_type": "dynamic", "factor": 1.0})
     theirs, _ = rope_utils._compute_dynamic_ntk_parameters(dynamic, seq_len=4 * 4096)
     torch.testing.assert_close(rotary_inv_freq(128, scaling="ntk", factor=4.0).float(), theirs)
@@ -259,7 +260,7 @@ def test_rotary_scores_match_rotating_each_vector():
                 apply_rotary(q, cos[i].expand(5, 8), sin[i].expand(5, 8))
                 * apply_rotary(k, cos[j].expand(5, 8), sin[j].expand(5, 8))
             ).sum(-1)
-            for i, j in zip(rows_q.tolist(), rows_k.tolist())
+            for i, j in zip(rows_q.tolist(), rows_k.tolist(), strict=True)
         ]
     )
     torch.testing.assert_close(got, want)

@@ -130,7 +130,7 @@ def test_gpt_loss_under_autocast_is_finite_and_backpropagates():
     assert production.autocast_dtype("cpu") == torch.bfloat16
 
 
-# ----------------------------------------------------------------------------- fused QKV, mask buffer
+# ------------------------------------------------------------------------ fused QKV, mask buffer
 
 
 def test_fuse_qkv_equals_three_projections():
@@ -200,7 +200,7 @@ def test_try_compile_falls_back_gracefully():
     assert result.module(x).shape == x.shape
 
 
-# ----------------------------------------------------------------------------- preallocated KV cache
+# ------------------------------------------------------------------------ preallocated KV cache
 
 
 def test_preallocated_cache_gives_the_same_logits_as_kv_cache():
@@ -258,7 +258,7 @@ def test_measure_decode_step_compares_both_caches():
         production.measure_decode_step(model, (64,), repeats=1)
 
 
-# ----------------------------------------------------------------------------- autocast policy, memory, profiler
+# ------------------------------------------------------------ autocast policy, memory, profiler
 
 
 def test_cpu_autocast_policy():

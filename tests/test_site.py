@@ -83,7 +83,8 @@ def course(tmp_path) -> Path:
                 "# 01 · First steps\n\n**Goal:** meet $\\sqrt{d_k}$ and the mask. More text.\n\n"
                 "See [the guide](../docs/guide.md#part-two), [the next notebook](02_second.ipynb), "
                 "[the learner copy](../notebooks/02_second.ipynb), [the README](../README.md) and "
-                "[a paper](https://arxiv.org/abs/1706.03762).\n\n$$\\frac{q k^\\top}{\\sqrt{d_k}}$$",
+                "[a paper](https://arxiv.org/abs/1706.03762).\n\n"
+                "$$\\frac{q k^\\top}{\\sqrt{d_k}}$$",
                 id="intro",
             ),
             nbformat.v4.new_code_cell("plot()", id="plot", outputs=[figure]),
@@ -518,7 +519,7 @@ def test_real_chinese_pages(real_site):
     index = pages["zh/index.html"]
     titles = re.findall(r'<a class="title" href="([^"]+)">([^<]+)</a>', index)
     assert [href for href, _ in titles] == [f"{name}.html" for name in chinese]
-    for (_, title), name in zip(titles, chinese):
+    for (_, title), name in zip(titles, chinese, strict=True):
         nb = nbformat.read(ROOT / "solutions" / "zh" / f"{name}.ipynb", as_version=4)
         assert nb.cells[0].source.startswith(f"# {html.unescape(title)}\n"), name
         assert re.search(r"[\u4e00-\u9fff]", title), title

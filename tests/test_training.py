@@ -292,7 +292,9 @@ def test_checkpoint_resume_gives_the_same_losses(tmp_path):
     full.fit()
     assert resumed.history.loss == full.history.loss
     assert resumed.history.val_loss == full.history.val_loss
-    for (name, p), q in zip(full.module.named_parameters(), resumed.module.parameters()):
+    for (name, p), q in zip(
+        full.module.named_parameters(), resumed.module.parameters(), strict=True
+    ):
         assert torch.equal(p, q), name
 
 

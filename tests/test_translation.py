@@ -323,14 +323,14 @@ def test_the_two_editions_pair_up(solution):
     ]
     unexecuted = [
         en.id
-        for en, zh in zip(english.cells, shipped.cells)
+        for en, zh in zip(english.cells, shipped.cells, strict=True)
         if en.cell_type == "code" and en.outputs and not zh.outputs
     ]
     assert not unexecuted, (
         f"cells without outputs in solutions/zh/{solution.name}: "
         f"{unexecuted}; run `tfcourse execute solutions/zh/{solution.name}`"
     )
-    for en, zh in zip(english.cells, shipped.cells):
+    for en, zh in zip(english.cells, shipped.cells, strict=True):
         if en.cell_type == "code":
             setup = translation._SETUP_CALL.sub(r'\1, language="zh")', en.source)
             assert translation.code_difference(setup, zh.source) is None, en.id

@@ -5,7 +5,8 @@ itself is four wings and the checks:
 
 - ``tfcourse.nn``      the reference model (attention, norms, MLPs, positions, block, GPT, config)
 - ``tfcourse.checks``  ``check_xxx(your_code)``: one module per topic
-- ``tfcourse.lab``     what notebooks show: widgets, plots, gradient probes, timing, production demos
+- ``tfcourse.lab``     what notebooks show: widgets, plots, gradient probes, timing, production
+                       demos
 - ``tfcourse.train``   data sets, the optimizer and schedule, the training loop, checkpoints
 - ``tfcourse.course``  notebooks as files: the generator, the runner, restamping, grading, the site
 

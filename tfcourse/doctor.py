@@ -167,9 +167,10 @@ def check_torch() -> list[Finding]:
                 "info",
                 "MPS",
                 say(
-                    "available (Apple GPU); small numeric differences from CPU are expected, the checks "
-                    "allow for them",
-                    "可用（Apple GPU）；与 CPU 相比会有微小的数值差异，这是正常的，检查允许这些差异",
+                    "available (Apple GPU); small numeric differences from CPU are expected, "
+                    "the checks allow for them",
+                    "可用（Apple GPU）；与 CPU 相比会有微小的数值差异，这是正常的，"
+                    "检查允许这些差异",
                 ),
             )
         )

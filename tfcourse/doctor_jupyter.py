@@ -73,8 +73,8 @@ def check_environment(root: Path | None) -> list[Finding]:
                 say(
                     f"{sys.prefix} (no .venv in {root}; fine for a conda environment made from "
                     "environment.yml)",
-                    f"{sys.prefix}（{root} 中没有 .venv；若这是用 environment.yml 创建的 conda 环境，"
-                    "则没有问题）",
+                    f"{sys.prefix}（{root} 中没有 .venv；"
+                    "若这是用 environment.yml 创建的 conda 环境，则没有问题）",
                 ),
             )
         )
@@ -104,7 +104,10 @@ def check_environment(root: Path | None) -> list[Finding]:
 
 
 def _kernel_spec():
-    """The ``python3`` kernelspec JupyterLab started from this interpreter would use (patched in tests)."""
+    """The ``python3`` kernelspec a JupyterLab started from this interpreter would use.
+
+    (Patched in tests.)
+    """
     from jupyter_client.kernelspec import KernelSpecManager
 
     return KernelSpecManager().get_kernel_spec("python3")
@@ -194,8 +197,8 @@ def check_kernel() -> list[Finding]:
                 "FAIL",
                 topic,
                 say(
-                    f"{where} runs {executable}, which cannot import tfcourse (the kernel is from the "
-                    "wrong environment)",
+                    f"{where} runs {executable}, which cannot import tfcourse "
+                    "(the kernel is from the wrong environment)",
                     f"{where} 运行的是 {executable}，它无法导入 tfcourse（内核来自错误的环境）",
                 ),
                 fix,
@@ -317,11 +320,11 @@ def check_notebooks(root: Path | None) -> list[Finding]:
                     "FAIL",
                     topic,
                     say(
-                        f"{len(stale)} of {len(versions)} written for another tfcourse than the installed "
-                        f"{__version__}: "
+                        f"{len(stale)} of {len(versions)} written for another tfcourse than "
+                        f"the installed {__version__}: "
                         + ", ".join(f"{n} ({v or 'no version'})" for n, v in first),
-                        f"{len(versions)} 个中有 {len(stale)} 个是为另一版本的 tfcourse 编写的（已安装的是 "
-                        f"{__version__}）："
+                        f"{len(versions)} 个中有 {len(stale)} 个是为另一版本的 tfcourse 编写的"
+                        f"（已安装的是 {__version__}）："
                         + "，".join(f"{n}（{v or '无版本号'}）" for n, v in first),
                     ),
                     say(

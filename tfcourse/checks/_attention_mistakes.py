@@ -155,7 +155,8 @@ def _sdpa_mistakes():
             say(
                 "the mask is inverted: True is treated as blocked; here True = may attend "
                 "(masked_fill(~mask, -inf))",
-                "掩码用反了：把 True 当成了屏蔽；这里 True 表示可以关注（masked_fill(~mask, -inf)）",
+                "掩码用反了：把 True 当成了屏蔽；"
+                "这里 True 表示可以关注（masked_fill(~mask, -inf)）",
             ),
             dict(mask_mode="inverted"),
         ),
@@ -268,7 +269,7 @@ def _mha(
     """Multi-head attention from ``ref``'s weights, with one deliberate deviation at a time."""
     B, T, D = x.shape
     H = ref.n_heads
-    chunks = dict(zip(order, ref.qkv_proj(x).split(D, dim=-1)))
+    chunks = dict(zip(order, ref.qkv_proj(x).split(D, dim=-1), strict=True))
     q, k, v = (_split(chunks[c], H, split) for c in "qkv")
     if keys == "q":  # the queries used as keys: q @ q^T
         k = q
@@ -368,7 +369,8 @@ def _mha_mistakes():
             say(
                 "head h takes the interleaved channels h, h+H, ... instead of the block "
                 "[h*head_dim, (h+1)*head_dim)",
-                "第 h 个头取的是交错的通道 h, h+H, ...，而不是连续的一段 [h*head_dim, (h+1)*head_dim)",
+                "第 h 个头取的是交错的通道 h, h+H, ...，"
+                "而不是连续的一段 [h*head_dim, (h+1)*head_dim)",
             ),
             dict(split="interleaved"),
         ),

@@ -81,7 +81,7 @@ def adapt_layout(tensors: Mapping[str, torch.Tensor], learner_names) -> dict[str
             and f"{prefix}q_proj.{leaf}" in learner_names
         )
         if split and tensor is not None:
-            for part, chunk in zip("qkv", tensor.chunk(3, dim=0)):
+            for part, chunk in zip("qkv", tensor.chunk(3, dim=0), strict=True):
                 out[f"{prefix}{part}_proj.{leaf}"] = chunk
         elif split:
             for part in "qkv":

@@ -115,7 +115,7 @@ def check_attention(fn) -> None:
                 *seen[:3],
                 mask=seen[3],
             )
-        for name, before, after in zip(("q", "k", "v", "mask"), (q, k, v, mask), seen):
+        for name, before, after in zip(("q", "k", "v", "mask"), (q, k, v, mask), seen, strict=True):
             chk.unchanged(case, name, before, after)
         chk.ok()
 
@@ -238,7 +238,7 @@ def _attention_case(chk: Checker, case: str, fn, tensors, mask, seed: int) -> No
     names = ("q", "k", "v")
     chk.compare_grads(
         case,
-        {f"input {n}": t.grad for n, t in zip(names, my_inputs)},
-        {f"input {n}": t.grad for n, t in zip(names, ref_inputs)},
+        {f"input {n}": t.grad for n, t in zip(names, my_inputs, strict=True)},
+        {f"input {n}": t.grad for n, t in zip(names, ref_inputs, strict=True)},
         explain=lambda: chk.output_mistake(out, out_ref, variants(0)),
     )

@@ -88,7 +88,8 @@ def _order_variants(ref, x):
                     "post-LN was written where pre-LN was asked (pre_ln=True): pre-LN normalizes "
                     "each sublayer's input, x + attn(norm1(x)), not the sum after the residual add",
                     "要求的是前置层归一化（Pre-LN，pre_ln=True），却写成了后置层归一化（Post-LN）："
-                    "Pre-LN 归一化的是每个子层的输入，即 x + attn(norm1(x))，而不是残差相加之后的和",
+                    "Pre-LN 归一化的是每个子层的输入，即 x + attn(norm1(x))，"
+                    "而不是残差相加之后的和",
                 ),
                 lambda: _post(x, a, m, n1, n2),
             ),
@@ -105,7 +106,8 @@ def _order_variants(ref, x):
                 say(
                     "the norm is applied to the residual stream (x = norm1(x); x = x + attn(x)) "
                     "instead of only to the sublayer's input",
-                    "归一化作用在了残差流上（x = norm1(x); x = x + attn(x)），而不是只作用于子层的输入",
+                    "归一化作用在了残差流上（x = norm1(x); x = x + attn(x)），"
+                    "而不是只作用于子层的输入",
                 ),
                 lambda: (lambda h: (lambda g: g + m(g))(n2(h + a(h))))(n1(x)),
             ),
@@ -140,7 +142,8 @@ def _order_variants(ref, x):
             say(
                 "the sublayer output is normalized before the residual add (x + norm1(attn(x))) "
                 "instead of norm1(x + attn(x))",
-                "在残差相加之前就对子层输出做了归一化（x + norm1(attn(x))），应为 norm1(x + attn(x))",
+                "在残差相加之前就对子层输出做了归一化（x + norm1(attn(x))），"
+                "应为 norm1(x + attn(x))",
             ),
             lambda: (lambda h: h + n2(m(h)))(x + n1(a(x))),
         ),

@@ -1,4 +1,4 @@
-"""Check for notebook 11 (claims tested): loading interleaved-RoPE q/k weights into rotate-half code.
+"""Check for notebook 11 (claims tested): interleaved-RoPE q/k weights in rotate-half code.
 
 Checkpoints trained with the interleaved RoPE convention (the handbook's code, Meta's original
 LLaMA) pair channels ``(0, 1), (2, 3), ...`` of each head; ``tfcourse`` and Hugging Face pair

@@ -53,7 +53,8 @@ def _variants(kv: torch.Tensor, n_rep: int):
             say(
                 "tiled instead of grouped (kv.repeat(1, n_rep, 1, 1)): the heads come out as 0, 1, "
                 ".., 0, 1, ..; LLaMA's grouping gives 0, 0, .., 1, 1, ..",
-                "整体平铺而不是分组（kv.repeat(1, n_rep, 1, 1)）：得到的头依次是 0, 1, .., 0, 1, ..；"
+                "整体平铺而不是分组（kv.repeat(1, n_rep, 1, 1)）："
+                "得到的头依次是 0, 1, .., 0, 1, ..；"
                 "LLaMA 的分组应为 0, 0, .., 1, 1, ..",
             ),
             along(1, grouped=False),
@@ -108,7 +109,7 @@ def _case(chk: Checker, case: str, fn, kv: torch.Tensor, n_rep: int, *, grad: bo
 
 
 def _attention_case(chk: Checker, fn, gen: torch.Generator) -> None:
-    """Causal attention built with ``fn`` must give ``MultiHeadAttention(n_kv_heads=2)``'s output."""
+    """Causal attention built with ``fn`` gives ``MultiHeadAttention(n_kv_heads=2)``'s output."""
     case = say(
         "inside attention: D=32, 8 query heads, 2 key/value heads, T=6",
         "在注意力中使用：D=32，8 个查询头，2 个键/值头，T=6",

@@ -179,8 +179,8 @@ def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None
         variants=[
             (
                 say(
-                    "the norm of the token-embedding *weight* gradient (tok_emb.weight.grad) instead "
-                    "of the gradient at the embedding output (the first block's input)",
+                    "the norm of the token-embedding *weight* gradient (tok_emb.weight.grad) "
+                    "instead of the gradient at the embedding output (the first block's input)",
                     "算的是词元嵌入*权重*梯度（tok_emb.weight.grad）的范数，而不是嵌入层输出处"
                     "（即第一个块的输入）的梯度的范数",
                 ),
@@ -211,15 +211,16 @@ def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None
             ),
             (
                 say(
-                    "the old gradients were not cleared (call model.zero_grad() first): they add up",
+                    "the old gradients were not cleared (call model.zero_grad() first): "
+                    "they add up",
                     "没有清除旧的梯度（请先调用 model.zero_grad()）：新旧梯度累加在了一起",
                 ),
                 lambda: as_tensor([2 * b for b in want["blocks"]]),
             ),
             (
                 say(
-                    "each parameter's norm is summed instead of taking one norm over all of a block's "
-                    "parameters together",
+                    "each parameter's norm is summed instead of taking one norm over all of a "
+                    "block's parameters together",
                     "把各个参数的范数加了起来，而不是对一个块的全部参数一起求一个范数",
                 ),
                 lambda: as_tensor(want["summed_parameter_norms"]),

@@ -58,7 +58,8 @@ def _table_variants(T: int, hd: int, base: float, which: int):
         (
             say(
                 "the interleaved layout: each angle repeated twice in a row (repeat_interleave); "
-                "the rotate-half layout used here concatenates two copies: cat([angles, angles], -1)",
+                "the rotate-half layout used here concatenates two copies: "
+                "cat([angles, angles], -1)",
                 "用了交错布局：每个角度连着重复两次（repeat_interleave）；这里用的 rotate-half 布局"
                 "是把两份拼接起来：cat([angles, angles], -1)",
             ),
@@ -154,7 +155,9 @@ def check_rotary_tables(fn) -> None:
                 )
             base = 10000.0 if base is None else base
             want = rotary_cos_sin(T, hd, base)
-            for which, (name, got, expected) in enumerate(zip(("cos", "sin"), result, want)):
+            for which, (name, got, expected) in enumerate(
+                zip(("cos", "sin"), result, want, strict=True)
+            ):
                 if isinstance(got, torch.Tensor):
                     if got.shape == (T, hd // 2):
                         chk.fail(
@@ -217,7 +220,7 @@ def check_rotary_tables(fn) -> None:
 
 
 def _rotate_every_two(x: torch.Tensor) -> torch.Tensor:
-    """Interleaved pairs (GPT-J, RoFormer, the handbook): (x0, x1) -> (-x1, x0) per adjacent pair."""
+    """Interleaved pairs (GPT-J, RoFormer, the handbook): (x0, x1) -> (-x1, x0) per pair."""
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.stack([-x2, x1], dim=-1).flatten(-2)
 

@@ -166,7 +166,8 @@ def _layernorm_variants(ref, x, default_eps):
             say(
                 "the mean is not subtracted: x / sqrt(var + eps), although the variance is the "
                 "centred one; normalize x - mean",
-                "没有减去均值：写成了 x / sqrt(var + eps)，可方差却是中心化之后的；应归一化 x - mean",
+                "没有减去均值：写成了 x / sqrt(var + eps)，可方差却是中心化之后的；"
+                "应归一化 x - mean",
             ),
             lambda: ln(x, center=False),
         ),

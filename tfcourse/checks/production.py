@@ -59,7 +59,7 @@ def check_fuse_qkv(fn) -> None:
                 {n: p.detach().clone() for n, p in layer.named_parameters()} for layer in projs
             ]
             fused = chk.call(case, say("your function", "运行你的函数"), fn, *projs)
-            for name, layer, saved in zip("qkv", projs, before):
+            for name, layer, saved in zip("qkv", projs, before, strict=True):
                 for pname, p in layer.named_parameters():
                     chk.unchanged(case, f"{name}_proj.{pname}", saved[pname], p)
             _check_fused(chk, case, fused, projs, d_in, d_out, bias, gen)
@@ -129,7 +129,7 @@ def _check_fused(chk: Checker, case: str, fused, projs, d_in: int, d_out: int, b
     with torch.no_grad():
         expected = torch.cat([p(x) for p in projs], dim=-1)
         got = chk.call(case, say("calling the fused layer", "调用融合层"), fused, x)
-        outs = {name: p(x) for name, p in zip("qkv", projs)}
+        outs = {name: p(x) for name, p in zip("qkv", projs, strict=True)}
 
         def order(names):
             return lambda: torch.cat([outs[n] for n in names], dim=-1)
@@ -425,7 +425,7 @@ def check_kv_cache_attention(fn) -> None:
             k[..., :5, :],
             v[..., :5, :],
         )
-        for name, before, after in zip("qkv", originals, (q, k, v)):
+        for name, before, after in zip("qkv", originals, (q, k, v), strict=True):
             chk.unchanged(case, name, before, after)
         chk.ok()
 

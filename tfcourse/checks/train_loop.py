@@ -170,7 +170,9 @@ def _losses(chk: Checker, case: str, result, steps: int) -> list[float]:
 
 
 def _close(got: list[float], want: list[float]) -> bool:
-    return all(math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9) for g, w in zip(got, want))
+    return all(
+        math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9) for g, w in zip(got, want, strict=True)
+    )
 
 
 def check_train_loop(fn) -> None:
@@ -246,7 +248,7 @@ def check_train_loop(fn) -> None:
                 )
                 first = next(
                     i
-                    for i, (g, w) in enumerate(zip(got, want))
+                    for i, (g, w) in enumerate(zip(got, want, strict=True))
                     if not math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9)
                 )
                 chk.fail(

@@ -194,7 +194,9 @@ def _as_float(chk: Checker, case: str, step: int, value) -> float:
 
 
 def _matches(got: list[float], want: list[float]) -> bool:
-    return all(math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-12) for g, w in zip(got, want))
+    return all(
+        math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-12) for g, w in zip(got, want, strict=True)
+    )
 
 
 def check_lr_schedule(fn) -> None:
@@ -245,7 +247,7 @@ def check_lr_schedule(fn) -> None:
                         looks = say("min_lr does not default to 0.0", "min_lr 的默认值不是 0.0")
                 first = next(
                     i
-                    for i, (g, w) in enumerate(zip(got, want))
+                    for i, (g, w) in enumerate(zip(got, want, strict=True))
                     if not math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-12)
                 )
                 step = list(steps)[first]

@@ -84,7 +84,8 @@ PY="$ROOT/venv/bin/python"
 # Where bubblewrap cannot run (no user namespaces), `tfcourse grade` runs each worker as a
 # fresh unprivileged user, and refuses to start if that user could read the grader's
 # files: the bundle (solutions, secret) and the installed package (its references).
-chmod -R go-rwx "$SOURCE" "$("$PY" -c 'import os, tfcourse; print(os.path.dirname(tfcourse.__file__))')"
+PACKAGE_DIR="$("$PY" -c 'import os, tfcourse; print(os.path.dirname(tfcourse.__file__))')"
+chmod -R go-rwx "$SOURCE" "$PACKAGE_DIR"
 """
 
 RUN_AUTOGRADER = """\
@@ -103,9 +104,11 @@ PYTHON="$(command -v python3 || command -v python || true)"
 mkdir -p "$ROOT/results"
 rm -f "$RESULTS"
 
-fail() {  # $1: why, in words. Writes a results.json worth 0 points, then stops.
-    echo "autograder: $1"
-    if [ -z "$PYTHON" ] || ! "$PYTHON" - "$1" "$RESULTS" <<'PY'
+# "$@": why, in words (joined by spaces). Writes a results.json worth 0 points, then stops.
+fail() {
+    local why="$*"
+    echo "autograder: $why"
+    if [ -z "$PYTHON" ] || ! "$PYTHON" - "$why" "$RESULTS" <<'PY'
 import json, sys
 result = {"score": 0.0, "output": sys.argv[1], "output_format": "text",
           "stdout_visibility": "visible", "tests": []}
@@ -125,7 +128,8 @@ if [ -d "$ROOT/submission" ]; then
         find "$ROOT/submission" -type f -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' \\
             -print0 | sort -z)
 fi
-[ "${#found[@]}" -gt 0 ] || fail "No notebook (.ipynb file) was found in the submission. Submit your $NAME.ipynb."
+[ "${#found[@]}" -gt 0 ] || fail "No notebook (.ipynb file) was found in the submission." \\
+    "Submit your $NAME.ipynb."
 chosen="${found[0]}"
 if [ "${#found[@]}" -gt 1 ]; then
     # Several notebooks: the one named $NAME.ipynb, else the only one whose name holds $NAME.
@@ -136,10 +140,12 @@ if [ "${#found[@]}" -gt 1 ]; then
             *"$NAME"*) matching+=("$file") ;;
         esac
     done
-    [ "${#matching[@]}" -eq 1 ] || fail "The submission holds ${#found[@]} notebooks and ${#matching[@]} of them have $NAME in their name: submit only your $NAME.ipynb."
+    [ "${#matching[@]}" -eq 1 ] || fail "The submission holds ${#found[@]} notebooks and" \\
+        "${#matching[@]} of them have $NAME in their name: submit only your $NAME.ipynb."
     chosen="${matching[0]}"
 fi
-command -v tfcourse >/dev/null || fail "The autograder is broken: tfcourse is not installed (did setup.sh fail?)."
+command -v tfcourse >/dev/null ||
+    fail "The autograder is broken: tfcourse is not installed (did setup.sh fail?)."
 
 # The learner's cases come from the bundle's secret and the submission's id (Gradescope's
 # submission_metadata.json), so nothing recorded at home can be replayed.
@@ -172,7 +178,8 @@ elif "$PYTHON" -c 'import json, sys; json.load(open(sys.argv[1], encoding="utf-8
         "$RESULTS" 2>/dev/null; then
     exit 0
 fi
-fail "The grader stopped (exit status $status) before writing its results; the autograder output says why."
+fail "The grader stopped (exit status $status) before writing its results;" \\
+    "the autograder output says why."
 """
 
 

@@ -74,7 +74,8 @@ def solution_regions(source: str) -> list[Region]:
             begin = None
     if begin is not None:
         raise ValueError(
-            f"line {begin + 1}: '{notebook_format.BEGIN_MARKER}' has no '{notebook_format.END_MARKER}'"
+            f"line {begin + 1}: '{notebook_format.BEGIN_MARKER}' "
+            f"has no '{notebook_format.END_MARKER}'"
         )
     return regions
 
@@ -442,7 +443,8 @@ def run(args: argparse.Namespace) -> int:
             path = solutions_dir / (path.name if path.suffix else f"{path.name}.ipynb")
         if not path.exists():
             print(
-                f"error: no solution notebook {name!r} (looked in {notebook_format.shown(solutions_dir)})",
+                f"error: no solution notebook {name!r} "
+                f"(looked in {notebook_format.shown(solutions_dir)})",
                 file=sys.stderr,
             )
             return 2
@@ -464,7 +466,8 @@ def run(args: argparse.Namespace) -> int:
     for path in report.orphans:
         if args.check:
             print(
-                f"orphan: {notebook_format.shown(path)} has no solution in {notebook_format.shown(solutions_dir)}"
+                f"orphan: {notebook_format.shown(path)} has no solution in "
+                f"{notebook_format.shown(solutions_dir)}"
             )
         else:
             print(f"removed {notebook_format.shown(path)} (no solution notebook)")

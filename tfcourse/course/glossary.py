@@ -70,7 +70,7 @@ def load(path: str | Path | None = None) -> list[Term]:
         chinese_parts = [p.strip() for p in re.split(r"\s*/\s*", match.group(2).strip())]
         if len(english_parts) != len(chinese_parts):
             english_parts, chinese_parts = [english], [match.group(2).strip()]
-        for en, zh in zip(english_parts, chinese_parts):
+        for en, zh in zip(english_parts, chinese_parts, strict=True):
             if en not in GENERIC:
                 terms.append(Term(en, _chinese_forms(zh)))
     return terms

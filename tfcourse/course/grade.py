@@ -10,7 +10,8 @@ the check runs here, and an exercise passes when the check printed what the solu
 stored output says (in a container without namespaces, where the grader is root, the
 worker runs as a fresh user instead: ``sealed/users.py``). Learner code never runs anywhere
 else during grading; where neither can work, grading needs the teacher's ``--unsealed``
-and every report line says so. A notebook that breaks anything gets its own line (``grade_notebook`` never raises).
+and every report line says so. A notebook that breaks anything gets its own line
+(``grade_notebook`` never raises).
 The command around this (flags, the class run, the outputs) is ``grade_command.py``. What
 is guaranteed, and what is not, is in docs/grading.md.
 

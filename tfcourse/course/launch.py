@@ -88,7 +88,7 @@ def first_notebook(folder: Path) -> str | None:
 
 
 def option(args: list[str], *names: str) -> str | None:
-    """The value of the last ``--name VALUE`` / ``--name=VALUE`` in ``args`` for any of ``names``."""
+    """The value of the last ``--name VALUE`` or ``--name=VALUE`` in ``args``, any of ``names``."""
     value = None
     for i, arg in enumerate(args):
         name, equals, given = arg.partition("=")

@@ -41,7 +41,8 @@ WIDGET_NOTE = ENGLISH.words["widget"]
 _CELLS_TEMPLATE = "{%- extends 'base.html.j2' -%}"  # lab's cells, no <head>: no CDN scripts
 _LINKS_ONLY = re.compile(r"\s*(\[[^\]]*\]\([^)]*\)[\s|·/,]*)+$")  # "[English](README.md)"
 _GOAL_LABEL = re.compile(r"^\*\*(Goal|目标)[.:。：]\*\*\s*")
-# A sentence ends at . ! ? before a space and a capital, or at 。！？ unless a closing quote follows.
+# A sentence ends at . ! ? before a space and a capital, or at 。！？ unless a closing quote
+# follows.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(\"])|(?<=[。！？])(?![」』”’）)])\s*")
 _CJK = "\u3000-\u303f\u3400-\u9fff\uff00-\uffef"
 _CJK_LINE_BREAK = re.compile(f"(?<=[{_CJK}])\n(?=[{_CJK}])")  # joined: no space between 中文
@@ -311,9 +312,9 @@ def _notebook_pages(
     """One edition's notebook pages and downloads; the index entries: (page, title, goal,
     download links, source)."""
     read = [notebook_format.read_notebook(p, require_ids=False) for p in paths]
-    titles = [_title_and_goal(nb, path.stem) for path, nb in zip(paths, read)]
+    titles = [_title_and_goal(nb, path.stem) for path, nb in zip(paths, read, strict=True)]
     entries = []
-    for number, (path, nb) in enumerate(zip(paths, read)):
+    for number, (path, nb) in enumerate(zip(paths, read, strict=True)):
         page, source = edition.page(path.stem), edition.source("solutions", path.name)
         site.prepare(nb, source, edition.words["widget"])
         cells, _ = exporter.from_notebook_node(
@@ -354,7 +355,7 @@ def _solutions(root: Path, notebooks) -> list[Path]:
             f"notebooks; run this in the course folder, or pass --root"
         )
     paths = [folder / f"{Path(name).stem}.ipynb" for name in notebooks or []]
-    for name, path in zip(notebooks or [], paths):
+    for name, path in zip(notebooks or [], paths, strict=True):
         if not path.is_file():
             raise SiteError(f"no solution notebook {name!r} in {folder}")
     paths = paths or sorted(folder.glob("*.ipynb"))

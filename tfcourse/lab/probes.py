@@ -111,7 +111,9 @@ def summed_output(model: GPT, idx: torch.Tensor, loss: str = "sum") -> torch.Ten
 def roundoff_level(
     model: GPT, idx: torch.Tensor, targets: torch.Tensor | None = None, loss: str = "lm"
 ) -> float:
-    """Largest ``|float32 - float64|`` over the norms ``gradient_probe`` reports (embedding, blocks).
+    """Largest ``|float32 - float64|`` over the norms ``gradient_probe`` reports.
+
+    The norms are those of the embedding and of each block.
 
     Runs the probe on ``model`` (float32) and on a float64 copy of it with the same
     weights and tokens. Where the true gradient is 0 (``loss="sum"`` through a final
@@ -133,6 +135,6 @@ def roundoff_level(
     probe32 = gradient_probe(model, idx, targets, loss)
     pairs = [
         (probe32["embedding"], probe64["embedding"]),
-        *zip(probe32["blocks"], probe64["blocks"]),
+        *zip(probe32["blocks"], probe64["blocks"], strict=True),
     ]
     return max(abs(a - b) for a, b in pairs)

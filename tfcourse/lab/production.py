@@ -35,7 +35,7 @@ def fuse_qkv(q_proj: nn.Linear, k_proj: nn.Linear, v_proj: nn.Linear) -> nn.Line
     The result owns copies of the weights.
     """
     projections = (q_proj, k_proj, v_proj)
-    for name, p in zip("qkv", projections):
+    for name, p in zip("qkv", projections, strict=True):
         if not isinstance(p, nn.Linear):
             raise TypeError(f"{name}_proj must be an nn.Linear, got {type(p).__name__}")
     shapes = {tuple(p.weight.shape) for p in projections}
@@ -220,7 +220,7 @@ def measure_attention_impls(
     repeats: int = 10,
     seed: int = 0,
 ) -> dict:
-    """Explicit attention (``tc.scaled_dot_product_attention``) vs ``F.scaled_dot_product_attention``.
+    """Explicit attention (``tc.scaled_dot_product_attention``) vs PyTorch's fused one.
 
     Three candidates on the same causal problem: ``explicit`` (scores, mask,
     softmax, weights @ v, as in the lesson), ``sdpa_mask`` (PyTorch's fused
@@ -299,7 +299,7 @@ def autocast_op_dtypes(device, dtype: torch.dtype | None = None) -> dict[str, to
 def measure_autocast(
     module: nn.Module, x: torch.Tensor, *, dtype: torch.dtype | None = None, repeats: int = 10
 ) -> dict:
-    """``module(x)`` in float32 vs under ``torch.autocast`` to ``dtype`` (default ``autocast_dtype``).
+    """``module(x)`` in float32 vs under ``torch.autocast`` to ``dtype`` (``autocast_dtype``).
 
     Returns times, the speedup (float32 / autocast), the output dtype under
     autocast, and the error relative to the float32 output's largest magnitude.
@@ -382,12 +382,12 @@ class PreallocatedKVCache:
 
     @property
     def k(self) -> torch.Tensor | None:
-        """The cached keys ``(B, H, len(cache), head_dim)`` (a view), or None before the first append."""
+        """The cached keys ``(B, H, len(cache), head_dim)`` (a view); None before any append."""
         return None if self._k is None else self._k[:, :, : self._len]
 
     @property
     def v(self) -> torch.Tensor | None:
-        """The cached values ``(B, H, len(cache), head_dim)`` (a view), or None before the first append."""
+        """The cached values ``(B, H, len(cache), head_dim)`` (a view); None before any append."""
         return None if self._v is None else self._v[:, :, : self._len]
 
     def append(self, k: torch.Tensor, v: torch.Tensor):
@@ -431,7 +431,7 @@ class PreallocatedKVCache:
 def _time_one_step_at(
     model, token: torch.Tensor, T: int, gen: torch.Generator, repeats: int
 ) -> dict:
-    """One cached decoding step after ``T`` cached positions, with each kind of cache (see below)."""
+    """One cached decoding step after ``T`` cached positions, with each kind of cache."""
     from ..nn.attention import KVCache
 
     c, device = model.config, token.device
@@ -445,11 +445,11 @@ def _time_one_step_at(
     ]  # (1, H, T, hd) each
     concat = [KVCache() for _ in model.blocks]
     prealloc = [PreallocatedKVCache(T + 1) for _ in model.blocks]
-    for cache, (k, v) in zip(prealloc, past):
+    for cache, (k, v) in zip(prealloc, past, strict=True):
         cache.append(k, v)
 
     def step_concat():
-        for cache, (k, v) in zip(concat, past):
+        for cache, (k, v) in zip(concat, past, strict=True):
             cache.k, cache.v = k, v  # roll back to T positions
         return model(token, caches=concat)
 
@@ -520,7 +520,7 @@ class CompileResult:
 def try_compile(
     module: nn.Module, example: torch.Tensor, *, backend: str = "inductor"
 ) -> CompileResult:
-    """``torch.compile(module, backend=backend)`` and one call on ``example``, or a graceful fallback.
+    """``torch.compile(module, backend=backend)`` and one call on ``example``, or a fallback.
 
     Compilation happens lazily on the first call, so that call is made (and
     timed) here; any failure there (no C++ compiler, unsupported platform or

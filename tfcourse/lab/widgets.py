@@ -144,9 +144,8 @@ class Explorer:
         bundle = self.widget._repr_mimebundle_(**kwargs) or {}
         if self.png is not None:
             bundle["image/png"] = base64.b64encode(self.png).decode("ascii")
-        bundle["text/plain"] = (
-            f"{self.title or 'Explorer'} ({', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
-        )
+        values = ", ".join(f"{k}={v!r}" for k, v in self.values.items())
+        bundle["text/plain"] = f"{self.title or 'Explorer'} ({values})"
         return bundle
 
     def __repr__(self):
@@ -221,7 +220,7 @@ def char_model(train_steps: int = TRAIN_STEPS, seed: int = 0) -> GPT:
 
 @torch.no_grad()
 def attention_weights(model: GPT, idx: torch.Tensor) -> torch.Tensor:
-    """Attention weights of every layer for token ids ``idx (T,)``: ``(n_layers, H, T, T)`` on the CPU."""
+    """Every layer's attention weights for token ids ``idx (T,)``: ``(n_layers, H, T, T)``, CPU."""
     if not isinstance(idx, torch.Tensor) or idx.dim() != 1:
         raise ValueError(
             f"idx must be a 1-D tensor of token ids (T,), got "

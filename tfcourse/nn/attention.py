@@ -44,7 +44,8 @@ def _check_scores_mask(mask, scores_shape: torch.Size) -> None:
         got = f"dtype {mask.dtype}" if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise TypeError(f"mask must be a bool tensor (True = may attend), got {got}")
     # Checked by hand: torch.broadcast_shapes imports sympy on first use (about 1 s).
-    trailing = list(zip(reversed(mask.shape), reversed(scores_shape)))
+    # A mask may have fewer dimensions than the scores: its trailing ones are compared.
+    trailing = list(zip(reversed(mask.shape), reversed(scores_shape), strict=False))
     if mask.dim() > len(scores_shape) or any(m not in (1, s) for m, s in trailing):
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
@@ -240,7 +241,7 @@ class MultiHeadAttention(nn.Module):
         validate.mask_with_cache(attn_mask, B, T, past)
 
     def _attend(self, x, attn_mask, past: int, return_weights: bool, cache):
-        """The attention itself on checked inputs: ``(y (B, T, D), weights (B, H, T, T) or None)``."""
+        """The attention on checked inputs: ``(y (B, T, D), weights (B, H, T, T) or None)``."""
         B, T, D = x.shape
         q, k, v = self.qkv_proj(x).split([D, self.kv_dim, self.kv_dim], dim=-1)
         q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)

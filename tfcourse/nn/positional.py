@@ -226,7 +226,10 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate queries or keys ``(B, H, T, head_dim)`` by position; ``cos``/``sin`` are ``(T, head_dim)``."""
+    """Rotate queries or keys ``(B, H, T, head_dim)`` by position.
+
+    ``cos`` and ``sin`` are ``(T, head_dim)``.
+    """
     if x.shape[-2:] != cos.shape or cos.shape != sin.shape:
         raise ValueError(
             f"apply_rotary expects x (..., T, head_dim) and cos/sin (T, head_dim); "

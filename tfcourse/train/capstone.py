@@ -86,7 +86,7 @@ def recorded_runs_table() -> str:
     )
     widths = [max(text_width(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join(
-        "  ".join(pad(cell, width) for cell, width in zip(row, widths)).rstrip()
+        "  ".join(pad(cell, width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in [header, *rows]
     )
 

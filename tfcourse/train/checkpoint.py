@@ -10,7 +10,8 @@ from ..files import replaced_atomically
 
 CHECKPOINT_NAME = "checkpoint.pt"  # the file a run directory holds
 
-# Bumped when the layout of ``Trainer.state_dict()`` changes; ``Trainer.load_state_dict`` refuses others.
+# Bumped when the layout of ``Trainer.state_dict()`` changes; ``Trainer.load_state_dict``
+# refuses others.
 CHECKPOINT_FORMAT = 1
 
 

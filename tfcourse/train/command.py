@@ -113,7 +113,8 @@ def _run_checked(args, signals: interrupt.Signals) -> int:
                     f"error: rank {env.rank}: a collective operation failed or waited more than "
                     f"--collective-timeout={env.timeout_seconds:g} s for another process (frozen "
                     f"or dead); stopping ({detail})",
-                    f"错误：rank {env.rank}：一次集合通信操作失败，或等待另一个进程（已卡死或已退出）"
+                    f"错误：rank {env.rank}：一次集合通信操作失败，"
+                    "或等待另一个进程（已卡死或已退出）"
                     f"超过了 --collective-timeout={env.timeout_seconds:g} 秒；停止运行（{detail}）",
                 ),
                 file=sys.stderr,

@@ -205,8 +205,9 @@ class CopyTask:
 
     Token ``n_symbols`` is the separator, so ``vocab_size = n_symbols + 1``. A row
     of ``x`` is ``n`` random symbols, the separator, then the symbols again
-    (cropped to ``seq_len + 1`` tokens before the shift), with ``n = (seq_len + 1) // 2``. Only the copied half is
-    scored: its targets are fully determined by the first half (floor 0 nats),
+    (cropped to ``seq_len + 1`` tokens before the shift), with ``n = (seq_len + 1) // 2``.
+    Only the copied half is scored: its targets are fully determined by the first half
+    (floor 0 nats),
     while the random half is unpredictable and gets ``IGNORE_INDEX``.
 
     ``batch(B, T)`` returns ``x (B, T)``, ``y (B, T)``.

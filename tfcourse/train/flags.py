@@ -195,7 +195,7 @@ def apply_preset(args) -> None:
 
 
 def dataset_spec(args) -> dict:
-    """The dataset the flags name, as ``{name, kwargs}`` for ``make_dataset`` (and the checkpoint)."""
+    """The dataset the flags name: ``{name, kwargs}`` for ``make_dataset`` and the checkpoint."""
     if args.dataset == "markov":
         return {"name": "markov", "kwargs": {"vocab_size": args.vocab_size, "seed": 0}}
     if args.dataset == "copy":

@@ -130,7 +130,7 @@ def held_out_losses(
             .cpu()
             .double()
         )  # (B, window)
-        for row, s in zip(losses, chunk):
+        for row, s in zip(losses, chunk, strict=True):
             first = max(scored_to - s, 0)  # skip the targets an earlier window scored
             scored[s + first : s + window] = row[first:]
             scored_to = s + window
@@ -354,7 +354,7 @@ class Trainer:
         return float(value)
 
     def train_step(self) -> float:
-        """One optimizer update on the batch of ``self.step``; returns its loss (before the update)."""
+        """One optimizer update on the batch of ``self.step``; returns the loss before it."""
         cfg = self.config
         lr = cfg.lr(self.step)
         for group in self.optimizer.param_groups:

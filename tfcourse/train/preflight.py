@@ -381,11 +381,12 @@ def check_splits(dataset, seq_len: int) -> None:
         if tokens is not None and len(tokens) < seq_len + 1:
             raise PreflightError(
                 say(
-                    f"--seq-len {seq_len} needs a {name} split of at least {seq_len + 1} characters, "
-                    f"but this text's has {len(tokens)}; lower --seq-len or give more text "
-                    f"(--max-chars, --val-block)",
-                    f"--seq-len {seq_len} 要求{name}集至少有 {seq_len + 1} 个字符，但这份文本的{name}集"
-                    f"只有 {len(tokens)} 个；请调小 --seq-len，或者提供更多文本（--max-chars、--val-block）",
+                    f"--seq-len {seq_len} needs a {name} split of at least {seq_len + 1} "
+                    f"characters, but this text's has {len(tokens)}; lower --seq-len or give "
+                    "more text (--max-chars, --val-block)",
+                    f"--seq-len {seq_len} 要求{name}集至少有 {seq_len + 1} 个字符，"
+                    f"但这份文本的{name}集只有 {len(tokens)} 个；请调小 --seq-len，"
+                    "或者提供更多文本（--max-chars、--val-block）",
                 )
             )
         try:
@@ -495,8 +496,8 @@ def check_memory(
                 f"{config.d_model}) but {have / 2**30:.1f} GiB is available on {device}; lower "
                 f"--batch-size, --seq-len or --vocab-size, or pass --no-memory-check to try anyway",
                 f"这次运行大约需要 {need / 2**30:.1f} GiB（batch {batch_size} x seq-len {seq_len}，"
-                f"词表 {config.vocab_size}，{config.n_layers} 层，宽度 {config.d_model}），但 {device} "
-                f"上只有 {have / 2**30:.1f} GiB 可用；请调小 --batch-size、--seq-len 或 --vocab-size，"
-                f"或加上 --no-memory-check 强行一试",
+                f"词表 {config.vocab_size}，{config.n_layers} 层，宽度 {config.d_model}），"
+                f"但 {device} 上只有 {have / 2**30:.1f} GiB 可用；"
+                "请调小 --batch-size、--seq-len 或 --vocab-size，或加上 --no-memory-check 强行一试",
             )
         )

@@ -78,10 +78,11 @@ def report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: int
                 f"留出集损失：{loss:.3f} 奈特/字符（全部 {len(dataset.val):,} 个验证字符）",
             )
         )
+        real = real_word_fraction(text, known)
         print(
             say(
-                f"--- sample (temperature 0.8): {real_word_fraction(text, known):.0%} real words ---",
-                f"--- 采样（温度 0.8）：真实单词占 {real_word_fraction(text, known):.0%} ---",
+                f"--- sample (temperature 0.8): {real:.0%} real words ---",
+                f"--- 采样（温度 0.8）：真实单词占 {real:.0%} ---",
             )
         )
         print("\n" + text)

@@ -228,7 +228,8 @@ def run_training(args, env: Distributed, signals: interrupt.Signals) -> int:
     if env.enabled:
         diff = params_in_sync(trainer.module)
         log(
-            f"ranks in sync: max |parameter difference| across {env.world_size} processes = {diff:.3g}"
+            f"ranks in sync: max |parameter difference| across {env.world_size} processes "
+            f"= {diff:.3g}"
         )
     if main and args.sample and trainer.step == train_config.steps:
         report.report_sample(

@@ -6,8 +6,9 @@ data and runs the checks itself; for each exercise it starts a worker process
 that runs only the learner's code, in a file system built from nothing: the system and
 Python read-only, a private ``/tmp``, no network, no course files (in a container
 without namespaces: as a fresh unprivileged user that cannot read the grader's files,
-``users.py``). There ``import tfcourse`` finds a sealed copy of the package (``seal.py``) in which the reference for the exercise
-under test is a stub that refuses to run and the checks are silent no-ops. The two
+``users.py``). There ``import tfcourse`` finds a sealed copy of the package (``seal.py``)
+in which the reference for the exercise under test is a stub that refuses to run and the
+checks are silent no-ops. The two
 processes exchange tensors as safetensors (``protocol.py``) and nothing else: the
 worker computes, the grader checks every reply and judges (``session.py``,
 ``proxy.py``).

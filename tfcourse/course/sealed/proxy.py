@@ -213,7 +213,10 @@ class Worker:
                 requires_grad=False,
             ),
         )
-        for local, after in zip(by_value, reply.get("modules_after", [])):
+        modules_after = reply.get("modules_after", [])
+        if not isinstance(modules_after, list) or len(modules_after) != len(by_value):
+            raise _broken("the modules' state after the call", "调用之后各模块的状态")
+        for local, after in zip(by_value, modules_after, strict=True):
             _mirror_module_state(local, after)
         if "graph" not in reply:
             return result
@@ -231,7 +234,7 @@ class Worker:
             raise _broken("what needs a gradient", "哪些量需要梯度")
         differentiable = [produced[i] for i in chosen]
         linked = _RemoteGradient.apply(self, reply["graph"], differentiable, *leaves)
-        return _replace(result, dict(zip(chosen, linked)))
+        return _replace(result, dict(zip(chosen, linked, strict=True)))
 
     def backward(self, graph: int, grads, leaves) -> list[torch.Tensor | None]:
         """The gradients of ``leaves`` for ``grads`` of the graph's outputs, from the worker;
@@ -244,7 +247,7 @@ class Worker:
         if not (isinstance(keys, list) and len(keys) == len(leaves)):
             raise _broken("the number of gradients", "梯度的个数")
         found = []
-        for key, leaf in zip(keys, leaves):
+        for key, leaf in zip(keys, leaves, strict=True):
             grad = None if key is None else tensors.get(key) if isinstance(key, str) else False
             if (
                 grad is False
@@ -330,6 +333,7 @@ _HOOK_KINDS = dict(
             lambda m: m.register_full_backward_hook(lambda *a: None),
             lambda m: m.register_full_backward_pre_hook(lambda *a: None),
         ),
+        strict=True,
     )
 )
 
@@ -362,7 +366,10 @@ def _replace(value, mapping: dict[int, torch.Tensor], counter=None):
 
 def _copy_back(args, kwargs, after) -> None:
     """An input the learner's code modified in place is modified here too."""
-    for mine, theirs in zip(protocol.tensors_of((args, kwargs)), protocol.tensors_of(after)):
+    # A list the learner's code grew in place holds more tensors after the call: those it
+    # was given are compared in order, the new ones have nothing here to update.
+    after_tensors = protocol.tensors_of(after)
+    for mine, theirs in zip(protocol.tensors_of((args, kwargs)), after_tensors, strict=False):
         if (
             mine.shape == theirs.shape
             and not mine.requires_grad
@@ -389,7 +396,7 @@ class _RemoteGradient(torch.autograd.Function):
             None,
             *(
                 g.to(leaf.device, leaf.dtype) if g is not None else None
-                for g, leaf in zip(found, ctx.leaves)
+                for g, leaf in zip(found, ctx.leaves, strict=True)
             ),
         )
 

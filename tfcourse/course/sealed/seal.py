@@ -59,7 +59,7 @@ if hasattr(ast, "TryStar"):  # Python 3.11+
 
 
 def package_dir() -> Path:
-    """The real ``tfcourse`` package folder (holding ``__init__.py``), found without importing it."""
+    """The real ``tfcourse`` package folder (with ``__init__.py``), found without importing it."""
     root = Path(__file__).resolve().parents[2]
     if root.name != PACKAGE_NAME or not (root / "__init__.py").is_file():
         raise RuntimeError(f"seal.py is not inside a {PACKAGE_NAME} package: {root}")

@@ -514,7 +514,8 @@ def _raised(
     identical to one of the solution's (``ours``: a demo that uses a sealed reference)
     gets no note: it is not the learner's doing."""
     notes = []
-    for (label, source), r in zip(sent, ran):
+    # The reply may list fewer cells than were sent (the worker stopped): those get no note.
+    for (label, source), r in zip(sent, ran, strict=False):
         if source.strip() in ours:
             continue
         for note in r.get("notes") if isinstance(r.get("notes"), list) else []:

@@ -219,7 +219,7 @@ def _call(header, tensors):
 def _backward(header, tensors):
     outputs, leaves = _graphs.pop(header["graph"])
     grads = [tensors.get(f"g{i}") for i in range(len(outputs))]
-    pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
+    pairs = [(o, g) for o, g in zip(outputs, grads, strict=True) if g is not None]
     found = (
         torch.autograd.grad(
             [o for o, _ in pairs],
