@@ -10,7 +10,6 @@ import io
 import json
 import os
 import struct
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,9 +23,7 @@ from tfcourse.course.run import grading_env
 from tfcourse.course.sealed import pool, protocol, proxy, session
 from tfcourse.course.sealed.session import Setup, cells_for, check_calls, grade_exercise
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "tests" / "fixtures" / "solutions" / "99_fixture.ipynb"
-
+from helpers import FIXTURE, ROOT
 
 # --- the wire (fast) -------------------------------------------------------------------------
 
@@ -122,11 +119,6 @@ def test_a_cell_between_the_stub_and_its_check_is_sent():
 
 
 # --- verdicts from real workers (slow) ---------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def solution():
-    return notebook_format.read_notebook(FIXTURE)
 
 
 def _sealed(solution, nb, exercise, timeout=60):
@@ -279,6 +271,49 @@ def test_what_the_learners_code_prints_never_reaches_the_verdict(solution, body,
         assert verdict.output == "RMSNorm: 6/6 checks passed"
     else:
         assert "checks passed" not in verdict.output, verdict.output
+
+
+@pytest.mark.slow
+def test_a_check_that_breaks_on_its_own_is_reported_as_the_courses_bug(solution, monkeypatch):
+    from tfcourse import checks
+
+    def broken_check(cls):
+        return {}["a key the check forgot"]  # a bug in the check, not in RMSNorm
+
+    monkeypatch.setattr(checks, "check_rmsnorm", broken_check)
+    solved = solve(make_learner(solution, "99_fixture"), solution)
+    verdict = _sealed(solution, solved, "RMSNorm")
+    assert (verdict.status, verdict.reason) == ("failed", "check-bug")
+    assert "KeyError" in verdict.output and "a bug in tfcourse" in verdict.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "source",
+    [
+        "pass",  # RMSNorm never defined: evaluating the check's argument raises NameError
+        "class RMSNorm(torch.nn.Module):\n    def __init__(self, *a, **k):\n        1 / 0\n",
+    ],
+)
+def test_the_learners_own_errors_stay_the_learners(solution, source):
+    verdict = _sealed(solution, _rmsnorm_replaced(solution, source), "RMSNorm")
+    assert (verdict.status, verdict.reason) == ("failed", "error")
+
+
+def test_errors_from_the_worker_are_told_from_the_checks_own():
+    from_worker = RuntimeError("the learner's")
+    setattr(from_worker, proxy._FROM_WORKER, True)
+    try:
+        try:
+            raise from_worker
+        except RuntimeError as error:
+            raise ValueError("a check re-raised it") from error
+    except ValueError as chained:
+        assert proxy.from_worker(chained)
+    assert proxy.from_worker(proxy.TimedOut("no answer"))
+    assert proxy.from_worker(protocol.ProtocolError("bad frame"))
+    assert not proxy.from_worker(KeyError("the check's own"))
+    assert not proxy.from_worker(None)
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ one line (``tfcourse.screen``): the checks exported here are wrapped by ``learne
 # The imports below are re-exports, listed in the computed ``__all__`` at the end.
 # ruff: noqa: F401
 from ..screen import full_traceback, learner_facing
+from ._harness import CheckArgumentError
 from .attention import check_attention, check_causal_mask
 from .block import check_transformer_block
 from .cases import grading_cases

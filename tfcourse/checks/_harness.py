@@ -45,6 +45,24 @@ def describe_call(target, args=(), kwargs=None) -> str:
     return f"{getattr(target, '__name__', type(target).__name__)}({', '.join(parts)})"
 
 
+class CheckArgumentError(TypeError):
+    """A check was handed something it cannot check (``check_rotary(42)``): the learner's
+    doing, reported as such by the grader (any other error raised by a check is the
+    course's bug)."""
+
+
+def require_function(check: str, fn) -> None:
+    """Raise ``CheckArgumentError`` unless ``fn``, the learner's answer to ``check``, is a
+    function (or another callable)."""
+    if not callable(fn):
+        raise CheckArgumentError(
+            say(
+                f"{check} expects a function, got {type(fn).__name__}",
+                f"{check} 需要传入一个函数，实际得到 {type(fn).__name__}",
+            )
+        )
+
+
 class Checker:
     """Counts the sub-checks of one ``check_*`` call and formats its failures.
 

@@ -7,7 +7,7 @@ import torch
 
 from ..language import say
 from ..nn.attention import MultiHeadAttention, repeat_kv, scaled_dot_product_attention
-from ._harness import Checker
+from ._harness import Checker, require_function
 from ._parameters import randomize_
 
 
@@ -187,13 +187,7 @@ def check_repeat_kv(fn) -> None:
     modified in place. Names tiling instead of grouping, repeating along the wrong axis
     and ignoring ``n_rep``.
     """
-    if not callable(fn):
-        raise TypeError(
-            say(
-                f"check_repeat_kv expects a function, got {type(fn).__name__}",
-                f"check_repeat_kv 需要传入一个函数，实际得到 {type(fn).__name__}",
-            )
-        )
+    require_function("check_repeat_kv", fn)
     with Checker("repeat_kv") as chk:
         gen = chk.generator(0)
         cases = [

@@ -9,7 +9,7 @@ import torch
 
 from ..language import say
 from ..nn.positional import apply_rotary, rotary_cos_sin, rotate_half
-from ._harness import Checker
+from ._harness import Checker, require_function
 from .cases import case_int
 
 # ----------------------------------------------------------------------------- RoPE tables
@@ -114,13 +114,7 @@ def check_rotary_tables(fn) -> None:
     positions up to 16383 (float32 angles are off by about 1e-3 there). In grading the
     sizes and the base are drawn for the learner (``cases.case_int``).
     """
-    if not callable(fn):
-        raise TypeError(
-            say(
-                f"check_rotary_tables expects a function, got {type(fn).__name__}",
-                f"check_rotary_tables 需要传入一个函数，实际得到 {type(fn).__name__}",
-            )
-        )
+    require_function("check_rotary_tables", fn)
     with Checker("rotary_cos_sin") as chk:
         # The tables are built on the CPU whatever the device; a correct float64
         # computation cast to float32 is within one float32 rounding (6e-8) of the
@@ -303,13 +297,7 @@ def check_rotary(fn) -> None:
     T=1 at position 0 (the identity); a long table (T=64); input not modified in place.
     Names the interleaved-pairs convention, a sign error, and positions off by one.
     """
-    if not callable(fn):
-        raise TypeError(
-            say(
-                f"check_rotary expects a function, got {type(fn).__name__}",
-                f"check_rotary 需要传入一个函数，实际得到 {type(fn).__name__}",
-            )
-        )
+    require_function("check_rotary", fn)
     with Checker("apply_rotary") as chk:
         gen = chk.generator(0)
         cases = [

@@ -11,7 +11,7 @@ from torch import nn
 from ..lab.production import attend_with_cache
 from ..language import say
 from ..nn.attention import causal_mask, scaled_dot_product_attention
-from ._harness import Checker, first_line, max_abs_diff
+from ._harness import Checker, first_line, max_abs_diff, require_function
 
 # ----------------------------------------------------------------------------- fuse_qkv
 
@@ -37,13 +37,7 @@ def check_fuse_qkv(fn) -> None:
     Sub-checks (4): square projections with biases; without biases; rectangular
     projections (``D_in != D_out``); the three inputs left unchanged.
     """
-    if not callable(fn):
-        raise TypeError(
-            say(
-                f"check_fuse_qkv expects a function, got {type(fn).__name__}",
-                f"check_fuse_qkv 需要传入一个函数，实际得到 {type(fn).__name__}",
-            )
-        )
+    require_function("check_fuse_qkv", fn)
     with Checker("fuse_qkv") as chk:
         gen = chk.generator(0)
         cases = [
@@ -293,13 +287,7 @@ def check_kv_cache_attention(fn) -> None:
     a cache of 4 (the mask must be shifted by the cache length); T=1 with batch 1;
     inputs not modified in place.
     """
-    if not callable(fn):
-        raise TypeError(
-            say(
-                f"check_kv_cache_attention expects a function, got {type(fn).__name__}",
-                f"check_kv_cache_attention 需要传入一个函数，实际得到 {type(fn).__name__}",
-            )
-        )
+    require_function("check_kv_cache_attention", fn)
     with Checker("attend_with_cache") as chk:
         gen = chk.generator(0)
         B, H, T, hd = 2, 3, 7, 8

@@ -20,7 +20,7 @@ from collections import Counter
 
 from ..language import say
 from ..train.bpe import _merge
-from ._harness import Checker
+from ._harness import Checker, require_function
 from .cases import case_int, case_seed
 
 
@@ -213,13 +213,7 @@ def check_most_frequent_pair(fn) -> None:
     neighbouring ids, counted at every position (``a a a`` holds ``(a, a)`` twice), ties
     going to the smaller pair. Seven lists (ties, runs, the deciding pair last, two ids,
     random ids); the mistake is named when it is a known one."""
-    if not callable(fn):
-        raise TypeError(
-            say(
-                f"check_most_frequent_pair expects a function, got {type(fn).__name__}",
-                f"check_most_frequent_pair 需要传入一个函数，实际得到 {type(fn).__name__}",
-            )
-        )
+    require_function("check_most_frequent_pair", fn)
     with Checker("most_frequent_pair") as chk:
         for case, ids in _pair_cases():
             got = chk.call(case, say("your function", "运行你的函数"), fn, list(ids))
@@ -251,13 +245,7 @@ def check_merge_pair(fn) -> None:
     occurrences, an overlapping run, the pair last, an unmerged last id, no occurrence,
     random ids); the mistake is named when it is a known one. Only the returned list is
     judged."""
-    if not callable(fn):
-        raise TypeError(
-            say(
-                f"check_merge_pair expects a function, got {type(fn).__name__}",
-                f"check_merge_pair 需要传入一个函数，实际得到 {type(fn).__name__}",
-            )
-        )
+    require_function("check_merge_pair", fn)
     with Checker("merge_pair") as chk:
         for case, ids, pair, new_id in _merge_cases():
             got = chk.call(case, say("your function", "运行你的函数"), fn, list(ids), pair, new_id)

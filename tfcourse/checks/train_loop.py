@@ -23,7 +23,7 @@ from ..nn.model import GPT
 from ..runtime import fmt
 from ..train.loop import lm_loss
 from ..train.optim import configure_optimizer, lr_at
-from ._harness import Checker
+from ._harness import Checker, require_function
 from .cases import case_int, case_seed
 
 CONFIG = GPTConfig(vocab_size=24, max_seq_len=8, n_layers=2, n_heads=2, d_model=16)
@@ -193,13 +193,7 @@ def check_train_loop(fn) -> None:
     the steps see, so that clipping matters at some steps and not at others. Names the
     mistake when it is a known one (``MISTAKES``).
     """
-    if not callable(fn):
-        raise TypeError(
-            say(
-                f"check_train_loop expects a function, got {type(fn).__name__}",
-                f"check_train_loop 需要传入一个函数，实际得到 {type(fn).__name__}",
-            )
-        )
+    require_function("check_train_loop", fn)
     name = getattr(fn, "__name__", "fn")
     with Checker("train_loop") as chk:
         dtype = torch.float64  # the losses compared to the last digits

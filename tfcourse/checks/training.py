@@ -9,7 +9,7 @@ import torch
 from ..language import say
 from ..runtime import fmt
 from ..train.optim import lr_at
-from ._harness import Checker
+from ._harness import Checker, require_function
 from .cases import case_int
 
 
@@ -210,13 +210,7 @@ def check_lr_schedule(fn) -> None:
     known one (no warmup, warmup off by one, cosine not reaching ``min_lr``, linear
     decay instead of cosine).
     """
-    if not callable(fn):
-        raise TypeError(
-            say(
-                f"check_lr_schedule expects a function, got {type(fn).__name__}",
-                f"check_lr_schedule 需要传入一个函数，实际得到 {type(fn).__name__}",
-            )
-        )
+    require_function("check_lr_schedule", fn)
     with Checker("lr_at") as chk:
         for case, kwargs, steps in _cases():
             got = []

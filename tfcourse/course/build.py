@@ -80,7 +80,9 @@ def solution_regions(source: str) -> list[Region]:
     return regions
 
 
-def make_stub(source: str, name: str, hint: str | None = None, *, language: str = "en") -> str:
+def make_stub(
+    source: str, name: str | None, hint: str | None = None, *, language: str = "en"
+) -> str:
     """Replace every solution region of ``source`` by the learner's stub.
 
     >>> print(make_stub("def f(x):\\n    ### BEGIN SOLUTION\\n    return x\\n"
@@ -162,8 +164,10 @@ def validate_solution(nb) -> list[str]:
     ``nbval-check-output`` tag and a stored, error-free output; every exercise has a check
     and every check an exercise; no machine paths in sources or outputs.
     """
-    problems, seen_ids = [], {}
-    exercises, checks = {}, {}
+    problems: list[str] = []
+    seen_ids: dict[str, int] = {}
+    exercises: dict[str, int] = {}
+    checks: dict[str, int] = {}
     for index, cell in enumerate(nb.cells):
         label = notebook_format.cell_label(cell, index)
         cell_id = cell.get("id")

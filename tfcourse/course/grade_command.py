@@ -21,6 +21,7 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from .report import format_report, json_report, probe_output, write_outputs
 from .run import grading_env
 from .sealed import users
 from .sealed.sandbox import sandbox
-from .sealed.session import Setup, secrets
+from .sealed.session import SandboxKind, Setup, secrets
 from .secret import secret_path
 
 
@@ -128,8 +129,8 @@ def check_arguments(args: argparse.Namespace) -> list[str]:
             )
         )
     if not why and kind == "users":
-        with tempfile.TemporaryDirectory(prefix="tfcourse-probe-") as folder:
-            why = users.probe(secrets(hidden_paths(args)), Path(folder))
+        with tempfile.TemporaryDirectory(prefix="tfcourse-probe-") as scratch:
+            why = users.probe(secrets(hidden_paths(args)), Path(scratch))
     if why:
         problems.append(
             say(
@@ -147,7 +148,7 @@ def check_arguments(args: argparse.Namespace) -> list[str]:
     return problems
 
 
-def choose_sandbox(args: argparse.Namespace) -> tuple[str, str]:
+def choose_sandbox(args: argparse.Namespace) -> tuple[SandboxKind, str]:
     """``(the sandbox of this run, why it cannot work or "")``: ``none`` under
     ``--unsealed``; else bubblewrap where it works (``--sandbox auto`` or ``bubblewrap``),
     else a fresh user per worker where the grader is root (``auto`` or ``users``). Under
@@ -383,8 +384,8 @@ def run(args: argparse.Namespace) -> int:
             say(f"{passed} notebooks passed every exercise", f"{passed} 个 notebook 通过了全部练习")
         )
     errors = write_outputs(grades, csv=args.csv, gradescope=args.gradescope)
-    for error in errors:
-        print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
+    for failure in errors:
+        print(say(f"error: {failure}", f"错误：{failure}"), file=sys.stderr)
     return 2 if errors else 0 if all(graded.ok for graded in grades) else 1
 
 
@@ -403,7 +404,7 @@ def hidden_paths(args: argparse.Namespace) -> tuple[Path, ...]:
     return tuple(Path(p).resolve() for p in named if p is not None and Path(p).exists())
 
 
-def learner_salt(secret_file: str | None):
+def learner_salt(secret_file: str | None) -> Callable[[str, str], int]:
     """``salt(identity, exercise)`` from the grader's secret (created on first use)."""
     from .secret import case_salt, load_secret
 

@@ -11,6 +11,7 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 from ..language import say
 from . import notebook_format
@@ -31,6 +32,26 @@ _SKIP = {
 }
 
 
+# Why an exercise earned nothing ("" when it passed). The sealed path (sealed/session.py):
+# the check printed something else (mismatch), the check failed or the learner's code raised
+# (error), the worker hung (timeout), died (worker-died) or sent a reply that does not add
+# up (protocol), the solution marks the exercise unsealable (not-gradeable), or the check
+# itself broke (check-bug: the course's bug). The static scan (scan.py): the course's own
+# implementation (reference) or a built-in that does the whole exercise (builtin).
+Reason = Literal[
+    "",
+    "mismatch",
+    "error",
+    "timeout",
+    "worker-died",
+    "protocol",
+    "not-gradeable",
+    "check-bug",
+    "reference",
+    "builtin",
+]
+
+
 @dataclass
 class ExerciseResult:
     name: str
@@ -38,9 +59,7 @@ class ExerciseResult:
     check_cells: list[str]
     expected: str = ""
     got: str = ""
-    # "" when passed; mismatch | error | timeout | worker-died | protocol | not-gradeable
-    # (the sealed path, see sealed/session.py) | reference | builtin (see scan.py)
-    reason: str = ""
+    reason: Reason = ""
     notes: list[str] = field(default_factory=list)
     points: float = 1.0  # what the exercise is worth (the solution's metadata.tfcourse.points)
     sealed: bool = True  # False: graded with --unsealed, outside the sandbox
@@ -89,7 +108,8 @@ class NotebookGrade:
 def comparable(outputs) -> dict[str, list]:
     """The outputs as nbval compares them: streams merged per name (``\\r`` and ``\\b``
     applied), data flattened per MIME type, skipped fields dropped, text sanitized."""
-    merged, streams = [], {}
+    merged: list[dict] = []
+    streams: dict[str, dict] = {}
     for output in outputs:
         if output.get("output_type") == "stream":
             name = output.get("name", "stdout")

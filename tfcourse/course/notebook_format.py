@@ -25,7 +25,7 @@ from pathlib import Path
 # (Jupyter's extras bring it), and that module builds dozens of parsers at import: seconds
 # on every `tfcourse` command, for the IRI formats no notebook schema uses. Unless something
 # imported it already, this process goes without it (jsonschema then skips those formats).
-sys.modules.setdefault("rfc3987_syntax", None)
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # None: "not installed"
 
 import nbformat  # noqa: E402
 

@@ -48,7 +48,6 @@ def clean_grade(grade: NotebookGrade) -> NotebookGrade:
             check_cells=[label(c) for c in result.check_cells],
             expected=plain(result.expected),
             got=plain(result.got),
-            reason=label(result.reason),
             notes=[plain(note) for note in result.notes],
         )
         for result in grade.exercises

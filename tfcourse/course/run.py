@@ -159,7 +159,7 @@ def run_notebook(
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise ValueError(f"cwd must be an existing folder, got {cwd}")
-    launch = {"env": env if env is not None else kernel_env()}
+    launch: dict[str, object] = {"env": env if env is not None else kernel_env()}
     if not kernel_log:
         launch["stderr"] = subprocess.DEVNULL
     return run_sync(_run)(

@@ -28,9 +28,12 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ..language import say
 from . import notebook_format, references
+
+FindingKind = Literal["reference", "builtin"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class Finding:
     """One reason to give ``exercise`` no points."""
 
     exercise: str
-    kind: str  # "reference" | "builtin"
+    kind: FindingKind
     what: str  # the dotted name found
     cell: str  # how the report names the cell
 
@@ -163,23 +166,29 @@ def scan(solution, learner) -> list[Finding]:
         for cell in solution.cells
         if cell.get("cell_type") == "code" and not notebook_format.is_exercise(cell)
     }
+    names_in_order = (
+        notebook_format.exercise_name(cell)
+        for cell in solution.cells
+        if notebook_format.is_exercise(cell)
+    )
     exercises = {
         name: (
             set(references.reference_names(solution, name)),
             set(references.builtins(solution, name)),
         )
-        for name in dict.fromkeys(
-            notebook_format.exercise_name(cell)
-            for cell in solution.cells
-            if notebook_format.is_exercise(cell)
-        )
+        for name in dict.fromkeys(names_in_order)
+        if name is not None
     }
     # What can reach exercise E's graded code: its names, and every name its exercise cell
     # uses (a helper it calls, an alias it inherits from).
     reach: dict[str, set[str]] = {name: set(names) for name, (names, _) in exercises.items()}
     for cell in learner.cells:
-        if notebook_format.is_exercise(cell) and (tree := _parse(cell)) is not None:
-            reach.setdefault(notebook_format.exercise_name(cell), set()).update(
+        if (
+            notebook_format.is_exercise(cell)
+            and (name := notebook_format.exercise_name(cell)) is not None
+            and (tree := _parse(cell)) is not None
+        ):
+            reach.setdefault(name, set()).update(
                 node.id for node in ast.walk(tree) if isinstance(node, ast.Name)
             )
     aliases: dict[str, str] = {}
@@ -191,7 +200,7 @@ def scan(solution, learner) -> list[Finding]:
         if tree is None:
             continue
         mine = cell.get("source", "").strip() not in ours or notebook_format.is_exercise(cell)
-        found = set()
+        found: set[tuple[str, FindingKind, str]] = set()
         for statement in tree.body:
             names = _Names(aliases)
             names.visit(statement)

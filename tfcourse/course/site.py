@@ -85,7 +85,8 @@ class _Site:
         # nbconvert is imported here, not at the top, so `tfcourse --help` stays fast.
         from nbconvert.filters.markdown_mistune import IPythonRenderer
 
-        self.root, self.sources, self.warnings = root, sources, []
+        self.root, self.sources = root, sources
+        self.warnings: list[str] = []
         warnings = self.warnings
 
         class Renderer(IPythonRenderer):
@@ -243,7 +244,8 @@ def build_site(root: str | Path, out: str | Path, notebooks=None) -> SiteReport:
         + [(_label(doc), sources[doc]) for doc in documents]
         for edition, _ in built
     }
-    exporter, english = site.exporter(), []
+    exporter = site.exporter()
+    english: list[tuple] = []
     for edition, paths in built:
         entries = _notebook_pages(
             root, out, site, exporter, edition, paths, navs[edition], switches, report

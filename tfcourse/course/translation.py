@@ -91,7 +91,8 @@ def parse_twin(text: str, name: str = "<twin>") -> dict[tuple[str, str], Section
     header, or a code section whose fence is not closed.
     """
     sections: dict[tuple[str, str], Section] = {}
-    current, body = None, []
+    current: Section | None = None
+    body: list[str] = []
 
     def close() -> None:
         if current is None:

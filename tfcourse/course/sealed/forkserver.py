@@ -80,7 +80,7 @@ def _state() -> dict[str, tuple]:
     """What is on the writable mounts (never inside another mount, such as a virtual
     environment under ``/tmp``): a folder by its mode and owner, anything else by mode,
     owner, size and time of change."""
-    found = {}
+    found: dict[str, tuple[int, ...]] = {}
     for root in WRITABLE:
         device = os.lstat(root).st_dev
         for folder, dirs, files in os.walk(root):

@@ -15,11 +15,13 @@ from __future__ import annotations
 import inspect
 import queue
 import threading
+from typing import ClassVar
 
 import torch
 from torch import nn
 
 from ...language import say
+from ..judge import Reason
 from . import protocol
 
 # Exceptions a learner's code may raise that a check treats by type; others arrive as
@@ -46,7 +48,7 @@ class WorkerFailed(Exception):
     """The worker died or stopped answering (not the learner's exception). ``reason`` is
     the report's word for it."""
 
-    reason = "worker-died"
+    reason: ClassVar[Reason] = "worker-died"
 
 
 class TimedOut(WorkerFailed):
@@ -72,7 +74,7 @@ class SealedUnsupported(WorkerFailed):
 MAX_ELEMENTS = 2**26
 
 
-def reason_of(error: BaseException | None) -> str:
+def reason_of(error: BaseException | None) -> Reason:
     """The report's reason for a failed check: the worker's failure found anywhere in the
     exception's chain, else "error" (the check's own verdict)."""
     while error is not None:
@@ -82,6 +84,21 @@ def reason_of(error: BaseException | None) -> str:
             return ProtocolBroken.reason
         error = error.__cause__ or error.__context__
     return "error"
+
+
+_FROM_WORKER = "tfcourse_raised_in_worker"
+
+
+def from_worker(error: BaseException | None) -> bool:
+    """Whether ``error``, or an exception in its chain, came from the worker: the learner's
+    code raised it, or the worker failed. A check that raises anything else has a bug."""
+    while error is not None:
+        if getattr(error, _FROM_WORKER, False) or isinstance(
+            error, (WorkerFailed, protocol.ProtocolError)
+        ):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _broken(english: str, chinese: str) -> ProtocolBroken:
@@ -147,14 +164,17 @@ class Worker:
             ) from None
         reply, blob = self.receive()
         if "error" in reply:
-            error = reply["error"]
-            if not isinstance(error, dict):
+            raised = reply["error"]
+            if not isinstance(raised, dict):
                 raise _broken("an error that is not an object", "错误信息不是一个对象")
-            kind = _BUILTIN_ERRORS.get(error.get("type"))
-            message = str(error.get("message", ""))
-            if kind is None:
-                raise RuntimeError(f"{error.get('type')}: {message}")
-            raise kind(message)
+            kind = _BUILTIN_ERRORS.get(str(raised.get("type")))
+            message = str(raised.get("message", ""))
+            learners = (
+                RuntimeError(f"{raised.get('type')}: {message}") if kind is None else kind(message)
+            )
+            # Marked: the grader tells the learner's errors from a bug in its own checks.
+            setattr(learners, _FROM_WORKER, True)
+            raise learners
         return reply, blob
 
     def kill(self) -> None:
@@ -246,14 +266,13 @@ class Worker:
         keys = reply.get("grads")
         if not (isinstance(keys, list) and len(keys) == len(leaves)):
             raise _broken("the number of gradients", "梯度的个数")
-        found = []
+        found: list[torch.Tensor | None] = []
         for key, leaf in zip(keys, leaves, strict=True):
-            grad = None if key is None else tensors.get(key) if isinstance(key, str) else False
-            if (
-                grad is False
-                or (key is not None and grad is None)
-                or (grad is not None and (grad.shape != leaf.shape or not grad.is_floating_point()))
-            ):
+            if key is None:  # no gradient flows to this leaf
+                found.append(None)
+                continue
+            grad = tensors.get(key) if isinstance(key, str) else None
+            if grad is None or grad.shape != leaf.shape or not grad.is_floating_point():
                 raise _broken("a gradient's shape or type", "某个梯度的形状或类型")
             found.append(grad)
         return found
@@ -467,11 +486,11 @@ class RemoteModule(nn.Module):
 
     def _owner(self, dotted: str) -> tuple[nn.Module, str]:
         *path, leaf = dotted.split(".")
-        owner = self
+        owner: nn.Module = self
         for part in path:
             if part not in owner._modules:
                 owner.add_module(part, nn.Module())
-            owner = owner._modules[part]
+            owner = owner.get_submodule(part)
         return owner, leaf
 
     def forward(self, *args, **kwargs):

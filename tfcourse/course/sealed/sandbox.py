@@ -323,13 +323,13 @@ def launch(
     found = sandbox()
     if found.bwrap is None:
         raise RuntimeError(found.reason)
-    work = os.path.realpath(work)
+    real_work = os.path.realpath(work)
     line = command(
-        found.bwrap, argv, work=work, hide=[os.fspath(p) for p in hide], writable=writable
+        found.bwrap, argv, work=real_work, hide=[os.fspath(p) for p in hide], writable=writable
     )
     return subprocess.Popen(
         line,
-        cwd=work,
+        cwd=real_work,
         env=dict(env),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -53,7 +53,15 @@ from .. import notebook_format
 PACKAGE_NAME = "tfcourse"
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
+_BLOCKS: tuple[type[ast.stmt], ...] = (
+    ast.If,
+    ast.Try,
+    ast.With,
+    ast.AsyncWith,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+)
 if hasattr(ast, "TryStar"):  # Python 3.11+
     _BLOCKS = (*_BLOCKS, ast.TryStar)
 
@@ -158,12 +166,16 @@ def _first_line(node: ast.stmt) -> int:
     return min([node.lineno] + [d.lineno for d in decorators])
 
 
+def _last_line(node: ast.stmt) -> int:
+    return node.end_lineno if node.end_lineno is not None else node.lineno
+
+
 def _shares_a_line(node: ast.stmt, body: list[ast.stmt]) -> bool:
     index = next(i for i, other in enumerate(body) if other is node)
     before = body[index - 1] if index > 0 else None
     after = body[index + 1] if index + 1 < len(body) else None
-    return (before is not None and before.end_lineno >= _first_line(node)) or (
-        after is not None and after.lineno <= node.end_lineno
+    return (before is not None and _last_line(before) >= _first_line(node)) or (
+        after is not None and after.lineno <= _last_line(node)
     )
 
 
@@ -232,7 +244,7 @@ def seal_source(text: str, hide: set[str], filename: str = "<module>") -> str:
 def check_names(checks_init: Path) -> list[str]:
     """The ``check_xxx`` names the real ``tfcourse.checks`` exports (read, not imported)."""
     tree = notebook_format.parse_python(checks_init.read_text(encoding="utf-8"))
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             names.update(alias.asname or alias.name for alias in node.names)

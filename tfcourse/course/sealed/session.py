@@ -32,15 +32,18 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 import torch
 
 from ... import checks
 from ...language import say, speaking
 from .. import notebook_format, references
+from ..judge import Reason
 from . import pool, protocol, proxy, users
 from .seal import package_dir, sealed_archive
 
@@ -49,15 +52,23 @@ MEMORY_BYTES = 8 * 2**30  # per worker (RLIMIT_DATA): far above what any exercis
 FILE_BYTES = 64 * 2**20  # per file the worker writes (RLIMIT_FSIZE)
 
 
+# builtin: the learner's code called a function that does the whole exercise.
+Status = Literal["passed", "failed", "builtin"]
+
+
 @dataclass
 class SealedVerdict:
-    """What the sealed path found for one exercise. ``status``: passed | failed | builtin."""
+    """What the sealed path found for one exercise."""
 
-    status: str
+    status: Status
     output: str = ""  # what the checks printed, or the failure message
-    # for "failed": mismatch | error | timeout | worker-died | protocol | not-gradeable
-    reason: str = ""
+    reason: Reason = ""  # why, when it failed
     notes: list[str] = field(default_factory=list)
+
+
+# Where a worker runs: bubblewrap (sandbox.py), a fresh user per worker (users.py), or
+# nowhere sealed: the teacher's --unsealed, said on every report line.
+SandboxKind = Literal["bubblewrap", "users", "none"]
 
 
 @dataclass(frozen=True)
@@ -66,18 +77,16 @@ class Setup:
 
     env: dict[str, str]
     timeout: float = 120
-    # "bubblewrap" (sandbox.py), "users" (a fresh user per worker, users.py), or "none":
-    # the teacher's --unsealed (said everywhere)
-    sandbox: str = "bubblewrap"
+    sandbox: SandboxKind = "bubblewrap"
     # the grader's own paths: covered if a mount would show them (bubblewrap), proven out of
     # a worker's reach (users)
     hide: tuple[Path, ...] = ()
     # callable(identity, exercise) -> int: each learner's cases (the grader's secret); None:
     # the checks' public cases
-    salt: object = None
+    salt: Callable[[str, str], int] | None = None
 
     def __post_init__(self):
-        if self.sandbox not in ("bubblewrap", "users", "none"):
+        if self.sandbox not in get_args(SandboxKind):
             raise ValueError(
                 f"sandbox must be 'bubblewrap', 'users' or 'none', not {self.sandbox!r}"
             )
@@ -213,7 +222,8 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
         if cell.get("cell_type") == "code"
         and notebook_format.IGNORE_OUTPUT_TAG in notebook_format.tags(cell)
     }
-    cells, last = [], None
+    cells: list[tuple[str, str]] = []
+    last = None
     for index, cell in enumerate(learner.cells):
         mine = notebook_format.exercise_name(cell) == exercise
         if notebook_format.is_check(cell):
@@ -361,6 +371,8 @@ def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str], salt
     """Run ``exercise``'s checks here against the learner's code in ``worker``."""
     calls, expected = checks_of(solution, exercise)
     trapped_before = len(worker.trapped)
+    status: Status
+    reason: Reason
     try:
         # The checks speak the language of the solution whose outputs they are compared with
         # (its Chinese edition prints "6/6 项检查通过"), whatever the report's language.
@@ -373,9 +385,24 @@ def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str], salt
                 values = [worker.evaluate(expression) for expression in args]
                 getattr(checks, function)(*values)
         status, output, reason = "passed", printed.getvalue(), ""
-    except Exception as error:  # noqa: BLE001 - a check's verdict, or the worker's end
-        status, reason = "failed", proxy.reason_of(error)
-        output = printed.getvalue() + f"{type(error).__name__}: {error}"
+    except Exception as error:  # noqa: BLE001 - sorted below: the learner's, or the course's
+        status = "failed"
+        if isinstance(error, (AssertionError, checks.CheckArgumentError)) or proxy.from_worker(
+            error
+        ):
+            # A check's verdict, the learner's code raising, or the worker's end.
+            reason = proxy.reason_of(error)
+            output = printed.getvalue() + f"{type(error).__name__}: {error}"
+        else:
+            # Raised by the check itself: the learner earns nothing (nothing was judged),
+            # and the report says whose bug it is.
+            reason = "check-bug"
+            output = say(
+                f"the course's check broke on this answer ({type(error).__name__}: {error}): "
+                f"a bug in tfcourse, not in your code; please report it",
+                f"课程的检查在这份答案上出错了（{type(error).__name__}: {error}）："
+                f"这是 tfcourse 的 bug，不是你的代码的问题，请报告给我们",
+            )
     trapped = worker.trapped[trapped_before:]
     if trapped:
         called = ", ".join(sorted(set(trapped)))
@@ -518,7 +545,8 @@ def _raised(
     for (label, source), r in zip(sent, ran, strict=False):
         if source.strip() in ours:
             continue
-        for note in r.get("notes") if isinstance(r.get("notes"), list) else []:
+        reported = r.get("notes")
+        for note in reported if isinstance(reported, list) else []:
             if not isinstance(note, dict):
                 continue
             line, error = str(note.get("line", ""))[:120], str(note.get("error", ""))[:200]

@@ -180,7 +180,8 @@ class Worker:
         self.process.kill()
         self.process.wait()
         for stream in (self.stdin, self.stdout):
-            stream.close()
+            if stream is not None:
+                stream.close()
         # The folder is the grader's again (it removes it), so end_user does not.
         os.chown(self.folder, os.geteuid(), os.getegid())
         end_user(self.uid)

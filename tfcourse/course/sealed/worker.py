@@ -23,6 +23,7 @@ import signal
 import sys
 import tarfile
 import traceback
+from typing import Any, cast
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # protocol.py beside us
 
@@ -51,7 +52,7 @@ def _trap(dotted: list[str]) -> None:
     """Replace each built-in ``torch.x.y.name`` by a function that records the call and
     refuses it: under its name, and wherever one of torch's modules holds the same object
     (``torch.nn.modules.normalization.LayerNorm`` is ``torch.nn.LayerNorm``)."""
-    traps = {}
+    traps: dict[int, tuple[object, object]] = {}
     for name in dotted:
         parts = name.split(".")
         try:
@@ -438,7 +439,10 @@ def _unpack(tensors: dict) -> None:
     ``sys.path``. The archive is the grader's own, built by ``seal.sealed_archive``."""
     archive = tensors["package"].numpy().tobytes()
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(PACKAGE, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+        if hasattr(tarfile, "tar_filter"):  # Python 3.12, and the 3.10/3.11 security releases
+            tar.extractall(PACKAGE, filter="tar")
+        else:
+            tar.extractall(PACKAGE)
     sys.path.insert(0, os.path.abspath(PACKAGE))
 
 
@@ -464,8 +468,9 @@ def serve() -> None:
             if op == "evaluate":  # an argument of a check call, e.g. RMSNorm
                 encoder = protocol.Encoder(handle=_handle)
                 with _time_limit(_cell_seconds):
+                    namespace = cast(dict[str, Any], _objects[0])
                     value = eval(
-                        compile(header["expression"], "<check argument>", "eval"), _objects[0]
+                        compile(header["expression"], "<check argument>", "eval"), namespace
                     )
                 reply, blob = {"value": encoder(value)}, encoder.tensors
             elif op == "describe":
