@@ -1,8 +1,10 @@
 """Shared pytest fixtures and the check-test helpers ``passes`` / ``fails``.
 
-Keep this file small: helpers used by one test file live in that file. The test files
-import the helpers with ``from conftest import passes, fails`` (``tests/`` is on
-``sys.path`` because it has no ``__init__.py``).
+Keep this file small: helpers used by one test file live in that file; what several share
+is in ``helpers.py`` (and the catalogue of wrong implementations in ``mutants/``). The test
+files import them with ``from conftest import passes, fails`` and ``from helpers import
+...`` (``tests/`` is on ``sys.path`` because it has no ``__init__.py``); never from
+another test file.
 """
 
 from __future__ import annotations
@@ -47,6 +49,25 @@ def grading_setup():
     from tfcourse.course.sealed.session import Setup
 
     return Setup(env=grading_env(1), timeout=60)
+
+
+@pytest.fixture(scope="module")
+def solution():
+    """The fixture course notebook (tests/fixtures/solutions/99_fixture.ipynb), read once per
+    test module."""
+    from tfcourse.course import notebook_format
+
+    from helpers import FIXTURE
+
+    return notebook_format.read_notebook(FIXTURE)
+
+
+@pytest.fixture
+def learner(solution):
+    """The learner notebook generated from ``solution``: every exercise a stub."""
+    from tfcourse.course.build import make_learner
+
+    return make_learner(solution, "99_fixture")
 
 
 @pytest.fixture

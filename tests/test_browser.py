@@ -39,22 +39,12 @@ from tfcourse.course import launch
 from tfcourse.course.site import build_site
 from tfcourse.course.stubs import stub_message
 
+from helpers import CHROMIUM_FLAGS, ROOT, chromium_executable
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.notebooks]
 
-ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
 REAL_NOTEBOOKS = ["02_multi_head_attention.ipynb", "06_stacks_and_gradients.ipynb"]
-# Chromium on a machine without network access: no background connections, no sandbox (root in CI).
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--disable-dev-shm-usage",
-]
 SERVER_START_S = 90
 KERNEL_WORK_S = 240  # kernel start + imports + every cell, on a slow shared CPU
 
@@ -62,21 +52,6 @@ sync_api = pytest.importorskip(
     "playwright.sync_api",
     reason="the browser test needs the `playwright` package (pip install -e '.[dev]')",
 )
-
-
-def _chromium() -> str:
-    for candidate in (
-        os.environ.get("TFCOURSE_CHROMIUM"),
-        shutil.which("chromium"),
-        shutil.which("chromium-browser"),
-        "/usr/bin/chromium",
-    ):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    pytest.skip(
-        "the browser test needs a Chromium executable: apt-get install chromium "
-        "chromium-driver, or set TFCOURSE_CHROMIUM=/path/to/chromium"
-    )
 
 
 def _free_port() -> int:
@@ -275,7 +250,7 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser_context(tmp_path_factory):
-    chromium = _chromium()
+    chromium = chromium_executable()
     profile = tmp_path_factory.mktemp("chromium-profile")  # a fresh user-data-dir
     with sync_api.sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(

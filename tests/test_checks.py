@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import fails
 
 import tfcourse as tc
 from tfcourse import checks
@@ -12,6 +11,8 @@ from tfcourse.checks import _harness, _parameters
 from tfcourse.checks.mlp import check_swiglu as check_swiglu_mlp
 from tfcourse.checks.model import _block_params, _count
 from tfcourse.lab.probes import gradient_probe
+
+from conftest import fails
 
 
 def reference_probe(model, idx, targets):

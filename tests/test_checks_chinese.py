@@ -15,8 +15,13 @@ from pathlib import Path
 
 import pytest
 import torch.nn.functional as F
-from test_mutants import MUTANTS as MAIN_MUTANTS
-from test_mutants import (
+
+from tfcourse import checks, language
+from tfcourse.checks import check_permute_qk_rows, check_repeat_kv
+
+from mutants.claims import MUTANTS as CLAIMS_MUTANTS
+from mutants.core import MUTANTS as MAIN_MUTANTS
+from mutants.core import (
     LearnerBlock,
     LearnerFeedForward,
     LearnerLayerNorm,
@@ -27,12 +32,8 @@ from test_mutants import (
     mask_triu,
     variant,
 )
-from test_mutants_claims import MUTANTS as CLAIMS_MUTANTS
-from test_mutants_gqa import MUTANTS as GQA_MUTANTS
-from test_mutants_gqa import make_repeat_kv
-
-from tfcourse import checks, language
-from tfcourse.checks import check_permute_qk_rows, check_repeat_kv
+from mutants.gqa import MUTANTS as GQA_MUTANTS
+from mutants.gqa import make_repeat_kv
 
 CHECKS_DIR = Path(__file__).resolve().parents[1] / "tfcourse" / "checks"
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -6,11 +6,12 @@ import math
 
 import pytest
 import torch
-from test_mutants import LayerNormEps1e4, LearnerLayerNorm, LearnerRMSNorm
 
 from tfcourse import checks
 from tfcourse.checks import _harness
 from tfcourse.checks._compare import close, scaled_error
+
+from mutants.core import LayerNormEps1e4, LearnerLayerNorm, LearnerRMSNorm
 
 # What ``tolerances`` gives float32 on an accelerator: ten times the CPU's.
 ACCELERATOR_TOLERANCES = (1e-3, 1e-4)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import fails, passes
 
 import tfcourse as tc
 from tfcourse.checks.modern import check_rotary, check_rotary_tables
+
+from conftest import fails, passes
 
 # ----------------------------------------------------------------------------- tables
 

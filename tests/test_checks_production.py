@@ -6,12 +6,13 @@ import math
 
 import pytest
 import torch
-from conftest import fails, passes
 from torch import nn
 
 import tfcourse as tc
 from tfcourse.checks.production import check_fuse_qkv, check_kv_cache_attention
 from tfcourse.lab.production import attend_with_cache, fuse_qkv
+
+from conftest import fails, passes
 
 # ----------------------------------------------------------------------------- fuse_qkv
 

@@ -9,9 +9,6 @@ import copy
 import re
 
 import pytest
-from test_grade import SOLUTIONS, learner, solution  # noqa: F401 - fixtures
-from test_train_cli import BASE
-from test_train_preflight import _resume, refused
 
 from tfcourse import cli, language
 from tfcourse.course import notebook_format
@@ -20,6 +17,8 @@ from tfcourse.course.grade import grade, grade_notebook
 from tfcourse.course.gradescope import results
 from tfcourse.course.judge import ExerciseResult, NotebookGrade
 from tfcourse.course.report import format_report
+
+from helpers import BASE, SOLUTIONS, refused, resume_args
 
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
 
@@ -60,7 +59,7 @@ def test_train_refuses_a_bad_flag_in_one_chinese_line(zh, tmp_path, capsys):
 def test_train_refuses_a_bad_checkpoint_in_one_chinese_line(zh, tmp_path, capsys):
     notes = tmp_path / "notes.pt"
     notes.write_text("these are my notes, not weights\n")
-    err = refused(_resume(notes), capsys)
+    err = refused(resume_args(notes), capsys)
     assert err.startswith(f"错误：检查点 {notes} 不是 torch 检查点（"), err
 
 

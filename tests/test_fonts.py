@@ -3,7 +3,6 @@
 import json
 import re
 import warnings
-from pathlib import Path
 
 import matplotlib
 
@@ -12,7 +11,8 @@ import matplotlib.pyplot as plt
 
 from tfcourse import fonts
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
 
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import copy
 import shutil
-from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from nbformat.v4 import new_output
 
 from tfcourse import cli
 from tfcourse.course import notebook_format
@@ -27,82 +26,7 @@ from tfcourse.course.build import (
 from tfcourse.course.sanitize import SANITIZE_PATTERNS, find_machine_paths, nbval_config, sanitize
 from tfcourse.course.stubs import is_stub_message, stub_message
 
-TESTS = Path(__file__).parent
-FIXTURE_SOLUTIONS = TESTS / "fixtures" / "solutions"
-
-FUNCTION = '''def causal_mask(T):
-    """(T, T) bool."""
-    ### BEGIN SOLUTION
-    return torch.tril(torch.ones(T, T, dtype=torch.bool))
-    ### END SOLUTION'''
-
-METHOD = '''class Norm(torch.nn.Module):
-    def forward(self, x):
-        """x: (B, T, D)."""
-        ### BEGIN SOLUTION
-        rms = x.pow(2).mean(-1, keepdim=True).sqrt()
-        return x / rms
-        ### END SOLUTION
-        # code after the region stays'''
-
-
-def code(cell_id, source, tags=(), outputs=None, count=None, **course):
-    cell = new_code_cell(source, id=cell_id)
-    if tags:
-        cell.metadata["tags"] = list(tags)
-    if course:
-        cell.metadata["tfcourse"] = course
-    if outputs is not None:
-        cell.outputs, cell.execution_count = outputs, count
-    return cell
-
-
-def verdict(text):
-    return [new_output("stream", name="stdout", text=text + "\n")]
-
-
-def tiny_solution():
-    """A valid two-exercise solution notebook, in memory."""
-    nb = new_notebook(
-        cells=[
-            new_markdown_cell("# Tiny", id="title"),
-            code("setup", "import torch", outputs=[], count=1),
-            code(
-                "ex-mask",
-                FUNCTION,
-                ["exercise"],
-                outputs=[],
-                count=2,
-                exercise="Mask",
-                hint="keep the lower triangle",
-            ),
-            code(
-                "check-mask",
-                "check_mask(causal_mask)",
-                ["check", "nbval-check-output"],
-                outputs=verdict("Mask: 3/3 checks passed"),
-                count=3,
-                exercise="Mask",
-            ),
-            code("demo", "print(1)", ["nbval-ignore-output"], outputs=verdict("1"), count=4),
-            code("ex-norm", METHOD, ["exercise"], outputs=[], count=5, exercise="Norm", hint="rms"),
-            code(
-                "check-norm",
-                "check_norm(Norm)",
-                ["check", "nbval-check-output"],
-                outputs=verdict("Norm: 2/2 checks passed"),
-                count=6,
-                exercise="Norm",
-            ),
-        ]
-    )
-    nb.metadata = {
-        "kernelspec": dict(notebook_format.KERNELSPEC),
-        "language_info": {"name": "python"},
-        "tfcourse": {"version": "0.1.0"},
-    }
-    return nb
-
+from helpers import FUNCTION, METHOD, SOLUTIONS, TESTS, tiny_solution, verdict
 
 # --- stubs ------------------------------------------------------------------------------
 
@@ -344,7 +268,7 @@ def test_solve_fills_every_exercise_back_in():
 def course(tmp_path):
     """A course folder with the fixture solution and a second, in-memory one."""
     solutions = tmp_path / "solutions"
-    shutil.copytree(FIXTURE_SOLUTIONS, solutions)
+    shutil.copytree(SOLUTIONS, solutions)
     notebook_format.write_notebook(tiny_solution(), solutions / "00_tiny.ipynb")
     return tmp_path
 
@@ -420,7 +344,7 @@ def test_solutions_without_cell_ids_are_rejected(tmp_path):
 
 
 def test_the_fixture_solution_is_valid_and_its_learner_version_is_stubbed():
-    solution = notebook_format.read_notebook(FIXTURE_SOLUTIONS / "99_fixture.ipynb")
+    solution = notebook_format.read_notebook(SOLUTIONS / "99_fixture.ipynb")
     assert validate_solution(solution) == []
     learner = make_learner(solution, "99_fixture")
     stubs = [cell.source for cell in learner.cells if notebook_format.is_exercise(cell)]

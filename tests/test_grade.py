@@ -30,23 +30,12 @@ from tfcourse.course.report import format_report, write_csv
 from tfcourse.course.restamp import restamp
 from tfcourse.course.sealed.session import SealedVerdict, Setup
 
-TESTS = Path(__file__).parent
-SOLUTIONS = TESTS / "fixtures" / "solutions"
-FIXTURE = SOLUTIONS / "99_fixture.ipynb"
+from helpers import FIXTURE, SOLUTIONS, TESTS
+
 SANITIZE = TESTS / "nbval_sanitize.cfg"
 # Per-cell limit for the slow tests: far above what any fixture cell needs (the setup
 # cell imports torch), far below the 600 s the hanging cell would take.
 TIMEOUT = 20
-
-
-@pytest.fixture(scope="module")
-def solution():
-    return notebook_format.read_notebook(FIXTURE)
-
-
-@pytest.fixture
-def learner(solution):
-    return make_learner(solution, "99_fixture")
 
 
 def cell(nb, cell_id):

@@ -30,8 +30,8 @@ from tfcourse.course.build import make_learner, solve
 from tfcourse.course.restamp import restamp
 from tfcourse.course.scan import scan
 
-SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"
-FIXTURE = SOLUTIONS / "99_fixture.ipynb"
+from helpers import SOLUTIONS
+
 PASS_LINE = 'print("RMSNorm: 6/6 checks passed")'
 
 # name -> (code replacing the RMSNorm exercise cell, code of an extra cell before it or None,
@@ -98,11 +98,6 @@ SANDBOXED = {
     "builtins": (None, "import builtins\nbuiltins.print = lambda *a, **k: None"),
     "shell": (None, "!cp ../solutions/99_fixture.ipynb ."),
 }
-
-
-@pytest.fixture(scope="module")
-def solution():
-    return notebook_format.read_notebook(FIXTURE)
 
 
 def attacked(solution, name: str):

@@ -35,17 +35,11 @@ from tfcourse.course.grade_command import collect, learner_salt
 from tfcourse.course.judge import ExerciseResult, NotebookGrade
 from tfcourse.course.sealed import sandbox
 
-TESTS = Path(__file__).resolve().parent
-SOLUTIONS = TESTS / "fixtures" / "solutions"
-FIXTURE = SOLUTIONS / "99_fixture.ipynb"
+from helpers import FIXTURE, SOLUTIONS
+
 EXERCISES = ["Causal mask", "RMSNorm"]
 TIMEOUT = "60"  # seconds per cell: far above what a fixture cell needs
 EXERCISE_LINE = re.compile(r"^  (Causal mask|RMSNorm): (PASS|FAIL)")
-
-
-@pytest.fixture(scope="module")
-def solution():
-    return notebook_format.read_notebook(FIXTURE)
 
 
 def stub(solution):

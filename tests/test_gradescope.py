@@ -29,7 +29,8 @@ from tfcourse.course.build import make_learner, solve
 from tfcourse.course.gradescope import results, write_results
 from tfcourse.course.judge import ExerciseResult, NotebookGrade
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 NAME = "03_norms"
 SECRET = b"a teacher's grading secret, 32 b"  # the bundle's; the tests' own secret file aside
 EXERCISES = ["LayerNorm", "RMSNorm"]

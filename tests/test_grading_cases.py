@@ -21,9 +21,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-import test_mutants
-import test_mutants_claims
-import test_mutants_gqa
 import torch
 from torch import nn
 
@@ -41,6 +38,10 @@ from tfcourse.language import speaking
 from tfcourse.nn.attention import repeat_kv
 from tfcourse.train.bpe import _merge
 from tfcourse.train.optim import lr_at
+
+import mutants.claims
+import mutants.core
+import mutants.gqa
 
 
 def reference_probe(model, idx, targets):
@@ -122,21 +123,18 @@ def test_the_reference_passes_with_the_same_line_under_ten_salts(name):
 
 
 def _alternatives():
-    rows = [(row[0], row[1], row[2]) for row in test_mutants.ALTERNATIVES]
-    rows += [
-        (row[0], checks.check_permute_qk_rows, row[1]) for row in test_mutants_claims.ALTERNATIVES
-    ]
-    rows += [(row[0], checks.check_repeat_kv, row[1]) for row in test_mutants_gqa.ALTERNATIVES]
+    rows = [(row[0], row[1], row[2]) for row in mutants.core.ALTERNATIVES]
+    rows += [(row[0], checks.check_permute_qk_rows, row[1]) for row in mutants.claims.ALTERNATIVES]
+    rows += [(row[0], checks.check_repeat_kv, row[1]) for row in mutants.gqa.ALTERNATIVES]
     return [pytest.param(check, implementation, id=name) for name, check, implementation in rows]
 
 
 def _mutants():
-    rows = [(row[0], row[1], row[2], row[3]) for row in test_mutants.MUTANTS]
+    rows = [(row[0], row[1], row[2], row[3]) for row in mutants.core.MUTANTS]
     rows += [
-        (row[0], checks.check_permute_qk_rows, row[1], row[2])
-        for row in test_mutants_claims.MUTANTS
+        (row[0], checks.check_permute_qk_rows, row[1], row[2]) for row in mutants.claims.MUTANTS
     ]
-    rows += [(row[0], checks.check_repeat_kv, row[1], row[2]) for row in test_mutants_gqa.MUTANTS]
+    rows += [(row[0], checks.check_repeat_kv, row[1], row[2]) for row in mutants.gqa.MUTANTS]
     return [
         pytest.param(check, implementation, cause, id=name)
         for name, check, implementation, cause in rows

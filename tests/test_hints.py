@@ -17,14 +17,14 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from tfcourse.course import notebook_format
 from tfcourse.course.build import solution_regions
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 COURSE = sorted((ROOT / "solutions").glob("*.ipynb"))
 
 # Statements shorter than this many tokens (``return x``, ``x = y``) say nothing a hint

@@ -9,19 +9,15 @@ every honest variant at once (a worker imports torch: seconds, not milliseconds)
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from nbformat.v4 import new_code_cell
 
-from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.restamp import restamp
 from tfcourse.course.scan import scan
 from tfcourse.course.sealed.session import _raised, cells_for
 from tfcourse.language import speaking
 
-FIXTURE = Path(__file__).parent / "fixtures" / "solutions" / "99_fixture.ipynb"
 CONFIG = "tc.GPTConfig(vocab_size=50, max_seq_len=16, n_layers=2, n_heads=4, d_model=32)"
 
 # Scratch cells a learner may leave anywhere: timing, plotting settings, the shell, a look
@@ -36,11 +32,6 @@ SCRATCH = {
     "timed": "%%time\nx = torch.randn(2, 3, 8)\nprint(causal_mask(4).sum())",
     "generated": "exec('y = 1')\nprint(eval('y + 1'))",
 }
-
-
-@pytest.fixture(scope="module")
-def solution():
-    return notebook_format.read_notebook(FIXTURE)
 
 
 def _cell(nb, cell_id: str):

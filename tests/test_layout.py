@@ -269,3 +269,33 @@ def test_allowed_imports_pass(tmp_path):
     )
     assert direction_violations(package) == []
     assert module_level_cycle(package) is None
+
+
+# --------------------------------------------------------------------------- the tests themselves
+
+TESTS = Path(__file__).resolve().parent
+
+
+def imported_modules(source: str) -> set[str]:
+    """The top-level names of every module ``source`` imports, at any depth."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_files_import_no_other_test_file():
+    """What several test files share lives in helpers.py, conftest.py or mutants/."""
+    importing = {
+        path.name: sorted(n for n in imported_modules(path.read_text()) if n.startswith("test_"))
+        for path in sorted(TESTS.rglob("*.py"))
+    }
+    assert {name: found for name, found in importing.items() if found} == {}
+
+
+def test_a_test_file_importing_another_is_found():
+    found = imported_modules("def f():\n    import test_browser\nfrom test_grade import x\n")
+    assert found == {"test_browser", "test_grade"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_mutants import LearnerBlock, TorchPartsBlock
 from torch import nn
 
 import tfcourse as tc
@@ -19,6 +18,8 @@ from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.restamp import restamp
 from tfcourse.course.sealed.session import grade_exercise
+
+from mutants.core import LearnerBlock, TorchPartsBlock
 
 
 class SharedNormBlock(LearnerBlock):

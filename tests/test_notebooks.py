@@ -30,10 +30,9 @@ from tfcourse.course.judge import comparable
 from tfcourse.course.run import grading_env, kernel_env, run_notebook
 from tfcourse.course.sealed.session import Setup
 
-ROOT = Path(__file__).resolve().parents[1]
-TESTS = ROOT / "tests"
+from helpers import FIXTURE, ROOT, TESTS
+
 SANITIZE = TESTS / "nbval_sanitize.cfg"
-FIXTURE = TESTS / "fixtures" / "solutions" / "99_fixture.ipynb"
 COURSE = sorted((ROOT / "solutions").glob("*.ipynb"))
 CHINESE = sorted((ROOT / "solutions" / "zh").glob("*.ipynb"))  # generated: the 中文版
 CASES = [pytest.param(path, id=path.stem) for path in COURSE] + [

@@ -1,11 +1,12 @@
 """``tfcourse sample`` writes with a text model; ``--preset capstone`` fills the run's flags."""
 
 import pytest
-from test_train_cli import BASE, with_flags
 
 from tfcourse.cli import build_parser, main
 from tfcourse.nn.model import GPT
 from tfcourse.train.flags import apply_preset
+
+from helpers import BASE, with_flags
 
 TEXT = with_flags(BASE, dataset="text") + ["--max-chars", "20000"]
 

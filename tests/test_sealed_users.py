@@ -33,9 +33,7 @@ from tfcourse.course.sealed import users
 from tfcourse.course.sealed.seal import package_dir
 from tfcourse.course.sealed.session import Setup, grade_exercise
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures" / "solutions"
-FIXTURE = FIXTURES / "99_fixture.ipynb"
+from helpers import FIXTURE, ROOT, SOLUTIONS
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -221,11 +219,6 @@ def test_ids_are_fresh_and_never_given_twice():
 # ------------------------------------------------------------------ the grader in this mode
 
 
-@pytest.fixture(scope="module")
-def solution():
-    return notebook_format.read_notebook(FIXTURE)
-
-
 def _rmsnorm(solution, source: str | None = None, extra: str | None = None):
     nb = solve(make_learner(solution, "99_fixture"), solution)
     index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex-rmsnorm")
@@ -236,7 +229,7 @@ def _rmsnorm(solution, source: str | None = None, extra: str | None = None):
     return restamp(nb, solution)[0]
 
 
-USERS = Setup(env=grading_env(1), timeout=60, sandbox="users", hide=(FIXTURES,))
+USERS = Setup(env=grading_env(1), timeout=60, sandbox="users", hide=(SOLUTIONS,))
 
 
 @pytest.mark.slow
@@ -288,7 +281,7 @@ def test_the_report_names_the_measures_and_root_without_bubblewrap_chooses_this_
             "grade",
             str(submissions),
             "--solutions",
-            str(FIXTURES),
+            str(SOLUTIONS),
             "--csv",
             str(tmp_path / "grades.csv"),
             "--secret",

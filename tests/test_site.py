@@ -27,7 +27,8 @@ from tfcourse import cli
 from tfcourse.course.offline import check_offline, external_resources
 from tfcourse.course.site import SiteError, _title_and_goal, build_site
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import CHROMIUM_FLAGS, ROOT, chromium_executable
+
 ARTIFACTS = ROOT / "artifacts"
 REAL = ["01_attention", "04_mlp"]  # math, figures, exercise and check cells
 PNG = (
@@ -436,10 +437,8 @@ def test_site_in_chromium_offline(tmp_path):
         "playwright.sync_api",
         reason="the browser test needs the `playwright` package (pip install -e '.[dev]')",
     )
-    # test_browser's Chromium lookup (skips when there is none) and flags for a machine offline.
-    import test_browser
-
-    chromium = test_browser._chromium()
+    # The browser tests' Chromium (skips when there is none) and flags for a machine offline.
+    chromium = chromium_executable()
     # The whole course: its build takes ~7 s (measured on a shared 2-core machine; 12 s for
     # `tfcourse site` with its imports), well within a browser test's budget.
     out, started = tmp_path / "site", time.monotonic()
@@ -458,7 +457,7 @@ def test_site_in_chromium_offline(tmp_path):
                 str(tmp_path / "chromium-profile"),
                 executable_path=chromium,
                 headless=True,
-                args=test_browser.CHROMIUM_FLAGS,
+                args=CHROMIUM_FLAGS,
                 viewport={"width": 1280, "height": 1000},
             )
             page = context.new_page()

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from conftest import fails, passes
 
 from tfcourse.checks import check_merge_pair, check_most_frequent_pair, tokenizer
 from tfcourse.course import notebook_format
@@ -20,8 +18,8 @@ from tfcourse.course.build import make_learner, solve
 from tfcourse.course.scan import scan
 from tfcourse.train.bpe import ByteBPE
 
-ROOT = Path(__file__).resolve().parents[1]
-
+from conftest import fails, passes
+from helpers import ROOT
 
 # ------------------------------------------------------------------------ most_frequent_pair
 

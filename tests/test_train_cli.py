@@ -11,39 +11,7 @@ import torch
 from tfcourse.cli import main
 from tfcourse.train.checkpoint import load_checkpoint
 
-# Small and fast; --device cpu so resumed runs are bit-for-bit comparable everywhere.
-BASE = [
-    "train",
-    "--dataset",
-    "markov",
-    "--vocab-size",
-    "16",
-    "--d-model",
-    "32",
-    "--n-layers",
-    "1",
-    "--seq-len",
-    "16",
-    "--batch-size",
-    "4",
-    "--steps",
-    "8",
-    "--warmup",
-    "2",
-    "--lr",
-    "1e-2",
-    "--eval-every",
-    "4",
-    "--eval-batches",
-    "1",
-    "--sample",
-    "0",
-    "--no-progress",
-    "--device",
-    "cpu",
-    "--seed",
-    "3",
-]
+from helpers import BASE, with_flags
 
 
 def run_cli(args, capsys):
@@ -118,14 +86,6 @@ def test_save_every_and_extending_a_finished_run(tmp_path, capsys):
     assert code == 0
     state = load_checkpoint(tmp_path / "checkpoint.pt")
     assert state["step"] == 10 and state["config"]["train"]["steps"] == 10
-
-
-def with_flags(args, **flags):
-    """``args`` with the value of each ``--flag`` replaced (underscores become dashes)."""
-    args = list(args)
-    for name, value in flags.items():
-        args[args.index("--" + name.replace("_", "-")) + 1] = str(value)
-    return args
 
 
 @pytest.mark.parametrize("dataset", ["copy", "text"])

@@ -6,12 +6,13 @@ import os
 import signal
 
 import pytest
-from test_train_cli import BASE
 
 from tfcourse.cli import main
 from tfcourse.train import checkpoint as checkpoint_module
 from tfcourse.train.checkpoint import load_checkpoint
 from tfcourse.train.loop import Trainer
+
+from helpers import BASE
 
 
 @pytest.fixture

@@ -6,12 +6,9 @@ check's own list of mistakes (``MISTAKES``): each entry of that list has one her
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import fails, passes
 
 from tfcourse import training
 from tfcourse.checks import check_train_loop
@@ -20,7 +17,8 @@ from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.scan import scan
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import fails, passes
+from helpers import ROOT
 
 
 def make_loop(

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_train_cli import BASE, with_flags
 
 from tfcourse.cli import main
 from tfcourse.nn.config import GPTConfig
@@ -21,16 +20,9 @@ from tfcourse.train import preflight
 from tfcourse.train.checkpoint import load_checkpoint
 from tfcourse.train.preflight import estimate_training_bytes
 
+from helpers import BASE, refused, resume_args, with_flags
+
 FROZEN = Path(__file__).parent / "fixtures" / "frozen_rank.py"
-
-
-def refused(args, capsys, status=2) -> str:
-    """Run ``args``; assert exit ``status`` with one line on stderr and no traceback; return it."""
-    code = main(args)
-    err = capsys.readouterr().err.strip()
-    assert code == status, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return err
 
 
 @pytest.mark.parametrize(
@@ -84,10 +76,6 @@ def checkpoint(tmp_path_factory) -> Path:
     return out / "checkpoint.pt"
 
 
-def _resume(path):
-    return ["train", "--resume", str(path), "--no-progress", "--sample", "0", "--device", "cpu"]
-
-
 @pytest.mark.parametrize(
     "make, message",
     [
@@ -117,7 +105,7 @@ def test_a_bad_checkpoint_gets_one_line_naming_the_file(
 ):
     bad = tmp_path / "bad.pt"
     make(checkpoint, bad)
-    err = refused(_resume(bad), capsys)
+    err = refused(resume_args(bad), capsys)
     assert str(bad) in err and message in err
 
 
@@ -126,12 +114,12 @@ def test_a_checkpoint_whose_weights_do_not_fit_its_config(checkpoint, tmp_path, 
     state["config"]["model"]["d_model"] = 64  # the weights are still width 32
     bad = tmp_path / "edited.pt"
     torch.save(state, bad)
-    err = refused(_resume(bad), capsys)
+    err = refused(resume_args(bad), capsys)
     assert str(bad) in err and "does not fit its own model config" in err
 
 
 def test_resume_flags_that_contradict_the_checkpoint(checkpoint, capsys):
-    err = refused(_resume(checkpoint) + ["--n-layers", "4"], capsys)
+    err = refused(resume_args(checkpoint) + ["--n-layers", "4"], capsys)
     assert (
         "checkpoint was written for n_layers=1, n_heads=4, d_model=32, pre_ln=True; "
         "this run asks for n_layers=4"
@@ -141,7 +129,7 @@ def test_resume_flags_that_contradict_the_checkpoint(checkpoint, capsys):
 def test_resume_refuses_steps_below_the_saved_step(checkpoint, tmp_path, capsys):
     copy = tmp_path / "checkpoint.pt"
     copy.write_bytes(checkpoint.read_bytes())
-    err = refused(_resume(copy) + ["--steps", "4"], capsys)
+    err = refused(resume_args(copy) + ["--steps", "4"], capsys)
     assert "--steps 4 is below the checkpoint's step 8" in err
     assert (
         load_checkpoint(copy)["step"] == 8
@@ -151,14 +139,14 @@ def test_resume_refuses_steps_below_the_saved_step(checkpoint, tmp_path, capsys)
 
 def test_resume_names_each_flag_that_differs_from_the_checkpoint(checkpoint, capsys):
     err = refused(
-        _resume(checkpoint) + ["--lr", "0.5", "--seed", "4", "--vocab-size", "32"], capsys
+        resume_args(checkpoint) + ["--lr", "0.5", "--seed", "4", "--vocab-size", "32"], capsys
     )
     assert "these flags differ from the checkpoint's settings" in err
     assert "--lr 0.5 (checkpoint: 0.01)" in err and "--seed 4 (checkpoint: 3)" in err
     assert "--vocab-size 32 (checkpoint: 16)" in err
     # Flags that continue the same run are used, with a warning.
     code = main(
-        _resume(checkpoint)
+        resume_args(checkpoint)
         + ["--steps", "9", "--eval-every", "3", "--out", str(checkpoint.parent / "longer")]
     )
     err = capsys.readouterr().err

@@ -5,15 +5,15 @@ the build of ``solutions/zh/`` and ``notebooks/zh/`` (fast: in-memory notebooks,
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
-from test_generator import METHOD, code, tiny_solution
 
 from tfcourse import cli, language
 from tfcourse.course import glossary, notebook_format, translation
 from tfcourse.course.build import build, solve
+
+from helpers import METHOD, ROOT, code, tiny_solution
 
 FULL = {  # a complete translation of test_generator.tiny_solution()
     ("cell", "title"): "# 小例子",
@@ -277,7 +277,6 @@ def test_the_glossary_reads_its_own_rules():
         assert english in terms, english
 
 
-ROOT = Path(__file__).resolve().parents[1]
 TRANSLATED = sorted(
     p for p in (ROOT / "solutions").glob("*.ipynb") if translation.twin_path(p).exists()
 )

@@ -1,0 +1,191 @@
+"""What several test files share: the fixture's paths, small notebooks to build, the
+`tfcourse train` command lines and how a refused one must look, and the browser tests'
+Chromium.
+
+Test files import from here (``from helpers import BASE``), never from one another; a
+helper used by one test file lives in that file. ``tests/mutants/`` holds the catalogue
+of wrong implementations the check tests share.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from tfcourse.cli import main
+from tfcourse.course import notebook_format
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+SOLUTIONS = TESTS / "fixtures" / "solutions"
+FIXTURE = SOLUTIONS / "99_fixture.ipynb"
+
+# --------------------------------------------------------------------------- small notebooks
+
+FUNCTION = '''def causal_mask(T):
+    """(T, T) bool."""
+    ### BEGIN SOLUTION
+    return torch.tril(torch.ones(T, T, dtype=torch.bool))
+    ### END SOLUTION'''
+
+
+METHOD = '''class Norm(torch.nn.Module):
+    def forward(self, x):
+        """x: (B, T, D)."""
+        ### BEGIN SOLUTION
+        rms = x.pow(2).mean(-1, keepdim=True).sqrt()
+        return x / rms
+        ### END SOLUTION
+        # code after the region stays'''
+
+
+def code(cell_id, source, tags=(), outputs=None, count=None, **course):
+    cell = new_code_cell(source, id=cell_id)
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    if course:
+        cell.metadata["tfcourse"] = course
+    if outputs is not None:
+        cell.outputs, cell.execution_count = outputs, count
+    return cell
+
+
+def verdict(text):
+    return [new_output("stream", name="stdout", text=text + "\n")]
+
+
+def tiny_solution():
+    """A valid two-exercise solution notebook, in memory."""
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# Tiny", id="title"),
+            code("setup", "import torch", outputs=[], count=1),
+            code(
+                "ex-mask",
+                FUNCTION,
+                ["exercise"],
+                outputs=[],
+                count=2,
+                exercise="Mask",
+                hint="keep the lower triangle",
+            ),
+            code(
+                "check-mask",
+                "check_mask(causal_mask)",
+                ["check", "nbval-check-output"],
+                outputs=verdict("Mask: 3/3 checks passed"),
+                count=3,
+                exercise="Mask",
+            ),
+            code("demo", "print(1)", ["nbval-ignore-output"], outputs=verdict("1"), count=4),
+            code("ex-norm", METHOD, ["exercise"], outputs=[], count=5, exercise="Norm", hint="rms"),
+            code(
+                "check-norm",
+                "check_norm(Norm)",
+                ["check", "nbval-check-output"],
+                outputs=verdict("Norm: 2/2 checks passed"),
+                count=6,
+                exercise="Norm",
+            ),
+        ]
+    )
+    nb.metadata = {
+        "kernelspec": dict(notebook_format.KERNELSPEC),
+        "language_info": {"name": "python"},
+        "tfcourse": {"version": "0.1.0"},
+    }
+    return nb
+
+
+# --------------------------------------------------------------------------- tfcourse train
+
+
+# Small and fast; --device cpu so resumed runs are bit-for-bit comparable everywhere.
+BASE = [
+    "train",
+    "--dataset",
+    "markov",
+    "--vocab-size",
+    "16",
+    "--d-model",
+    "32",
+    "--n-layers",
+    "1",
+    "--seq-len",
+    "16",
+    "--batch-size",
+    "4",
+    "--steps",
+    "8",
+    "--warmup",
+    "2",
+    "--lr",
+    "1e-2",
+    "--eval-every",
+    "4",
+    "--eval-batches",
+    "1",
+    "--sample",
+    "0",
+    "--no-progress",
+    "--device",
+    "cpu",
+    "--seed",
+    "3",
+]
+
+
+def with_flags(args, **flags):
+    """``args`` with the value of each ``--flag`` replaced (underscores become dashes)."""
+    args = list(args)
+    for name, value in flags.items():
+        args[args.index("--" + name.replace("_", "-")) + 1] = str(value)
+    return args
+
+
+def refused(args, capsys, status=2) -> str:
+    """Run ``args``; assert exit ``status`` with one line on stderr and no traceback; return it."""
+    code = main(args)
+    err = capsys.readouterr().err.strip()
+    assert code == status, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def resume_args(path):
+    return ["train", "--resume", str(path), "--no-progress", "--sample", "0", "--device", "cpu"]
+
+
+# --------------------------------------------------------------------------- the browser tests
+
+
+# Chromium on a machine without network access: no background connections, no sandbox (root in CI).
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+]
+
+
+def chromium_executable() -> str:
+    for candidate in (
+        os.environ.get("TFCOURSE_CHROMIUM"),
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+        "/usr/bin/chromium",
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.skip(
+        "the browser test needs a Chromium executable: apt-get install chromium "
+        "chromium-driver, or set TFCOURSE_CHROMIUM=/path/to/chromium"
+    )

@@ -1,0 +1,1023 @@
+"""The wrong and the right implementations that test_mutants.py runs.
+
+See ``mutants/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tfcourse as tc
+from tfcourse import checks
+from tfcourse.checks.mlp import check_swiglu
+
+
+def variant(base, name, **attributes):
+    """A subclass of ``base`` called ``name`` with some class attributes changed."""
+    return type(name, (base,), attributes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Causal mask and scaled dot-product attention
+
+
+def mask_tril(T):
+    return torch.tril(torch.ones(T, T)).bool()
+
+
+def mask_not_triu(T):
+    return ~torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+
+
+def mask_diagonal_excluded(T):
+    return torch.ones(T, T, dtype=torch.bool).tril(diagonal=-1)
+
+
+def mask_float(T):
+    return torch.tril(torch.ones(T, T))
+
+
+def mask_triu(T):
+    return torch.ones(T, T, dtype=torch.bool).triu()
+
+
+def make_sdpa(mistake=None):
+    """Learner-style attention; ``mistake`` switches on one classic error."""
+
+    def attention(q, k, v, mask=None):
+        d_k = q.size(-1)
+        if mistake == "queries_as_keys":
+            k = q
+        if mistake == "inplace":
+            q = q.div_(math.sqrt(d_k))
+            scores = q @ k.transpose(-2, -1)
+        else:
+            scale = {"no_scale": 1.0, "scale_dk": d_k}.get(mistake, math.sqrt(d_k))
+            scores = q @ k.transpose(-2, -1) / scale
+        weights_scores = scores
+        if mask is not None and mistake not in ("mask_ignored", "mask_after_softmax"):
+            blocked = mask if mistake == "mask_inverted" else ~mask
+            if mistake == "mask_transposed":  # the upper triangle of a causal mask
+                blocked = ~mask.transpose(-2, -1)
+            scores = scores.masked_fill(blocked, float("-inf"))
+            if mistake != "weights_unmasked":
+                weights_scores = scores
+        weights = scores.softmax(dim=-2 if mistake == "softmax_dim" else -1)
+        if mask is not None and mistake == "mask_after_softmax":
+            weights = weights * mask
+        returned = weights_scores.softmax(dim=-1) if mistake == "weights_unmasked" else weights
+        return weights @ v, returned
+
+    attention.__name__ = f"attention_{mistake}"
+    return attention
+
+
+def sdpa_einsum(q, k, v, mask=None):
+    scores = torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return torch.einsum("...qk,...kd->...qd", weights, v), weights
+
+
+def sdpa_additive_mask(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
+    if mask is not None:
+        additive = torch.zeros(mask.shape, dtype=q.dtype, device=q.device)
+        scores = scores + additive.masked_fill(~mask, float("-inf"))
+    weights = F.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+def sdpa_manual_softmax(q, k, v, mask=None):
+    scores = torch.matmul(q, k.transpose(-1, -2)) / q.shape[-1] ** 0.5
+    if mask is not None:
+        scores = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+    exp = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    weights = exp / exp.sum(dim=-1, keepdim=True)
+    return weights @ v, weights
+
+
+def sdpa_torch_fused(q, k, v, mask=None):
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return out, scores.softmax(dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-head attention
+
+
+class LearnerMHA(nn.Module):
+    """Fused-QKV causal attention written the way a learner would; attributes select mistakes."""
+
+    qkv_name = "qkv_proj"
+    split = "view"  # view | no_transpose | transpose_first
+    merge = "transpose"  # transpose | no_transpose | head_minor
+    scale = "head_dim"  # head_dim | none | d_model | d_model_full
+    mask_mode = "causal"  # causal | none | diagonal | upper
+    softmax_dim = -1
+    weights_mode = "masked"  # masked | unmasked | after_dropout
+    force_bias = None
+    dropout_in_eval = False
+    queries_as_keys = False
+    skip_out_proj = False
+
+    def __init__(self, d_model, n_heads, *, max_seq_len, dropout=0.0, bias=True):
+        super().__init__()
+        self.n_heads, self.head_dim, self.p = n_heads, d_model // n_heads, dropout
+        bias = bias if self.force_bias is None else self.force_bias
+        setattr(self, self.qkv_name, nn.Linear(d_model, 3 * d_model, bias=bias))
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.register_buffer(
+            "mask", torch.ones(max_seq_len, max_seq_len, dtype=torch.bool).tril(), persistent=False
+        )
+
+    def _split(self, t):
+        B, T, D = t.shape
+        if self.split == "no_transpose":
+            return t.reshape(B, self.n_heads, T, self.head_dim)
+        if self.split == "transpose_first":
+            return t.transpose(1, 2).reshape(B, self.n_heads, T, self.head_dim)
+        return t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def _merge(self, y):
+        B, H, T, hd = y.shape
+        if self.merge == "no_transpose":
+            return y.reshape(B, T, H * hd)
+        if self.merge == "head_minor":
+            return y.permute(0, 2, 3, 1).reshape(B, T, H * hd)
+        return y.transpose(1, 2).reshape(B, T, H * hd)
+
+    def forward(self, x, return_weights=False):
+        B, T, D = x.shape
+        q, k, v = (self._split(t) for t in getattr(self, self.qkv_name)(x).split(D, dim=-1))
+        k = q if self.queries_as_keys else k
+        divisor = {
+            "head_dim": math.sqrt(self.head_dim),
+            "none": 1.0,
+            "d_model": math.sqrt(D),
+            "d_model_full": D,
+        }[self.scale]
+        scores = q @ k.transpose(-2, -1) / divisor
+        allowed = {
+            "causal": self.mask[:T, :T],
+            "diagonal": self.mask[:T, :T].tril(-1),
+            "upper": self.mask[:T, :T].T,
+            "none": None,
+        }[self.mask_mode]
+        masked = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
+        weights = masked.softmax(dim=self.softmax_dim)
+        training = self.training or self.dropout_in_eval
+        dropped = F.dropout(weights, self.p, training=training)
+        merged = self._merge(dropped @ v)
+        y = F.dropout(
+            merged if self.skip_out_proj else self.out_proj(merged), self.p, training=training
+        )
+        if not return_weights:
+            return y
+        returned = {
+            "masked": weights,
+            "unmasked": scores.softmax(dim=-1),
+            "after_dropout": dropped,
+        }[self.weights_mode]
+        return y, returned
+
+
+class SeparateProjectionsMHA(nn.Module):
+    """Separate q/k/v projections (LLaMA's layout), nn.Dropout modules, contiguous().view()."""
+
+    def __init__(self, d_model, n_heads, *, max_seq_len, dropout=0.0, bias=True):
+        super().__init__()
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.attn_drop, self.resid_drop = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x, return_weights=False):
+        B, T, D = x.shape
+        q, k, v = (
+            proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+            for proj in (self.q_proj, self.k_proj, self.v_proj)
+        )
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        weights = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        y = (self.attn_drop(weights) @ v).transpose(1, 2).contiguous().view(B, T, D)
+        y = self.resid_drop(self.out_proj(y))
+        return (y, weights) if return_weights else y
+
+
+class FusedKernelMHA(nn.Module):
+    """F.scaled_dot_product_attention(is_causal=True), einsum weights, a persistent mask buffer."""
+
+    def __init__(self, d_model, n_heads, *, max_seq_len, dropout=0.0, bias=True):
+        super().__init__()
+        self.n_heads, self.p = n_heads, dropout
+        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.register_buffer("causal", torch.ones(max_seq_len, max_seq_len).tril().bool())
+
+    def forward(self, x, return_weights=False):
+        B, T, D = x.shape
+        q, k, v = (
+            t.unflatten(-1, (self.n_heads, -1)).transpose(1, 2)
+            for t in self.qkv_proj(x).chunk(3, dim=-1)
+        )
+        p = self.p if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        y = F.dropout(self.out_proj(y.transpose(1, 2).flatten(2)), p, training=self.training)
+        if not return_weights:
+            return y
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+        return y, scores.masked_fill(~self.causal[:T, :T], float("-inf")).softmax(-1)
+
+
+def first_head_manual(mha, x):
+    D, hd = x.shape[-1], mha.head_dim
+    q = mha.qkv_proj(x)[..., :hd]
+    k = mha.qkv_proj(x)[..., D : D + hd]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
+    T = x.shape[1]
+    return scores.masked_fill(~tc.causal_mask(T, device=x.device), float("-inf")).softmax(-1)
+
+
+def make_first_head(mistake):
+    """Learner-style head-0 weights; ``mistake`` switches on one error."""
+
+    def first_head(mha, x):
+        B, T, D = x.shape
+        hd = mha.head_dim
+        q, k, _ = mha.qkv_proj(x).split(D, dim=-1)
+        q0, k0 = q[..., :hd], (q if mistake == "queries_as_keys" else k)[..., :hd]
+        divisor = D if mistake == "divide_by_d_model" else math.sqrt(hd)
+        allowed = mha.mask[:T, :T]
+        allowed = allowed.T if mistake == "mask_upper" else allowed
+        scores = (q0 @ k0.transpose(-2, -1) / divisor).masked_fill(~allowed, float("-inf"))
+        return scores.softmax(dim=-1)
+
+    first_head.__name__ = f"first_head_{mistake}"
+    return first_head
+
+
+def first_head_last(mha, x):
+    return mha(x, return_weights=True)[1][:, -1]
+
+
+def first_head_unscaled(mha, x):
+    D, hd = x.shape[-1], mha.head_dim
+    q, k = mha.qkv_proj(x)[..., :hd], mha.qkv_proj(x)[..., D : D + hd]
+    scores = (q @ k.transpose(-2, -1)).masked_fill(
+        ~mha.mask[: x.shape[1], : x.shape[1]], float("-inf")
+    )
+    return scores.softmax(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Norms
+
+
+class LearnerLayerNorm(nn.Module):
+    mistake = None
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        mean = x.mean(dim=-1, keepdim=True)
+        var = x.var(dim=-1, keepdim=True, unbiased=self.mistake == "unbiased")
+        centred = x if self.mistake == "no_centring" else x - mean
+        if self.mistake == "eps_outside":
+            x_hat = centred / (var.sqrt() + self.eps)
+        else:
+            x_hat = centred / torch.sqrt(var + self.eps)
+        if self.mistake == "inplace":
+            x.sub_(mean)
+        if self.mistake == "bias_before_scale":
+            return (x_hat + self.bias) * self.weight
+        return x_hat * self.weight + self.bias
+
+
+class LayerNormEps1e4(LearnerLayerNorm):
+    """A wrong default eps (1e-4 instead of 1e-5); with eps given it is right."""
+
+    def __init__(self, d_model, eps=1e-4):
+        super().__init__(d_model, eps)
+
+
+class LayerNormNoAffine(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x):
+        return F.layer_norm(x, x.shape[-1:], eps=self.eps)
+
+
+class LayerNormGammaBeta(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.gamma = nn.Parameter(torch.ones(d_model))
+        self.beta = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        return F.layer_norm(x, x.shape[-1:], self.gamma, self.beta, self.eps)
+
+
+class LayerNormFunctional(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
+
+
+class LayerNormTorch(nn.LayerNorm):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__(d_model, eps=eps)
+
+
+class LearnerRMSNorm(nn.Module):
+    mistake = None
+
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        if self.mistake == "subtracts_mean":
+            x = x - x.mean(dim=-1, keepdim=True)
+        if self.mistake == "divides_by_std":  # the centred variance, x itself not centred
+            var = (x - x.mean(dim=-1, keepdim=True)).pow(2).mean(dim=-1, keepdim=True)
+            return x / torch.sqrt(var + self.eps) * self.weight
+        if self.mistake == "mean_abs":
+            return x / (x.abs().mean(dim=-1, keepdim=True) + self.eps) * self.weight
+        mean_square = x.pow(2).mean(dim=-1, keepdim=True)
+        if self.mistake == "eps_outside":
+            return x / (mean_square.sqrt() + self.eps) * self.weight
+        return x * torch.rsqrt(mean_square + self.eps) * self.weight
+
+
+class RMSNormTorch(nn.RMSNorm):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__(d_model, eps=eps)
+
+
+# ---------------------------------------------------------------------------------------------
+# MLPs
+
+
+class LearnerFeedForward(nn.Module):
+    activation = staticmethod(F.gelu)
+    default_width = 4
+    ignore_d_hidden = False
+    force_bias = None
+    dropout_on_hidden = False
+
+    def __init__(self, d_model, d_hidden=None, *, dropout=0.0, bias=True):
+        super().__init__()
+        if d_hidden is None or self.ignore_d_hidden:
+            d_hidden = self.default_width * d_model
+        bias = bias if self.force_bias is None else self.force_bias
+        self.fc_in = nn.Linear(d_model, d_hidden, bias=bias)
+        self.fc_out = nn.Linear(d_hidden, d_model, bias=bias)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        hidden = self.activation(self.fc_in(x))
+        if self.dropout_on_hidden:
+            return self.fc_out(self.drop(hidden))
+        return self.drop(self.fc_out(hidden))
+
+
+class FeedForwardGeluModule(nn.Module):
+    """nn.GELU() as a module and functional dropout with training=self.training."""
+
+    def __init__(self, d_model, d_hidden=None, *, dropout=0.0, bias=True):
+        super().__init__()
+        self.fc_in = nn.Linear(d_model, d_hidden or 4 * d_model, bias=bias)
+        self.act = nn.GELU()
+        self.fc_out = nn.Linear(d_hidden or 4 * d_model, d_model, bias=bias)
+        self.p = dropout
+
+    def forward(self, x):
+        return F.dropout(self.fc_out(self.act(self.fc_in(x))), self.p, training=self.training)
+
+
+def hidden_two_thirds(d_model):
+    return 256 * math.ceil(int(2 * d_model / 3) / 256)
+
+
+def hidden_unrounded(d_model):
+    return int(8 * d_model / 3)
+
+
+def hidden_ceil(d_model):
+    return 256 * math.ceil(int(8 * d_model / 3) / 256)
+
+
+class LearnerSwiGLU(nn.Module):
+    swapped = False
+
+    def __init__(self, d_model, d_hidden=None, *, bias=False, dropout=0.0):
+        super().__init__()
+        d_hidden = d_hidden or tc.swiglu_hidden_dim(d_model)
+        self.gate_proj = nn.Linear(d_model, d_hidden, bias=bias)
+        self.up_proj = nn.Linear(d_model, d_hidden, bias=bias)
+        self.down_proj = nn.Linear(d_hidden, d_model, bias=bias)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        gate, up = self.gate_proj(x), self.up_proj(x)
+        if self.swapped:
+            gate, up = up, gate
+        return self.drop(self.down_proj(F.silu(gate) * up))
+
+
+# ---------------------------------------------------------------------------------------------
+# The block
+
+
+class LearnerBlock(nn.Module):
+    """A block wired from the reference sublayers; ``mistake`` changes the wiring."""
+
+    mistake = None
+
+    def __init__(self, d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0):
+        super().__init__()
+        self.pre_ln = pre_ln
+        self.norm1, self.norm2 = tc.LayerNorm(d_model), tc.LayerNorm(d_model)
+        self.attn = tc.MultiHeadAttention(
+            d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout
+        )
+        self.mlp = tc.FeedForward(d_model, dropout=dropout)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        pre = {"always_post": False, "always_pre": True}.get(self.mistake, self.pre_ln)
+        if self.mistake == "inplace":
+            x += self.attn(self.norm1(x))
+            return x + self.mlp(self.norm2(x))
+        if self.mistake == "norm_on_stream":
+            x = self.norm1(x)
+            x = x + self.attn(x)
+            x = self.norm2(x)
+            return x + self.mlp(x)
+        if pre:
+            attn_out = self.attn(self.norm1(x))
+            x = attn_out if self.mistake == "no_attn_residual" else x + attn_out
+            x = x + self.mlp(self.norm2(x))
+            return self.drop(x) if self.mistake == "residual_dropout" else x
+        x = self.norm1(x + self.attn(x))
+        return self.norm2(x + self.mlp(x))
+
+
+class TorchPartsBlock(nn.Module):
+    """nn.LayerNorm norms, separate q/k/v projections and an nn.GELU MLP."""
+
+    def __init__(self, d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0):
+        super().__init__()
+        self.pre_ln = pre_ln
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.attn = SeparateProjectionsMHA(
+            d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout
+        )
+        self.mlp = FeedForwardGeluModule(d_model, dropout=dropout)
+
+    def forward(self, x):
+        if self.pre_ln:
+            x = x + self.attn(self.norm1(x))
+            return x + self.mlp(self.norm2(x))
+        x = self.norm1(x + self.attn(x))
+        return self.norm2(x + self.mlp(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient probe and GPT
+
+
+def make_probe(mistake=None):
+    def probe(model, idx, targets):
+        if mistake != "no_zero_grad":
+            model.zero_grad(set_to_none=True)
+        seen = {}
+
+        def keep(module, args, output):
+            output.retain_grad()
+            seen["x"] = output
+
+        handle = model.drop.register_forward_hook(keep)
+        logits = model(idx)
+        F.cross_entropy(logits.flatten(0, 1), targets.flatten()).backward()
+        if mistake != "hook_left":
+            handle.remove()
+        if mistake == "weight_grad":
+            embedding = model.tok_emb.weight.grad.norm().item()
+        else:
+            embedding = seen["x"].grad.norm().item()
+        blocks = [
+            torch.cat([p.grad.flatten() for p in block.parameters()]).norm().item()
+            for block in model.blocks
+        ]
+        return embedding, blocks[::-1] if mistake == "reversed" else blocks
+
+    probe.__name__ = f"probe_{mistake}"
+    return probe
+
+
+class LearnerGPT(nn.Module):
+    mistake = None
+
+    def __init__(self, config):
+        super().__init__()
+        D = config.d_model
+        self.tok_emb = nn.Embedding(config.vocab_size, D)
+        self.pos_emb = tc.LearnedPositionalEmbedding(config.max_seq_len, D)
+        self.blocks = nn.ModuleList(
+            tc.TransformerBlock(**config.block_kwargs()) for _ in range(config.n_layers)
+        )
+        self.final_norm = tc.LayerNorm(D)
+        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
+        if self.mistake != "untied":
+            self.lm_head.weight = self.tok_emb.weight
+
+    def forward(self, idx):
+        x = self.tok_emb(idx)
+        if self.mistake != "no_positions":
+            x = x + self.pos_emb(idx.shape[1])
+        for block in self.blocks:
+            x = block(x)
+        if self.mistake != "no_final_norm":
+            x = self.final_norm(x)
+        return self.lm_head(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalogue
+
+MUTANTS = [
+    # causal mask
+    (
+        "mask-diagonal-excluded",
+        checks.check_causal_mask,
+        mask_diagonal_excluded,
+        "the diagonal is excluded",
+    ),
+    ("mask-float", checks.check_causal_mask, mask_float, "expected torch.bool"),
+    ("mask-upper-triangle", checks.check_causal_mask, mask_triu, "the upper triangle (triu)"),
+    # scaled dot-product attention
+    ("sdpa-mask-ignored", checks.check_attention, make_sdpa("mask_ignored"), "mask is ignored"),
+    (
+        "sdpa-mask-inverted",
+        checks.check_attention,
+        make_sdpa("mask_inverted"),
+        "the mask is inverted",
+    ),
+    (
+        "sdpa-mask-after-softmax",
+        checks.check_attention,
+        make_sdpa("mask_after_softmax"),
+        "applied after the softmax",
+    ),
+    ("sdpa-no-scaling", checks.check_attention, make_sdpa("no_scale"), "not scaled by 1/sqrt(d_k)"),
+    (
+        "sdpa-scale-by-dk",
+        checks.check_attention,
+        make_sdpa("scale_dk"),
+        "divided by d_k instead of sqrt(d_k)",
+    ),
+    (
+        "sdpa-softmax-over-queries",
+        checks.check_attention,
+        make_sdpa("softmax_dim"),
+        "softmax is taken over the queries axis (dim=-2)",
+    ),
+    (
+        "sdpa-weights-unmasked",
+        checks.check_attention,
+        make_sdpa("weights_unmasked"),
+        "returned weights are not masked",
+    ),
+    (
+        "sdpa-inplace-input",
+        checks.check_attention,
+        make_sdpa("inplace"),
+        "modified its input q in place",
+    ),
+    (
+        "sdpa-mask-wrong-triangle",
+        checks.check_attention,
+        make_sdpa("mask_transposed"),
+        "the mask is applied on the wrong triangle",
+    ),
+    (
+        "sdpa-queries-as-keys",
+        checks.check_attention,
+        make_sdpa("queries_as_keys"),
+        "the queries are used as keys",
+    ),
+    # multi-head attention
+    (
+        "mha-no-causal-mask",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "NoMaskMHA", mask_mode="none"),
+        "causal mask is not applied",
+    ),
+    (
+        "mha-diagonal-masked",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "OffByOneMHA", mask_mode="diagonal"),
+        "the mask is off by one",
+    ),
+    (
+        "mha-no-scaling",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "UnscaledMHA", scale="none"),
+        "not scaled by 1/sqrt(head_dim)",
+    ),
+    (
+        "mha-scale-by-d-model",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "DModelScaleMHA", scale="d_model"),
+        "scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)",
+    ),
+    (
+        "mha-divide-by-d-model",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "DModelDivisorMHA", scale="d_model_full"),
+        "divided by d_model instead of sqrt(head_dim)",
+    ),
+    (
+        "mha-mask-wrong-triangle",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "UpperMaskMHA", mask_mode="upper"),
+        "the mask keeps the wrong triangle (triu instead of tril)",
+    ),
+    (
+        "mha-queries-as-keys",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "QueriesAsKeysMHA", queries_as_keys=True),
+        "the queries are used as keys",
+    ),
+    (
+        "mha-no-output-projection",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "NoOutProjMHA", skip_out_proj=True),
+        "the output projection is left out",
+    ),
+    (
+        "mha-softmax-over-queries",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "WrongAxisMHA", softmax_dim=-2),
+        "queries axis (dim=-2)",
+    ),
+    (
+        "mha-split-view-without-transpose",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "SplitViewMHA", split="no_transpose"),
+        "heads are split with view(B, H, T, head_dim)",
+    ),
+    (
+        "mha-split-transpose-instead-of-reshape",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "SplitTransposeMHA", split="transpose_first"),
+        "transposing before reshaping",
+    ),
+    (
+        "mha-merge-without-transpose",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "MergeNoTransposeMHA", merge="no_transpose"),
+        "without transpose(1, 2) first",
+    ),
+    (
+        "mha-merge-wrong-order",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "MergeOrderMHA", merge="head_minor"),
+        "heads are merged in the wrong order",
+    ),
+    (
+        "mha-weights-unmasked",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "UnmaskedWeightsMHA", weights_mode="unmasked"),
+        "returned weights are not masked",
+    ),
+    (
+        "mha-weights-after-dropout",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "DroppedWeightsMHA", weights_mode="after_dropout"),
+        "weights are returned after dropout",
+    ),
+    (
+        "mha-dropout-in-eval",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "EvalDropoutMHA", dropout_in_eval=True),
+        "dropout is active in eval mode",
+    ),
+    (
+        "mha-bias-when-bias-false",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "AlwaysBiasMHA", force_bias=True),
+        "bias=False was ignored",
+    ),
+    (
+        "mha-misnamed-parameter",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "MisnamedMHA", qkv_name="c_attn"),
+        "your 'c_attn.weight' should be called 'qkv_proj.weight'",
+    ),
+    (
+        "head-weights-last-head",
+        checks.check_first_head_weights,
+        first_head_last,
+        "the weights of the last head",
+    ),
+    (
+        "head-weights-unscaled",
+        checks.check_first_head_weights,
+        first_head_unscaled,
+        "not scaled by 1/sqrt(head_dim)",
+    ),
+    (
+        "head-weights-queries-as-keys",
+        checks.check_first_head_weights,
+        make_first_head("queries_as_keys"),
+        "the queries are used as keys",
+    ),
+    (
+        "head-weights-divide-by-d-model",
+        checks.check_first_head_weights,
+        make_first_head("divide_by_d_model"),
+        "divided by d_model instead of sqrt(head_dim)",
+    ),
+    (
+        "head-weights-mask-wrong-triangle",
+        checks.check_first_head_weights,
+        make_first_head("mask_upper"),
+        "the mask keeps the wrong triangle",
+    ),
+    # norms
+    (
+        "layernorm-unbiased-variance",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "UnbiasedLayerNorm", mistake="unbiased"),
+        "the variance is unbiased",
+    ),
+    (
+        "layernorm-eps-outside-sqrt",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "EpsOutsideLayerNorm", mistake="eps_outside"),
+        "eps is added outside the square root",
+    ),
+    ("layernorm-no-affine", checks.check_layernorm, LayerNormNoAffine, "no learnable affine"),
+    (
+        "layernorm-mean-not-subtracted",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "UncentredLayerNorm", mistake="no_centring"),
+        "the mean is not subtracted",
+    ),
+    (
+        "layernorm-bias-before-scale",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "BiasFirstLayerNorm", mistake="bias_before_scale"),
+        "the bias is added before the scale",
+    ),
+    (
+        "layernorm-default-eps-1e-4",
+        checks.check_layernorm,
+        LayerNormEps1e4,
+        "the default eps is 0.0001, expected 1e-05",
+    ),
+    (
+        "layernorm-misnamed-gamma-beta",
+        checks.check_layernorm,
+        LayerNormGammaBeta,
+        "your 'gamma' should be called 'weight'",
+    ),
+    (
+        "layernorm-inplace-input",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "InplaceLayerNorm", mistake="inplace"),
+        "modified its input x in place",
+    ),
+    (
+        "rmsnorm-subtracts-mean",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "CenteredRMSNorm", mistake="subtracts_mean"),
+        "the mean is subtracted",
+    ),
+    (
+        "rmsnorm-eps-outside-sqrt",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "EpsOutsideRMSNorm", mistake="eps_outside"),
+        "eps is added outside the square root",
+    ),
+    (
+        "rmsnorm-divides-by-std",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "StdRMSNorm", mistake="divides_by_std"),
+        "divided by its standard deviation",
+    ),
+    (
+        "rmsnorm-mean-abs-instead-of-rms",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "MeanAbsRMSNorm", mistake="mean_abs"),
+        "the mean of |x|",
+    ),
+    # MLPs
+    (
+        "feedforward-relu",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "ReluFeedForward", activation=staticmethod(F.relu)),
+        "ReLU instead of the exact GELU",
+    ),
+    (
+        "feedforward-tanh-gelu",
+        checks.check_feedforward,
+        variant(
+            LearnerFeedForward,
+            "TanhFeedForward",
+            activation=staticmethod(lambda t: F.gelu(t, approximate="tanh")),
+        ),
+        "the tanh approximation of GELU",
+    ),
+    (
+        "feedforward-hidden-width",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "NarrowFeedForward", default_width=2),
+        "the default hidden width is 32",
+    ),
+    (
+        "feedforward-d-hidden-ignored",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "FixedWidthFeedForward", ignore_d_hidden=True),
+        "the d_hidden argument is ignored",
+    ),
+    (
+        "feedforward-bias-when-bias-false",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "AlwaysBiasFeedForward", force_bias=True),
+        "bias=False was ignored",
+    ),
+    (
+        "feedforward-dropout-on-hidden",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "HiddenDropoutFeedForward", dropout_on_hidden=True),
+        "dropout acts somewhere other than the output",
+    ),
+    (
+        "swiglu-width-two-thirds-d",
+        checks.check_swiglu_hidden_dim,
+        hidden_two_thirds,
+        "2/3 * d_model",
+    ),
+    (
+        "swiglu-width-not-rounded",
+        checks.check_swiglu_hidden_dim,
+        hidden_unrounded,
+        "without rounding up to a multiple of 256",
+    ),
+    (
+        "swiglu-gate-up-swapped",
+        check_swiglu,
+        variant(LearnerSwiGLU, "SwappedSwiGLU", swapped=True),
+        "gate and up swapped",
+    ),
+    # the block
+    (
+        "block-post-ln-written-as-pre",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "AlwaysPostBlock", mistake="always_post"),
+        "post-LN was written where pre-LN was asked",
+    ),
+    (
+        "block-pre-ln-written-as-post",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "AlwaysPreBlock", mistake="always_pre"),
+        "pre-LN was written where post-LN was asked",
+    ),
+    (
+        "block-attention-residual-missing",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "NoResidualBlock", mistake="no_attn_residual"),
+        "the attention residual is missing",
+    ),
+    (
+        "block-norm-on-residual-stream",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "NormStreamBlock", mistake="norm_on_stream"),
+        "the norm is applied to the residual stream",
+    ),
+    (
+        "block-dropout-on-residual-stream",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "ResidualDropoutBlock", mistake="residual_dropout"),
+        "dropout is applied to the residual stream",
+    ),
+    (
+        "block-inplace-residual-add",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "InplaceBlock", mistake="inplace"),
+        "modified its input x in place",
+    ),
+    # gradient probe
+    (
+        "probe-embedding-weight-grad",
+        checks.check_grad_norm_probe,
+        make_probe("weight_grad"),
+        "tok_emb.weight.grad",
+    ),
+    (
+        "probe-no-zero-grad",
+        checks.check_grad_norm_probe,
+        make_probe("no_zero_grad"),
+        "the old gradients were not cleared",
+    ),
+    (
+        "probe-blocks-reversed",
+        checks.check_grad_norm_probe,
+        make_probe("reversed"),
+        "the blocks are listed last first",
+    ),
+    (
+        "probe-hook-left-behind",
+        checks.check_grad_norm_probe,
+        make_probe("hook_left"),
+        "a hook is still registered on model.drop",
+    ),
+    # GPT and counts
+    (
+        "gpt-no-position-embeddings",
+        checks.check_gpt,
+        variant(LearnerGPT, "NoPositionsGPT", mistake="no_positions"),
+        "no position embeddings are added",
+    ),
+    (
+        "gpt-head-not-tied",
+        checks.check_gpt,
+        variant(LearnerGPT, "UntiedGPT", mistake="untied"),
+        "the weights are not tied",
+    ),
+    (
+        "gpt-no-final-norm",
+        checks.check_gpt,
+        variant(LearnerGPT, "NoFinalNormGPT", mistake="no_final_norm"),
+        "the final norm is not applied",
+    ),
+    (
+        "bias-savings-counts-layernorm-biases",
+        checks.check_bias_savings,
+        82_944 + 12 * 2 * 768,
+        "the LayerNorm biases are counted too",
+    ),
+    ("bias-savings-one-block", checks.check_bias_savings, 6_912, "the saving of one block"),
+    (
+        "gpt2-params-untied-head",
+        checks.check_gpt2_small_params,
+        124_439_808 + 50_257 * 768,
+        "the LM head is counted as its own matrix",
+    ),
+    ("gpt2-params-float", checks.check_gpt2_small_params, 124_439_808.0, "expected an int"),
+]
+
+ALTERNATIVES = [
+    ("mask-tril-of-ones", checks.check_causal_mask, mask_tril),
+    ("mask-not-strict-upper", checks.check_causal_mask, mask_not_triu),
+    ("sdpa-learner-base", checks.check_attention, make_sdpa(None)),
+    ("sdpa-einsum", checks.check_attention, sdpa_einsum),
+    ("sdpa-additive-minus-inf-mask", checks.check_attention, sdpa_additive_mask),
+    ("sdpa-manual-exp-sum-softmax", checks.check_attention, sdpa_manual_softmax),
+    ("sdpa-torch-fused-kernel", checks.check_attention, sdpa_torch_fused),
+    ("mha-learner-base", checks.check_multi_head_attention, LearnerMHA),
+    ("mha-separate-qkv-projections", checks.check_multi_head_attention, SeparateProjectionsMHA),
+    ("mha-fused-kernel-persistent-buffer", checks.check_multi_head_attention, FusedKernelMHA),
+    ("head-weights-from-qkv-proj", checks.check_first_head_weights, first_head_manual),
+    ("layernorm-learner-base-torch-var", checks.check_layernorm, LearnerLayerNorm),
+    ("layernorm-functional", checks.check_layernorm, LayerNormFunctional),
+    ("layernorm-nn-layernorm", checks.check_layernorm, LayerNormTorch),
+    ("rmsnorm-learner-base", checks.check_rmsnorm, LearnerRMSNorm),
+    ("rmsnorm-nn-rmsnorm", checks.check_rmsnorm, RMSNormTorch),
+    ("feedforward-learner-base", checks.check_feedforward, LearnerFeedForward),
+    ("feedforward-gelu-module", checks.check_feedforward, FeedForwardGeluModule),
+    ("swiglu-width-ceil", checks.check_swiglu_hidden_dim, hidden_ceil),
+    ("swiglu-learner-base", check_swiglu, LearnerSwiGLU),
+    ("block-learner-base", checks.check_transformer_block, LearnerBlock),
+    ("block-torch-parts-separate-qkv", checks.check_transformer_block, TorchPartsBlock),
+    ("probe-forward-hook", checks.check_grad_norm_probe, make_probe(None)),
+    ("gpt-learner-base", checks.check_gpt, LearnerGPT),
+]
