@@ -15,6 +15,7 @@ import math
 import torch
 
 from ..language import say
+from ._harness import mistake
 
 # Descriptions several tables share.
 
@@ -74,14 +75,14 @@ def _mask_variants(expected: torch.Tensor):
     ones = torch.ones(T, T, dtype=torch.bool)
     return [
         (
-            say(
+            mistake(
                 "the convention is inverted: True marks blocked positions; here True = may attend",
                 "约定反了：你用 True 标记被屏蔽的位置；这里 True 表示可以关注",
             ),
             lambda: ~expected,
         ),
         (
-            say(
+            mistake(
                 "the upper triangle (triu) instead of the lower (tril): True where the key comes "
                 "after the query",
                 "用了上三角（triu）而不是下三角（tril）：键在查询之后的位置为 True",
@@ -89,14 +90,14 @@ def _mask_variants(expected: torch.Tensor):
             lambda: ones.triu(),
         ),
         (
-            say(
+            mistake(
                 "the diagonal is excluded (tril(diagonal=-1)): a token must be able to attend to "
                 "itself",
                 "排除了对角线（tril(diagonal=-1)）：词元必须能关注它自己",
             ),
             lambda: ones.tril(diagonal=-1),
         ),
-        (say("nothing is masked (all True)", "什么都没有屏蔽（全为 True）"), lambda: ones),
+        (mistake("nothing is masked (all True)", "什么都没有屏蔽（全为 True）"), lambda: ones),
     ]
 
 
@@ -145,14 +146,14 @@ def _sdpa(
 def _sdpa_mistakes():
     return [
         (
-            say(
+            mistake(
                 "the mask is ignored (every query sees every key)",
                 "忽略了掩码（每个查询都能看到所有键）",
             ),
             dict(mask_mode="ignored"),
         ),
         (
-            say(
+            mistake(
                 "the mask is inverted: True is treated as blocked; here True = may attend "
                 "(masked_fill(~mask, -inf))",
                 "掩码用反了：把 True 当成了屏蔽；"
@@ -161,7 +162,7 @@ def _sdpa_mistakes():
             dict(mask_mode="inverted"),
         ),
         (
-            say(
+            mistake(
                 "the mask is applied on the wrong triangle (transposed, like triu instead of "
                 "tril): each query sees itself and the keys after it instead of those before it",
                 "掩码作用在了错误的三角上（被转置了，相当于用 triu 代替 tril）：每个查询看到的是"
@@ -170,7 +171,7 @@ def _sdpa_mistakes():
             dict(mask_mode="transposed"),
         ),
         (
-            say(
+            mistake(
                 "the mask is applied after the softmax (weights * mask), so rows no longer sum "
                 "to 1",
                 "掩码在 softmax 之后才施加（weights * mask），所以每行之和不再是 1",
@@ -178,42 +179,42 @@ def _sdpa_mistakes():
             dict(mask_mode="after_softmax"),
         ),
         (
-            say(
+            mistake(
                 "masked scores are set to 0 instead of -inf, so masked keys still get weight",
                 "被屏蔽的分数设成了 0 而不是 -inf，所以被屏蔽的键仍然分到了权重",
             ),
             dict(mask_mode="zero_fill"),
         ),
         (
-            say(
+            mistake(
                 "a causal mask is built inside instead of using the mask argument",
                 "在函数内部自己构造了因果掩码，而没有使用 mask 参数",
             ),
             dict(mask_mode="own_causal"),
         ),
         (
-            say(
+            mistake(
                 "the queries are used as keys (q @ q^T instead of q @ k^T)",
                 "把查询当成了键（用了 q @ q^T 而不是 q @ k^T）",
             ),
             dict(keys="q"),
         ),
         (
-            say(
+            mistake(
                 "the scores are not scaled by 1/sqrt(d_k)",
                 "注意力分数没有乘以 1/sqrt(d_k) 进行缩放",
             ),
             dict(scale="none"),
         ),
         (
-            say(
+            mistake(
                 "the scores are divided by d_k instead of sqrt(d_k)",
                 "注意力分数除以了 d_k，而不是 sqrt(d_k)",
             ),
             dict(scale="dk"),
         ),
         (
-            say(
+            mistake(
                 "the scores are scaled by the value width v.size(-1) instead of the key width "
                 "q.size(-1)",
                 "注意力分数按值的宽度 v.size(-1) 缩放了，而不是按键的宽度 q.size(-1)",
@@ -222,7 +223,7 @@ def _sdpa_mistakes():
         ),
         (_softmax_over_queries(), dict(dim=-2)),
         (
-            say(
+            mistake(
                 "the returned weights are the scores before the softmax",
                 "返回的权重是 softmax 之前的分数",
             ),
@@ -300,14 +301,14 @@ def _mha_mistakes():
     scaled = {scale: description for description, scale in _head_dim_scales()}
     return [
         (
-            say(
+            mistake(
                 "the causal mask is not applied (tokens attend to later tokens)",
                 "没有施加因果掩码（词元关注到了它后面的词元）",
             ),
             dict(mask="none"),
         ),
         (
-            say(
+            mistake(
                 "the mask is off by one: the diagonal is masked too (tril(diagonal=-1)), so a "
                 "token cannot attend to itself",
                 "掩码差了一位：对角线也被屏蔽了（tril(diagonal=-1)），词元无法关注它自己",
@@ -315,7 +316,7 @@ def _mha_mistakes():
             dict(mask="diagonal"),
         ),
         (
-            say(
+            mistake(
                 "the mask is inverted (later tokens allowed, earlier ones blocked)",
                 "掩码用反了（放行了后面的词元，屏蔽了前面的词元）",
             ),
@@ -323,14 +324,14 @@ def _mha_mistakes():
         ),
         (_wrong_triangle(), dict(mask="upper")),
         (
-            say(
+            mistake(
                 "the queries are used as keys (q @ q^T): the k rows of qkv_proj are never used",
                 "把查询当成了键（q @ q^T）：qkv_proj 中属于 k 的那些行从未被用到",
             ),
             dict(keys="q"),
         ),
         (
-            say(
+            mistake(
                 "the output projection is left out: the merged heads are returned without out_proj",
                 "漏掉了输出投影：各头合并之后没有经过 out_proj 就直接返回了",
             ),
@@ -338,7 +339,7 @@ def _mha_mistakes():
         ),
         (scaled["none"], dict(scale="none")),
         (
-            say(
+            mistake(
                 "the scores are divided by head_dim instead of sqrt(head_dim)",
                 "注意力分数除以了 head_dim，而不是 sqrt(head_dim)",
             ),
@@ -348,7 +349,7 @@ def _mha_mistakes():
         (scaled["d_model_full"], dict(scale="d_model_full")),
         (_softmax_over_queries(), dict(dim=-2)),
         (
-            say(
+            mistake(
                 "heads are split with view(B, H, T, head_dim) instead of view(B, T, H, head_dim)"
                 ".transpose(1, 2), which mixes tokens across heads",
                 "拆分多头时用了 view(B, H, T, head_dim)，而不是 view(B, T, H, head_dim)"
@@ -357,7 +358,7 @@ def _mha_mistakes():
             dict(split="no_transpose"),
         ),
         (
-            say(
+            mistake(
                 "heads are split by transposing before reshaping (x.transpose(1, 2).reshape(B, H, "
                 "T, head_dim)) instead of view(B, T, H, head_dim).transpose(1, 2)",
                 "拆分多头时先转置再 reshape（x.transpose(1, 2).reshape(B, H, T, head_dim)），"
@@ -366,7 +367,7 @@ def _mha_mistakes():
             dict(split="transpose_first"),
         ),
         (
-            say(
+            mistake(
                 "head h takes the interleaved channels h, h+H, ... instead of the block "
                 "[h*head_dim, (h+1)*head_dim)",
                 "第 h 个头取的是交错的通道 h, h+H, ...，"
@@ -375,7 +376,7 @@ def _mha_mistakes():
             dict(split="interleaved"),
         ),
         (
-            say(
+            mistake(
                 "heads are merged with reshape(B, T, D) straight from (B, H, T, head_dim), without "
                 "transpose(1, 2) first",
                 "合并多头时直接把 (B, H, T, head_dim) reshape 成 (B, T, D)，没有先 transpose(1, 2)",
@@ -383,7 +384,7 @@ def _mha_mistakes():
             dict(merge="no_transpose"),
         ),
         (
-            say(
+            mistake(
                 "heads are merged in the wrong order: channels come out as (head_dim, H) instead "
                 "of (H, head_dim)",
                 "多头合并的顺序错了：通道排成了 (head_dim, H)，而不是 (H, head_dim)",
@@ -393,7 +394,7 @@ def _mha_mistakes():
         (_weights_unmasked(), dict(weights="unmasked")),
     ] + [
         (
-            say(
+            mistake(
                 f"the output of qkv_proj is split as ({', '.join(order)}) instead of (q, k, v)",
                 f"qkv_proj 的输出被拆成了 ({', '.join(order)})，而不是 (q, k, v)",
             ),
@@ -454,25 +455,27 @@ def _head_weights(
 def _head_mistakes():
     return [
         (
-            say(
+            mistake(
                 "the weights of the last head (index -1) instead of the first (index 0)",
                 "取的是最后一个头（索引 -1）的权重，而不是第一个头（索引 0）的",
             ),
             dict(head=-1),
         ),
         (
-            say(
+            mistake(
                 "the weights of head 1 instead of head 0 (Python counts from 0)",
                 "取的是头 1 的权重，而不是头 0 的（Python 从 0 开始计数）",
             ),
             dict(head=1),
         ),
         (
-            say("the average over all heads instead of head 0", "取的是所有头的平均，而不是头 0"),
+            mistake(
+                "the average over all heads instead of head 0", "取的是所有头的平均，而不是头 0"
+            ),
             dict(mean=True),
         ),
         (
-            say(
+            mistake(
                 "head 0 taken as the interleaved channels 0, H, 2H, ... instead of the first "
                 "head_dim channels",
                 "头 0 取成了交错的通道 0, H, 2H, ...，而不是前 head_dim 个通道",
@@ -480,7 +483,7 @@ def _head_mistakes():
             dict(split="interleaved"),
         ),
         (
-            say(
+            mistake(
                 "the keys are read from the q rows [head_dim, 2*head_dim) instead of the k rows "
                 "[D, D + head_dim)",
                 "键取自 q 的行 [head_dim, 2*head_dim)，而不是 k 的行 [D, D + head_dim)",
@@ -488,11 +491,11 @@ def _head_mistakes():
             dict(keys="q_next"),
         ),
         (
-            say("queries and keys are swapped (k @ q^T)", "查询和键弄反了（k @ q^T）"),
+            mistake("queries and keys are swapped (k @ q^T)", "查询和键弄反了（k @ q^T）"),
             dict(swap=True),
         ),
         (
-            say(
+            mistake(
                 "the queries are used as keys (q0 @ q0^T): the keys are the rows [D, D + head_dim) "
                 "of qkv_proj",
                 "把查询当成了键（q0 @ q0^T）：键是 qkv_proj 的行 [D, D + head_dim)",
@@ -500,7 +503,7 @@ def _head_mistakes():
             dict(keys="q"),
         ),
         *((description, dict(scale=scale)) for description, scale in _head_dim_scales()),
-        (say("the causal mask is not applied", "没有施加因果掩码"), dict(mask=False)),
+        (mistake("the causal mask is not applied", "没有施加因果掩码"), dict(mask=False)),
         (_wrong_triangle(), dict(mask="upper")),
         (_softmax_over_queries(), dict(dim=-2)),
     ]

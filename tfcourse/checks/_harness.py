@@ -45,6 +45,16 @@ def describe_call(target, args=(), kwargs=None) -> str:
     return f"{getattr(target, '__name__', type(target).__name__)}({', '.join(parts)})"
 
 
+def mistake(english: str, chinese: str) -> str:
+    """A known mistake, as a check names it (``looks like: ...``), in the reader's language.
+
+    ``say`` with a purpose: every diagnosis is written with ``mistake``, so that
+    ``tests/test_diagnoses.py`` can find each one and require a wrong implementation in the
+    test suite that makes a check name it.
+    """
+    return say(english, chinese)
+
+
 class CheckArgumentError(TypeError):
     """A check was handed something it cannot check (``check_rotary(42)``): the learner's
     doing, reported as such by the grader (any other error raised by a check is the
@@ -334,7 +344,7 @@ class Checker:
                 self.fail(
                     case,
                     say(f"{name} received no gradient", f"{label} 没有收到梯度"),
-                    looks_like=say(
+                    looks_like=mistake(
                         "it is not connected to the output (unused, or hidden "
                         "from autograd by .detach(), .data or torch.no_grad())",
                         "它与输出没有连接（没被用到，或被 .detach()、.data、"
@@ -376,7 +386,7 @@ class Checker:
                     f"你的代码原地修改了它的输入 {name}",
                 ),
                 diff=max_abs_diff(before, after),
-                looks_like=say(
+                looks_like=mistake(
                     "an in-place operation on the input (x += ..., x -= mean, "
                     "x.mul_(...), x[...] = ...)",
                     "对输入做了原地操作（x += ...、x -= mean、x.mul_(...)、x[...] = ...）",

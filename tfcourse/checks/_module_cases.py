@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ..language import say
-from ._harness import Checker, Variant
+from ._harness import Checker, Variant, mistake
 from ._parameters import adapt_layout, parameter_names
 
 
@@ -151,7 +151,7 @@ def eval_dropout_case(
                     "two eval-mode calls gave different outputs",
                     "评估模式下两次调用给出了不同的输出",
                 ),
-                looks_like=say(
+                looks_like=mistake(
                     "dropout is active in eval mode: F.dropout(x, p) defaults to "
                     "training=True; use nn.Dropout, or F.dropout(x, p, "
                     "training=self.training)",

@@ -8,7 +8,7 @@ import torch
 
 from ..language import say
 from ..nn import block as reference_block
-from ._harness import Checker, describe_call
+from ._harness import Checker, describe_call, mistake
 from ._module_cases import eval_dropout_case, inplace_case, module_case
 from ._parameters import build, load_reference, randomize_
 from .mlp import _feedforward_width
@@ -84,7 +84,7 @@ def _order_variants(ref, x):
     if ref.pre_ln:
         return [
             (
-                say(
+                mistake(
                     "post-LN was written where pre-LN was asked (pre_ln=True): pre-LN normalizes "
                     "each sublayer's input, x + attn(norm1(x)), not the sum after the residual add",
                     "要求的是前置层归一化（Pre-LN，pre_ln=True），却写成了后置层归一化（Post-LN）："
@@ -103,7 +103,7 @@ def _order_variants(ref, x):
             ),
             (both_missing, lambda: m(n2(a(n1(x))))),
             (
-                say(
+                mistake(
                     "the norm is applied to the residual stream (x = norm1(x); x = x + attn(x)) "
                     "instead of only to the sublayer's input",
                     "归一化作用在了残差流上（x = norm1(x); x = x + attn(x)），"
@@ -114,7 +114,7 @@ def _order_variants(ref, x):
             (swapped, lambda: _pre(x, a, m, n2, n1)),
             (mlp_first, lambda: (lambda h: h + a(n2(h)))(x + m(n1(x)))),
             (
-                say(
+                mistake(
                     "attention and MLP both read the block input (in parallel) instead of one "
                     "after the other",
                     "注意力和 MLP 都读取了块的输入（并行），而不是先后串联",
@@ -124,7 +124,7 @@ def _order_variants(ref, x):
         ]
     return [
         (
-            say(
+            mistake(
                 "pre-LN was written where post-LN was asked (pre_ln=False): post-LN normalizes "
                 "after the residual add, norm1(x + attn(x))",
                 "要求的是后置层归一化（Post-LN，pre_ln=False），却写成了前置层归一化（Pre-LN）："
@@ -139,7 +139,7 @@ def _order_variants(ref, x):
         (missing("MLP", "norm2(mlp(x))", "norm2(x + mlp(x))"), lambda: n2(m(n1(x + a(x))))),
         (both_missing, lambda: n2(m(n1(a(x))))),
         (
-            say(
+            mistake(
                 "the sublayer output is normalized before the residual add (x + norm1(attn(x))) "
                 "instead of norm1(x + attn(x))",
                 "在残差相加之前就对子层输出做了归一化（x + norm1(attn(x))），"
@@ -313,7 +313,7 @@ def _residual_stream_case(
         expected,
         variants=[
             (
-                say(
+                mistake(
                     "dropout is applied to the residual stream (x itself is dropped, e.g. "
                     "dropout(x + attn(...))); only the sublayer outputs may be dropped",
                     "dropout 作用在了残差流上（x 本身被随机置零，例如 dropout(x + attn(...))）；"
@@ -346,7 +346,7 @@ def _dropout_acts_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor)
                 f"with dropout={P_DROP} the train-mode output equals the eval-mode output",
                 f"dropout={P_DROP} 时，训练模式的输出与评估模式的输出相同",
             ),
-            looks_like=say(
+            looks_like=mistake(
                 "dropout is never applied (the dropout argument is "
                 "not passed on to the attention and the MLP)",
                 "随机失活（dropout）从未生效（dropout 参数没有传给注意力和 MLP）",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..language import say
-from ._harness import Checker
+from ._harness import Checker, mistake
 
 
 def reference_permute_qk_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -57,14 +57,14 @@ def _permute_variants(weight: torch.Tensor, n_heads: int):
 
     return [
         (
-            say(
+            mistake(
                 "the weight is returned unchanged: interleaved rows loaded as they are",
                 "权重原样返回了：交错排列的行被原封不动地加载",
             ),
             lambda: weight,
         ),
         (
-            say(
+            mistake(
                 "the inverse permutation (rotate-half -> interleaved): rows i and i + head_dim/2 "
                 "were made neighbours instead of neighbours being split into the two halves",
                 "用了逆排列（rotate-half -> 交错）：把第 i 行和第 i + head_dim/2 行排到了一起，"
@@ -75,7 +75,7 @@ def _permute_variants(weight: torch.Tensor, n_heads: int):
             ),
         ),
         (
-            say(
+            mistake(
                 "the whole matrix permuted as one head: n_heads was ignored, so rows moved "
                 "between heads",
                 "把整个矩阵当作一个头来重排：忽略了 n_heads，行被挪到了别的头里",
@@ -83,14 +83,14 @@ def _permute_variants(weight: torch.Tensor, n_heads: int):
             lambda: reference_permute_qk_rows(weight, 1),
         ),
         (
-            say(
+            mistake(
                 "each pair's two rows are swapped (odd rows first): the rotation runs backwards",
                 "每一对中的两行顺序反了（奇数行在前）：旋转方向反了",
             ),
             odd_rows_first,
         ),
         (
-            say(
+            mistake(
                 "the columns (input features) were permuted instead of the rows",
                 "重排的是列（输入特征），而不是行",
             ),

@@ -7,7 +7,7 @@ import torch
 
 from ..language import say
 from ..nn.attention import MultiHeadAttention, repeat_kv, scaled_dot_product_attention
-from ._harness import Checker, require_function
+from ._harness import Checker, mistake, require_function
 from ._parameters import randomize_
 
 
@@ -39,7 +39,7 @@ def _variants(kv: torch.Tensor, n_rep: int):
     }
     wrong_axis = [
         (
-            say(
+            mistake(
                 f"repeated along {name} instead of the head axis (dim 1)",
                 f"沿{name}做了重复，而不是沿头轴（dim 1）",
             ),
@@ -50,7 +50,7 @@ def _variants(kv: torch.Tensor, n_rep: int):
     ]
     return [
         (
-            say(
+            mistake(
                 "tiled instead of grouped (kv.repeat(1, n_rep, 1, 1)): the heads come out as 0, 1, "
                 ".., 0, 1, ..; LLaMA's grouping gives 0, 0, .., 1, 1, ..",
                 "整体平铺而不是分组（kv.repeat(1, n_rep, 1, 1)）："
@@ -61,7 +61,9 @@ def _variants(kv: torch.Tensor, n_rep: int):
         ),
         *wrong_axis,
         (
-            say("the input returned unchanged: n_rep was ignored", "原样返回了输入：忽略了 n_rep"),
+            mistake(
+                "the input returned unchanged: n_rep was ignored", "原样返回了输入：忽略了 n_rep"
+            ),
             lambda: kv,
         ),
     ]

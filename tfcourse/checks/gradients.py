@@ -7,7 +7,7 @@ import torch
 from ..lab.probes import gradient_probe, twin_models
 from ..language import say
 from ..nn.config import GPTConfig
-from ._harness import Checker
+from ._harness import Checker, mistake
 from .cases import case_seed
 
 PROBE_CONFIG = GPTConfig(vocab_size=40, max_seq_len=12, n_layers=3, n_heads=2, d_model=16)
@@ -178,7 +178,7 @@ def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None
         as_tensor([want["embedding"]]),
         variants=[
             (
-                say(
+                mistake(
                     "the norm of the token-embedding *weight* gradient (tok_emb.weight.grad) "
                     "instead of the gradient at the embedding output (the first block's input)",
                     "算的是词元嵌入*权重*梯度（tok_emb.weight.grad）的范数，而不是嵌入层输出处"
@@ -187,7 +187,7 @@ def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None
                 lambda: as_tensor([want["embedding_weight"]]),
             ),
             (
-                say(
+                mistake(
                     "the norm of the embedding output itself (an activation), not of its gradient",
                     "算的是嵌入层输出本身（一个激活值）的范数，而不是它的梯度的范数",
                 ),
@@ -203,14 +203,14 @@ def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None
         as_tensor(want["blocks"]),
         variants=[
             (
-                say(
+                mistake(
                     "the blocks are listed last first; list them first block first",
                     "块的顺序反了（最后一个块在前）；应从第一个块开始列出",
                 ),
                 lambda: as_tensor(want["blocks"][::-1]),
             ),
             (
-                say(
+                mistake(
                     "the old gradients were not cleared (call model.zero_grad() first): "
                     "they add up",
                     "没有清除旧的梯度（请先调用 model.zero_grad()）：新旧梯度累加在了一起",
@@ -218,7 +218,7 @@ def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None
                 lambda: as_tensor([2 * b for b in want["blocks"]]),
             ),
             (
-                say(
+                mistake(
                     "each parameter's norm is summed instead of taking one norm over all of a "
                     "block's parameters together",
                     "把各个参数的范数加了起来，而不是对一个块的全部参数一起求一个范数",
@@ -226,7 +226,7 @@ def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None
                 lambda: as_tensor(want["summed_parameter_norms"]),
             ),
             (
-                say(
+                mistake(
                     "the squared norms (sum of squares) without the square root",
                     "算的是范数的平方（平方和），没有开平方根",
                 ),
@@ -235,7 +235,7 @@ def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None
             (summed, lambda: as_tensor([b * tokens for b in want["blocks"]])),
             # Last: it runs another backward pass (only ever on the way to a failure).
             (
-                say(
+                mistake(
                     "the loss is the sum of the final hidden states (loss='sum') instead of the "
                     "next-token cross-entropy",
                     "损失用的是最终隐藏状态之和（loss='sum'），而不是下一个词元预测的交叉熵",

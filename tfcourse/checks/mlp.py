@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ..language import say
 from ..nn import mlp as reference_mlp
-from ._harness import Checker, describe_call
+from ._harness import Checker, describe_call, mistake
 from ._module_cases import eval_dropout_case, inplace_case, module_case
 from ._parameters import build, load_reference, randomize_
 from .cases import case_int
@@ -33,11 +33,11 @@ def _feedforward_variants(ref, x):
     fc_in, fc_out = ref.fc_in, ref.fc_out
     return [
         (
-            say("ReLU instead of the exact GELU", "用了 ReLU，而不是精确的 GELU"),
+            mistake("ReLU instead of the exact GELU", "用了 ReLU，而不是精确的 GELU"),
             lambda: fc_out(F.relu(fc_in(x))),
         ),
         (
-            say(
+            mistake(
                 "the tanh approximation of GELU instead of the exact (erf) GELU; use F.gelu(x) or "
                 "nn.GELU() without approximate='tanh'",
                 "用了 GELU 的 tanh 近似，而不是精确（erf）GELU；请用 F.gelu(x) 或 nn.GELU()，"
@@ -45,13 +45,16 @@ def _feedforward_variants(ref, x):
             ),
             lambda: fc_out(F.gelu(fc_in(x), approximate="tanh")),
         ),
-        (say("SiLU instead of GELU", "用了 SiLU，而不是 GELU"), lambda: fc_out(F.silu(fc_in(x)))),
         (
-            say("no activation between the two linear layers", "两个线性层之间没有激活函数"),
+            mistake("SiLU instead of GELU", "用了 SiLU，而不是 GELU"),
+            lambda: fc_out(F.silu(fc_in(x))),
+        ),
+        (
+            mistake("no activation between the two linear layers", "两个线性层之间没有激活函数"),
             lambda: fc_out(fc_in(x)),
         ),
         (
-            say(
+            mistake(
                 "GELU after the second linear layer instead of between the two",
                 "GELU 放在了第二个线性层之后，而不是两个线性层之间",
             ),
@@ -231,7 +234,7 @@ def _dropout_on_output_case(chk: Checker, case: str, learner, x, first_layer: st
                 f"with dropout={P_DROP} the train-mode output equals the eval-mode output",
                 f"dropout={P_DROP} 时，训练模式的输出与评估模式的输出相同",
             ),
-            looks_like=say(
+            looks_like=mistake(
                 "dropout is never applied (the dropout argument is ignored, or "
                 "F.dropout gets training=False)",
                 "随机失活（dropout）从未生效（忽略了 dropout 参数，或给 F.dropout "
@@ -247,7 +250,7 @@ def _dropout_on_output_case(chk: Checker, case: str, learner, x, first_layer: st
         scaled,
         variants=[
             (
-                say(
+                mistake(
                     f"dropout acts somewhere other than the output, e.g. on the "
                     f"hidden activations (after {first_layer})",
                     f"dropout 作用在了输出以外的地方，例如隐藏层的激活（{first_layer} 之后）",
@@ -358,40 +361,42 @@ def _swiglu_variants(ref, x):
     gate, up, down = ref.gate_proj, ref.up_proj, ref.down_proj
     return [
         (
-            say(
+            mistake(
                 "SiLU is applied to up_proj instead of gate_proj (gate and up swapped)",
                 "SiLU 作用在了 up_proj 上，而不是 gate_proj（gate 和 up 弄反了）",
             ),
             lambda: down(gate(x) * F.silu(up(x))),
         ),
         (
-            say("GELU instead of SiLU", "用了 GELU，而不是 SiLU"),
+            mistake("GELU instead of SiLU", "用了 GELU，而不是 SiLU"),
             lambda: down(F.gelu(gate(x)) * up(x)),
         ),
         (
-            say("a sigmoid gate (GLU) instead of SiLU", "用了 sigmoid 门控（GLU），而不是 SiLU"),
+            mistake(
+                "a sigmoid gate (GLU) instead of SiLU", "用了 sigmoid 门控（GLU），而不是 SiLU"
+            ),
             lambda: down(torch.sigmoid(gate(x)) * up(x)),
         ),
         (
-            say("ReLU instead of SiLU", "用了 ReLU，而不是 SiLU"),
+            mistake("ReLU instead of SiLU", "用了 ReLU，而不是 SiLU"),
             lambda: down(F.relu(gate(x)) * up(x)),
         ),
         (
-            say(
+            mistake(
                 "no gate: down_proj(silu(gate_proj(x))) without the up_proj product",
                 "没有门控：只算了 down_proj(silu(gate_proj(x)))，缺少与 up_proj 的乘积",
             ),
             lambda: down(F.silu(gate(x))),
         ),
         (
-            say(
+            mistake(
                 "SiLU is applied to the product: silu(gate_proj(x) * up_proj(x))",
                 "SiLU 作用在了乘积上：silu(gate_proj(x) * up_proj(x))",
             ),
             lambda: down(F.silu(gate(x) * up(x))),
         ),
         (
-            say("the branches are added instead of multiplied", "两个分支相加了，而不是相乘"),
+            mistake("the branches are added instead of multiplied", "两个分支相加了，而不是相乘"),
             lambda: down(F.silu(gate(x)) + up(x)),
         ),
     ]

@@ -13,7 +13,7 @@ from ..nn.block import TransformerBlock
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 from ..nn.norms import LayerNorm
-from ._harness import Checker, describe_call
+from ._harness import Checker, describe_call, mistake
 from ._module_cases import backward_case
 from ._parameters import build, load_reference, randomize_
 
@@ -59,39 +59,39 @@ def _gpt(
 
 def _gpt_mistakes():
     return [
-        (say("no position embeddings are added", "没有加上位置嵌入"), dict(positions=False)),
+        (mistake("no position embeddings are added", "没有加上位置嵌入"), dict(positions=False)),
         (
-            say("position ids start at 1 instead of 0", "位置编号从 1 开始了，而不是从 0 开始"),
+            mistake("position ids start at 1 instead of 0", "位置编号从 1 开始了，而不是从 0 开始"),
             dict(offset=1),
         ),
         (
-            say(
+            mistake(
                 "the final norm is not applied before lm_head",
                 "在 lm_head 之前没有做最后的归一化（final_norm）",
             ),
             dict(final_norm=False),
         ),
         (
-            say(
+            mistake(
                 "the token embeddings are scaled by sqrt(d_model) (GPT-2 does not)",
                 "词元嵌入乘以了 sqrt(d_model)（GPT-2 不这样做）",
             ),
             dict(scale=True),
         ),
         (
-            say("the blocks run in reverse order", "各个块按相反的顺序执行了"),
+            mistake("the blocks run in reverse order", "各个块按相反的顺序执行了"),
             dict(blocks="reversed"),
         ),
-        (say("only the first block is applied", "只执行了第一个块"), dict(blocks="first")),
+        (mistake("only the first block is applied", "只执行了第一个块"), dict(blocks="first")),
         (
-            say(
+            mistake(
                 "forward returns probabilities (softmax) instead of logits",
                 "forward 返回的是概率（softmax），而不是 logits",
             ),
             dict(output="probs"),
         ),
         (
-            say(
+            mistake(
                 "forward returns log-probabilities (log_softmax) instead of logits",
                 "forward 返回的是对数概率（log_softmax），而不是 logits",
             ),
@@ -145,7 +145,7 @@ def check_gpt(cls) -> None:
                     "lm_head.weight is not the same tensor as tok_emb.weight",
                     "lm_head.weight 与 tok_emb.weight 不是同一个张量",
                 ),
-                looks_like=say(
+                looks_like=mistake(
                     "the weights are not tied (two matrices, or a copy)",
                     "权重没有绑定（是两个矩阵，或是一份拷贝）",
                 ),
@@ -270,7 +270,7 @@ def check_bias_savings(n) -> None:
         table = [
             (
                 want + norm_biases,
-                say(
+                mistake(
                     "the LayerNorm biases are counted too; bias=False removes only the Linear "
                     "layers' biases (norms keep theirs)",
                     "把层归一化（LayerNorm）的偏置也算进去了；bias=False 只去掉 Linear 层的偏置"
@@ -279,7 +279,7 @@ def check_bias_savings(n) -> None:
             ),
             (
                 want + norm_biases + D,
-                say(
+                mistake(
                     "the LayerNorm biases (and a final norm's) are counted too; bias=False removes "
                     "only the Linear layers' biases",
                     "把层归一化（LayerNorm）的偏置（连同最后那个归一化层的）也算进去了；bias=False "
@@ -288,7 +288,7 @@ def check_bias_savings(n) -> None:
             ),
             (
                 norm_biases,
-                say(
+                mistake(
                     "only the LayerNorm biases are counted; bias=False removes the "
                     "Linear layers' biases",
                     "只算了层归一化（LayerNorm）的偏置；bias=False 去掉的是 Linear 层的偏置",
@@ -296,35 +296,35 @@ def check_bias_savings(n) -> None:
             ),
             (
                 per_block,
-                say(
+                mistake(
                     "the saving of one block; the stack has 12",
                     "这只是一个块节省的数量；整个堆叠有 12 个块",
                 ),
             ),
             (
                 want - layers * 2 * D,
-                say(
+                mistake(
                     "the fused qkv_proj bias has 3 * 768 entries, not 768",
                     "融合的 qkv_proj 的偏置有 3 * 768 个元素，而不是 768 个",
                 ),
             ),
             (
                 want - layers * 3 * D,
-                say(
+                mistake(
                     "the MLP's first bias has 4 * 768 entries (its hidden width), not 768",
                     "MLP 第一层的偏置有 4 * 768 个元素（即隐藏层宽度），而不是 768 个",
                 ),
             ),
             (
                 without,
-                say(
+                mistake(
                     "that is the count without biases, not the number saved",
                     "这是不带偏置时的参数量，而不是节省下来的数量",
                 ),
             ),
             (
                 with_bias,
-                say(
+                mistake(
                     "that is the count with biases, not the number saved",
                     "这是带偏置时的参数量，而不是节省下来的数量",
                 ),
@@ -367,7 +367,7 @@ def check_gpt2_small_params(n) -> None:
         table = [
             (
                 want + V * D,
-                say(
+                mistake(
                     "the LM head is counted as its own matrix; GPT-2 ties it to the "
                     "token embedding, so it counts once",
                     "把语言模型头（LM head）算成了一个独立的矩阵；GPT-2 把它与词元嵌入"
@@ -376,47 +376,49 @@ def check_gpt2_small_params(n) -> None:
             ),
             (
                 want - embeddings,
-                say(
+                mistake(
                     "the embedding tables are left out (num_params(non_embedding=True))",
                     "漏掉了嵌入表（相当于 num_params(non_embedding=True)）",
                 ),
             ),
-            (want - V * D, say("the token embedding is left out", "漏掉了词元嵌入")),
+            (want - V * D, mistake("the token embedding is left out", "漏掉了词元嵌入")),
             (
                 want - T * D,
-                say(
+                mistake(
                     "the position embedding table (1024 x 768) is left out",
                     "漏掉了位置嵌入表（1024 x 768）",
                 ),
             ),
             (
                 embeddings + layers * _block_params(False) + final_norm,
-                say(
+                mistake(
                     "the Linear biases are left out (that is bias=False)",
                     "漏掉了 Linear 层的偏置（那是 bias=False 的情形）",
                 ),
             ),
             (
                 want - 2 * D,
-                say("the final LayerNorm is left out", "漏掉了最后的层归一化（LayerNorm）"),
+                mistake("the final LayerNorm is left out", "漏掉了最后的层归一化（LayerNorm）"),
             ),
             (
                 want + (50304 - V) * D,
-                say(
+                mistake(
                     "the vocabulary is padded to 50304 (nanoGPT's trick); gpt2-small has 50257",
                     "词表被填充到了 50304（nanoGPT 的技巧）；gpt2-small 的词表大小是 50257",
                 ),
             ),
             (
                 want + V,
-                say(
+                mistake(
                     "the LM head has a bias; GPT-2's has none",
                     "语言模型头（LM head）带了偏置；GPT-2 的没有",
                 ),
             ),
             (
                 want - _block_params(True),
-                say("one block is missing (11 instead of 12)", "少了一个块（11 个而不是 12 个）"),
+                mistake(
+                    "one block is missing (11 instead of 12)", "少了一个块（11 个而不是 12 个）"
+                ),
             ),
         ]
         if n != want:

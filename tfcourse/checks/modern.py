@@ -9,7 +9,7 @@ import torch
 
 from ..language import say
 from ..nn.positional import apply_rotary, rotary_cos_sin, rotate_half
-from ._harness import Checker, require_function
+from ._harness import Checker, mistake, require_function
 from .cases import case_int
 
 # ----------------------------------------------------------------------------- RoPE tables
@@ -49,14 +49,14 @@ def _table_variants(T: int, hd: int, base: float, which: int):
 
     return [
         (
-            say(
+            mistake(
                 "positions start at 1; the first token is position 0 (torch.arange(T))",
                 "位置从 1 开始了；第一个词元的位置是 0（torch.arange(T)）",
             ),
             pick(positions=torch.arange(1, T + 1)),
         ),
         (
-            say(
+            mistake(
                 "the interleaved layout: each angle repeated twice in a row (repeat_interleave); "
                 "the rotate-half layout used here concatenates two copies: "
                 "cat([angles, angles], -1)",
@@ -66,7 +66,7 @@ def _table_variants(T: int, hd: int, base: float, which: int):
             pick(layout="interleaved"),
         ),
         (
-            say(
+            mistake(
                 "the exponent uses i / head_dim for i = 0, 1, 2, ...; it should be 2i / head_dim, "
                 "i.e. torch.arange(0, head_dim, 2) / head_dim",
                 "指数用的是 i / head_dim（i = 0, 1, 2, ...）；应为 2i / head_dim，即 "
@@ -75,14 +75,14 @@ def _table_variants(T: int, hd: int, base: float, which: int):
             pick(exponent=lambda d: torch.arange(d // 2)),
         ),
         (
-            say(
+            mistake(
                 "the frequencies are inverted: base ** (2i/d) instead of 1 / base ** (2i/d)",
                 "频率取了倒数：用了 base ** (2i/d)，而不是 1 / base ** (2i/d)",
             ),
             pick(invert=True),
         ),
         (
-            say(
+            mistake(
                 "the angles were computed in float32: t * inv_freq loses digits once t is large; "
                 "compute them in float64 and cast the cos/sin to float32 at the end",
                 "角度是用 float32 算的：t 一大，t * inv_freq 就会丢失有效数字；请用 float64 计算，"
@@ -91,7 +91,7 @@ def _table_variants(T: int, hd: int, base: float, which: int):
             pick(compute_dtype=torch.float32),
         ),
         (
-            say("cos and sin are swapped", "cos 和 sin 弄反了"),
+            mistake("cos and sin are swapped", "cos 和 sin 弄反了"),
             lambda: _tables(T, hd, base)[1 - which],
         ),
     ]
@@ -160,7 +160,7 @@ def check_rotary_tables(fn) -> None:
                                 f"{name} has shape {tuple(got.shape)}, expected {(T, hd)}",
                                 f"{name} 的形状是 {tuple(got.shape)}，应为 {(T, hd)}",
                             ),
-                            looks_like=say(
+                            looks_like=mistake(
                                 "one angle per pair (head_dim/2) only",
                                 "每对通道只给了一个角度（只有 head_dim/2 列）",
                             ),
@@ -236,7 +236,7 @@ def _rotary_variants(
     )
     return [
         (
-            say(
+            mistake(
                 "the interleaved-pairs convention (pairs (0,1), (2,3), ...: GPT-J / the handbook); "
                 "these tables use rotate-half: channel i pairs with i + head_dim/2",
                 "用了交错配对的约定（配对 (0,1), (2,3), ...：GPT-J / 手册的写法）；这些表用的是 "
@@ -245,7 +245,7 @@ def _rotary_variants(
             lambda: x * cos_i + _rotate_every_two(x) * sin_i,
         ),
         (
-            say(
+            mistake(
                 "interleaved pairs (x[..., 0::2], x[..., 1::2]) with rotate-half tables; pair "
                 "channel i with i + head_dim/2 instead",
                 "用 rotate-half 的表做了交错配对（x[..., 0::2], x[..., 1::2]）；应把通道 i 与 "
@@ -254,7 +254,7 @@ def _rotary_variants(
             lambda: x * cos + _rotate_every_two(x) * sin,
         ),
         (
-            say(
+            mistake(
                 "a sign error: this rotates by -angle (x * cos - rotate_half(x) * sin, or "
                 "rotate_half returning (x2, -x1) instead of (-x2, x1))",
                 "符号错误：这相当于旋转了 -angle（x * cos - rotate_half(x) * sin，或 rotate_half "
@@ -263,7 +263,7 @@ def _rotary_variants(
             lambda: x * cos - rotate_half(x) * sin,
         ),
         (
-            say(
+            mistake(
                 "the halves are swapped without the minus sign: rotate_half(x) must be "
                 "cat([-x2, x1])",
                 "交换了前后两半，却漏了负号：rotate_half(x) 必须是 cat([-x2, x1])",
@@ -273,7 +273,7 @@ def _rotary_variants(
         (off_by_one, shifted(1)),
         (off_by_one, shifted(-1)),
         (
-            say(
+            mistake(
                 "only x * cos: the rotate_half(x) * sin term is missing",
                 "只算了 x * cos：缺少 rotate_half(x) * sin 这一项",
             ),

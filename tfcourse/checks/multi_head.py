@@ -7,7 +7,7 @@ import torch
 from ..language import say
 from ..nn import attention as reference_attention
 from ._attention_mistakes import _head_mistakes, _head_weights, _mha, _mha_mistakes
-from ._harness import Checker, describe_call
+from ._harness import Checker, describe_call, mistake
 from ._module_cases import backward_case
 from ._parameters import build, load_reference, randomize_
 
@@ -169,7 +169,7 @@ def _dropout_train_case(chk: Checker, learner, reference, x: torch.Tensor) -> No
         w_ref,
         variants=[
             (
-                say(
+                mistake(
                     "the weights are returned after dropout; return them before dropout (dropout "
                     "only changes what is multiplied with v)",
                     "返回的是 dropout 之后的权重；应返回 dropout 之前的权重（dropout 只影响与 v "
@@ -186,7 +186,7 @@ def _dropout_train_case(chk: Checker, learner, reference, x: torch.Tensor) -> No
                 "with dropout=0.5 the train-mode output equals the eval-mode output",
                 "dropout=0.5 时，训练模式的输出与评估模式的输出相同",
             ),
-            looks_like=say(
+            looks_like=mistake(
                 "dropout is never applied (the dropout argument is ignored, "
                 "or F.dropout gets training=False)",
                 "随机失活（dropout）从未生效（忽略了 dropout 参数，或给 "

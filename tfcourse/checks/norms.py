@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..language import say
 from ..nn import norms as reference_norms
-from ._harness import Checker
+from ._harness import Checker, mistake
 from ._module_cases import inplace_case, module_case
 from ._parameters import build, load_reference, randomize_
 
@@ -133,7 +133,7 @@ def _layernorm_variants(ref, x, default_eps):
 
     table = [
         (
-            say(
+            mistake(
                 "the variance is unbiased (divides by D - 1); LayerNorm divides by D "
                 "(unbiased=False)",
                 "方差用了无偏估计（除以 D - 1）；层归一化（LayerNorm）除以 D（unbiased=False）",
@@ -141,7 +141,7 @@ def _layernorm_variants(ref, x, default_eps):
             lambda: ln(x, unbiased=True),
         ),
         (
-            say(
+            mistake(
                 "eps is added outside the square root: (x - mean) / (sqrt(var) + eps) instead of "
                 "(x - mean) / sqrt(var + eps)",
                 "eps 加在了平方根外面：写成了 (x - mean) / "
@@ -150,20 +150,22 @@ def _layernorm_variants(ref, x, default_eps):
             lambda: ln(x, outside=True),
         ),
         (
-            say("eps is left out: (x - mean) / sqrt(var)", "漏掉了 eps：(x - mean) / sqrt(var)"),
+            mistake(
+                "eps is left out: (x - mean) / sqrt(var)", "漏掉了 eps：(x - mean) / sqrt(var)"
+            ),
             lambda: ln(x, eps=0.0),
         ),
         (
-            say(
+            mistake(
                 "no learnable affine: weight and bias are not applied",
                 "没有可学习的仿射变换：weight 和 bias 都没有用上",
             ),
             lambda: ln(x, weight=False, bias=False),
         ),
-        (say("the bias is not added", "没有加上 bias"), lambda: ln(x, bias=False)),
+        (mistake("the bias is not added", "没有加上 bias"), lambda: ln(x, bias=False)),
         (_scale_not_applied(), lambda: ln(x, weight=False)),
         (
-            say(
+            mistake(
                 "the mean is not subtracted: x / sqrt(var + eps), although the variance is the "
                 "centred one; normalize x - mean",
                 "没有减去均值：写成了 x / sqrt(var + eps)，可方差却是中心化之后的；"
@@ -172,7 +174,7 @@ def _layernorm_variants(ref, x, default_eps):
             lambda: ln(x, center=False),
         ),
         (
-            say(
+            mistake(
                 "the bias is added before the scale: (x_hat + bias) * weight instead of "
                 "x_hat * weight + bias",
                 "bias 加在了缩放之前：写成了 (x_hat + bias) * weight，应为 x_hat * weight + bias",
@@ -180,14 +182,14 @@ def _layernorm_variants(ref, x, default_eps):
             lambda: ln(x, bias_first=True),
         ),
         (
-            say(
+            mistake(
                 "divides by the variance instead of its square root",
                 "除以的是方差，而不是它的平方根",
             ),
             lambda: ln(x, sqrt=False),
         ),
         (
-            say(
+            mistake(
                 "mean and variance are taken over the sequence axis (dim=1) instead of the "
                 "features (dim=-1)",
                 "均值和方差是沿序列轴（dim=1）计算的，而不是沿特征维（dim=-1）",
@@ -229,7 +231,7 @@ def _rmsnorm_variants(ref, x, default_eps):
         (subtracted, lambda: (x - mean) / (var + eps).sqrt() * w),
         (subtracted, lambda: (x - mean) / (mean_square + eps).sqrt() * w),
         (
-            say(
+            mistake(
                 "eps is added outside the square root: x / (sqrt(mean(x**2)) + eps) instead of "
                 "x / sqrt(mean(x**2) + eps)",
                 "eps 加在了平方根外面：写成了 x / (sqrt(mean(x**2)) "
@@ -238,36 +240,38 @@ def _rmsnorm_variants(ref, x, default_eps):
             lambda: x / (mean_square.sqrt() + eps) * w,
         ),
         (
-            say("eps is left out: x / sqrt(mean(x**2))", "漏掉了 eps：x / sqrt(mean(x**2))"),
+            mistake("eps is left out: x / sqrt(mean(x**2))", "漏掉了 eps：x / sqrt(mean(x**2))"),
             lambda: x / mean_square.sqrt() * w,
         ),
         (
-            say(
+            mistake(
                 "divides by the mean square instead of its square root",
                 "除以的是均方，而不是它的平方根",
             ),
             lambda: x / (mean_square + eps) * w,
         ),
         (
-            say(
+            mistake(
                 "divides by the mean of |x| instead of the root mean square",
                 "除以的是 |x| 的均值，而不是均方根",
             ),
             lambda: x / (x.abs().mean(dim=-1, keepdim=True) + eps) * w,
         ),
         (
-            say(
+            mistake(
                 "divides by the mean of x instead of the root mean square",
                 "除以的是 x 的均值，而不是均方根",
             ),
             lambda: x / (mean + eps) * w,
         ),
         (
-            say("uses the sum of squares instead of their mean", "用的是平方和，而不是平方的均值"),
+            mistake(
+                "uses the sum of squares instead of their mean", "用的是平方和，而不是平方的均值"
+            ),
             lambda: x / (x.pow(2).sum(dim=-1, keepdim=True) + eps).sqrt() * w,
         ),
         (
-            say(
+            mistake(
                 "x is divided by its standard deviation sqrt(var + eps) (the centred variance) "
                 "without subtracting the mean; RMSNorm divides by the root mean square of x itself",
                 "x 被除以了它的标准差 sqrt(var + eps)（中心化的方差），却没有减去均值；均方根归一化"
@@ -276,7 +280,7 @@ def _rmsnorm_variants(ref, x, default_eps):
             lambda: x / (var + eps).sqrt() * w,
         ),
         (
-            say(
+            mistake(
                 "divides by the standard deviation (x.std()) instead of the root mean square",
                 "除以的是标准差（x.std()），而不是均方根",
             ),
@@ -284,7 +288,7 @@ def _rmsnorm_variants(ref, x, default_eps):
         ),
         (_scale_not_applied(), lambda: x / (mean_square + eps).sqrt()),
         (
-            say(
+            mistake(
                 "the mean square is taken over the sequence axis (dim=1) instead of the features "
                 "(dim=-1)",
                 "均方是沿序列轴（dim=1）计算的，而不是沿特征维（dim=-1）",

@@ -11,7 +11,7 @@ from torch import nn
 from ..lab.production import attend_with_cache
 from ..language import say
 from ..nn.attention import causal_mask, scaled_dot_product_attention
-from ._harness import Checker, first_line, max_abs_diff, require_function
+from ._harness import Checker, first_line, max_abs_diff, mistake, require_function
 
 # ----------------------------------------------------------------------------- fuse_qkv
 
@@ -130,7 +130,7 @@ def _check_fused(chk: Checker, case: str, fused, projs, d_in: int, d_out: int, b
 
         variants = [
             (
-                say(
+                mistake(
                     f"the blocks are in the order {', '.join(names)}; the rows must be q, k, v",
                     f"各块的顺序是 {', '.join(names)}；行的顺序必须是 q, k, v",
                 ),
@@ -142,14 +142,14 @@ def _check_fused(chk: Checker, case: str, fused, projs, d_in: int, d_out: int, b
         if bias:
             variants.append(
                 (
-                    say("the biases are missing (weights only)", "缺少偏置（只拼接了权重）"),
+                    mistake("the biases are missing (weights only)", "缺少偏置（只拼接了权重）"),
                     lambda: torch.cat([x @ p.weight.t() for p in projs], dim=-1),
                 )
             )
         if d_in == d_out:
             variants.append(
                 (
-                    say(
+                    mistake(
                         "each weight block is transposed (W.t() instead of W)",
                         "每个权重块都被转置了（用了 W.t() 而不是 W）",
                     ),
@@ -193,7 +193,7 @@ def _call_with_cache(chk: Checker, case: str, what: str, fn, *args):
                     f"{what} raised {type(error).__name__}: {first_line(error)}",
                     f"{what}时抛出了 {type(error).__name__}：{first_line(error)}",
                 ),
-                looks_like=say(
+                looks_like=mistake(
                     "an error only once a cache is passed, usually a shape "
                     "mismatch: the cache must grow along the time axis, dim=-2, "
                     "to (B, H, T_past + T_new, head_dim)",
@@ -232,7 +232,7 @@ def _variants_chunk(q, k_all, v_all):
     ones = torch.ones(T_new, T_all, dtype=torch.bool, device=q.device)
     variants = [
         (
-            say(
+            mistake(
                 "no causal mask among the new tokens: with one new token none is needed, but a "
                 "chunk of several new tokens must not see its own future",
                 "新词元之间没有因果掩码：只有一个新词元时不需要，但一次输入多个新词元时，"
@@ -241,7 +241,7 @@ def _variants_chunk(q, k_all, v_all):
             lambda: scaled_dot_product_attention(q, k_all, v_all)[0],
         ),
         (
-            say(
+            mistake(
                 "the causal mask is not shifted by the cache length: new query i sits at position "
                 "T_past + i, so it may see keys 0..T_past + i (tril(diagonal=T_past)); "
                 "tril() from the top-left corner hides most of the cache",
@@ -251,7 +251,7 @@ def _variants_chunk(q, k_all, v_all):
             lambda: scaled_dot_product_attention(q, k_all, v_all, ones.tril())[0],
         ),
         (
-            say(
+            mistake(
                 "the new queries attend only to the new keys: the cached keys/values are ignored",
                 "新查询只关注了新的键：忽略了缓存里的键/值",
             ),
@@ -260,7 +260,7 @@ def _variants_chunk(q, k_all, v_all):
             )[0],
         ),
         (
-            say(
+            mistake(
                 "the scores are not divided by sqrt(head_dim)", "注意力分数没有除以 sqrt(head_dim)"
             ),
             lambda: scaled_dot_product_attention(

@@ -20,7 +20,7 @@ from collections import Counter
 
 from ..language import say
 from ..train.bpe import _merge
-from ._harness import Checker, require_function
+from ._harness import Checker, mistake, require_function
 from .cases import case_int, case_seed
 
 
@@ -55,21 +55,21 @@ def _pair_mistakes():
     """Known mistakes: (description, the wrong function)."""
     return (
         (
-            say(
+            mistake(
                 "ties go to the pair seen first (Counter.most_common), not to the smaller pair",
                 "并列时选了最先出现的那一对（Counter.most_common），而不是较小的那一对",
             ),
             _first_seen,
         ),
         (
-            say(
+            mistake(
                 "ties go to the larger pair (max over the pairs), not to the smaller one",
                 "并列时选了较大的那一对（对所有对取 max），而不是较小的那一对",
             ),
             _largest,
         ),
         (
-            say(
+            mistake(
                 "a run such as a a a counts (a, a) once: every neighbouring position is a pair, "
                 "so it holds two",
                 "像 a a a 这样的连续段只算了一次 (a, a)：每两个相邻位置都是一对，所以它含有两对",
@@ -77,7 +77,7 @@ def _pair_mistakes():
             _no_overlap,
         ),
         (
-            say(
+            mistake(
                 "the last pair of the list is never counted (the loop stops one position early)",
                 "列表最后一对从未被计入（循环提前一个位置停下了）",
             ),
@@ -120,7 +120,7 @@ def _merge_mistakes():
     """Known mistakes: (description, the wrong function)."""
     return (
         (
-            say(
+            mistake(
                 "overlapping occurrences are merged from the right: in a a a with pair (a, a) the "
                 "first two ids merge, not the last two",
                 "重叠的出现是从右往左合并的：在 a a a 中合并 "
@@ -128,16 +128,16 @@ def _merge_mistakes():
             ),
             _merge_from_right,
         ),
-        (say("only the first occurrence is merged", "只合并了第一次出现"), _merge_first_only),
+        (mistake("only the first occurrence is merged", "只合并了第一次出现"), _merge_first_only),
         (
-            say(
+            mistake(
                 "after a match the second id of the pair is kept too: skip past both ids",
                 "匹配之后，这一对的第二个 id 也被保留了：应一次跳过两个 id",
             ),
             _merge_no_skip,
         ),
         (
-            say(
+            mistake(
                 "the last id is lost when it is not part of a merge",
                 "最后一个 id 不参与合并时被丢掉了",
             ),

@@ -23,7 +23,7 @@ from ..nn.model import GPT
 from ..runtime import fmt
 from ..train.loop import lm_loss
 from ..train.optim import configure_optimizer, lr_at
-from ._harness import Checker, require_function
+from ._harness import Checker, mistake, require_function
 from .cases import case_int, case_seed
 
 CONFIG = GPTConfig(vocab_size=24, max_seq_len=8, n_layers=2, n_heads=2, d_model=16)
@@ -76,37 +76,37 @@ def _loop(
 
 
 MISTAKES = {
-    "no-zero-grad": say(
+    "no-zero-grad": mistake(
         "no optimizer.zero_grad(): each step adds its gradient to all the "
         "earlier ones (and to the stale gradient the model came with)",
         "没有调用 optimizer.zero_grad()：每一步的梯度都叠加在之前所有步的梯度上"
         "（还有模型带进来的旧梯度）",
     ),
-    "zero-grad-per-micro-batch": say(
+    "zero-grad-per-micro-batch": mistake(
         "optimizer.zero_grad() inside the loop over micro-batches: only the last micro-batch's "
         "gradient is left for the step",
         "在遍历微批次的循环里调用了 optimizer.zero_grad()：一步结束时只剩下最后一个微批次的梯度",
     ),
-    "zero-grad-after-backward": say(
+    "zero-grad-after-backward": mistake(
         "optimizer.zero_grad() between backward() and optimizer.step(): the step sees no gradient",
         "在 backward() 和 optimizer.step() 之间调用了 optimizer.zero_grad()：更新时已经没有梯度了",
     ),
-    "clip-after-step": say(
+    "clip-after-step": mistake(
         "the gradient is clipped after optimizer.step() (or not at all): "
         "the step used the unclipped gradient",
         "梯度裁剪放在了 optimizer.step() 之后（或者根本没有裁剪）：这一步用的是未裁剪的梯度",
     ),
-    "per-epoch": say(
+    "per-epoch": mistake(
         "the learning rate is set once, not at every step (the schedule is "
         "stepped per epoch): every step uses the rate of step 0",
         "学习率只设置了一次，而不是每一步都设置（学习率调度按 epoch 而不是按步推进）："
         "每一步用的都是第 0 步的学习率",
     ),
-    "no-schedule": say(
+    "no-schedule": mistake(
         "the learning rate is never set: every step uses max_lr, with no warmup and no decay",
         "从未设置学习率：每一步都用 max_lr，既没有预热也没有衰减",
     ),
-    "sum": say(
+    "sum": mistake(
         "the micro-batch losses are summed, not averaged over the accumulation steps "
         "(each backward() should get loss / number of micro-batches, and the step's "
         "loss is their mean)",
@@ -265,7 +265,7 @@ def check_train_loop(fn) -> None:
                         "the model is still in eval mode after training",
                         "训练结束后模型仍处于 eval 模式",
                     ),
-                    looks_like=say(
+                    looks_like=mistake(
                         "model.train() is never called: in eval mode dropout is "
                         "off, so a model with dropout would train without it",
                         "从未调用 model.train()：eval 模式下 dropout 是关闭的，"

@@ -9,7 +9,7 @@ import torch
 from ..language import say
 from ..runtime import fmt
 from ..train.optim import lr_at
-from ._harness import Checker, require_function
+from ._harness import Checker, mistake, require_function
 from .cases import case_int
 
 
@@ -87,21 +87,21 @@ def _variants():
     )
     return (
         (
-            say(
+            mistake(
                 "no warmup: the rate starts at max_lr instead of ramping up over warmup_steps",
                 "没有预热：学习率一开始就是 max_lr，而不是在 warmup_steps 步内逐渐升高",
             ),
             _reference_with(warmup_fn=lambda s, m, w: m),
         ),
         (
-            say(
+            mistake(
                 "no warmup: a cosine over all steps starting at max_lr at step 0",
                 "没有预热：从第 0 步的 max_lr 开始，对全部步数做余弦退火",
             ),
             lambda s, m, w, t, lo: _cosine(s, m, w, t, lo, start=0, span=t),
         ),
         (
-            say(
+            mistake(
                 f"warmup off by one: max_lr * step / warmup_steps gives lr 0 at step 0 (a wasted "
                 f"update); {ramp}",
                 f"预热差了一步：max_lr * step / warmup_steps 在第 0 步给出"
@@ -110,7 +110,7 @@ def _variants():
             _reference_with(warmup_fn=lambda s, m, w: m * s / w),
         ),
         (
-            say(
+            mistake(
                 f"warmup off by one: max_lr * (step + 1) / warmup_steps reaches max_lr one step "
                 f"early (at warmup_steps - 1); {ramp}",
                 f"预热差了一步：max_lr * (step + 1) / "
@@ -119,14 +119,14 @@ def _variants():
             _reference_with(warmup_fn=lambda s, m, w: m * (s + 1) / w),
         ),
         (
-            say(
+            mistake(
                 "cosine does not reach min_lr: it decays to 0 (min_lr ignored)",
                 "余弦退火没有停在 min_lr：它衰减到了 0（忽略了 min_lr）",
             ),
             _reference_with(decay_fn=lambda s, m, w, t, lo: _cosine(s, m, w, t, 0.0)),
         ),
         (
-            say(
+            mistake(
                 "cosine does not reach min_lr at total_steps: the decay is spread over "
                 "total_steps instead of total_steps - warmup_steps",
                 "余弦退火在 total_steps 时没有到达 min_lr：衰减分摊到了 total_steps 步上，"
@@ -135,14 +135,14 @@ def _variants():
             _reference_with(decay_fn=lambda s, m, w, t, lo: _cosine(s, m, w, t, lo, span=t)),
         ),
         (
-            say(
+            mistake(
                 "cosine does not stay at min_lr after total_steps: it rises again (clamp the step)",
                 "total_steps 之后学习率没有停在 min_lr：它又升上去了（请对 step 做截断）",
             ),
             _reference_with(decay_fn=lambda s, m, w, t, lo: _cosine(s, m, w, t, lo, clamp=False)),
         ),
         (
-            say(
+            mistake(
                 "linear decay instead of cosine: the rate falls on a straight line from max_lr to "
                 "min_lr",
                 "用了线性衰减而不是余弦退火：学习率从 max_lr 沿直线降到 min_lr",
@@ -187,7 +187,7 @@ def _as_float(chk: Checker, case: str, step: int, value) -> float:
                 f"at step {step} your function returned {value}",
                 f"第 {step} 步时你的函数返回了 {value}",
             ),
-            looks_like=say("a division by zero or an overflow", "除以了零，或数值溢出"),
+            looks_like=mistake("a division by zero or an overflow", "除以了零，或数值溢出"),
             hint=_hint(),
         )
     return value
