@@ -289,22 +289,29 @@ class Checker:
 
     def _closest(self, got: torch.Tensor, variants: Iterable[Variant]) -> tuple[str | None, float]:
         """``diagnose``'s search: ``(variant, distance in 10x tolerances)``, or ``(None, inf)``."""
-        got = got.detach()
         best, best_error = None, math.inf
+        for description, error in self._variant_errors(got, variants):
+            if error <= 1.0 and error < best_error:  # strictly: the earlier wins a tie
+                best, best_error = description, error
+        return best, best_error
+
+    def _variant_errors(
+        self, got: torch.Tensor, variants: Iterable[Variant]
+    ) -> list[tuple[str, float]]:
+        """Each variant's distance from ``got`` in units of ten times the tolerance, in table
+        order; a variant that cannot run, or gives another shape, is left out."""
+        got = got.detach()
+        errors = []
         for description, compute in variants:
             try:
                 with torch.no_grad():
                     candidate = compute()
             except Exception:  # noqa: BLE001 - a variant that cannot run cannot match
                 continue
-            if not (isinstance(candidate, torch.Tensor) and candidate.shape == got.shape):
-                continue
-            error = scaled_error(got, candidate.to(got.dtype), 10 * self.rtol, 10 * self.atol)
-            if error <= 1.0 and error < best_error:
-                best, best_error = description, error
-                if error == 0.0:  # exact: nothing can be closer
-                    break
-        return best, best_error
+            if isinstance(candidate, torch.Tensor) and candidate.shape == got.shape:
+                error = scaled_error(got, candidate.to(got.dtype), 10 * self.rtol, 10 * self.atol)
+                errors.append((description, error))
+        return errors
 
     def output_mistake(
         self, got: torch.Tensor, expected: torch.Tensor, variants: Iterable[Variant]
