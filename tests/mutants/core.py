@@ -45,6 +45,15 @@ def mask_triu(T):
     return torch.ones(T, T, dtype=torch.bool).triu()
 
 
+def mask_all_true(T):
+    return torch.ones(T, T, dtype=torch.bool)
+
+
+def mask_blocked_true(T):
+    """True where a position is blocked: the opposite of the course's convention."""
+    return torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+
+
 def make_sdpa(mistake=None):
     """Learner-style attention; ``mistake`` switches on one classic error."""
 
@@ -52,24 +61,30 @@ def make_sdpa(mistake=None):
         d_k = q.size(-1)
         if mistake == "queries_as_keys":
             k = q
+        if mistake == "builds_causal":  # its own mask, whatever was passed
+            mask = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
         if mistake == "inplace":
             q = q.div_(math.sqrt(d_k))
             scores = q @ k.transpose(-2, -1)
         else:
-            scale = {"no_scale": 1.0, "scale_dk": d_k}.get(mistake, math.sqrt(d_k))
+            scale = {"no_scale": 1.0, "scale_dk": d_k, "scale_dv": math.sqrt(v.size(-1))}.get(
+                mistake, math.sqrt(d_k)
+            )
             scores = q @ k.transpose(-2, -1) / scale
         weights_scores = scores
         if mask is not None and mistake not in ("mask_ignored", "mask_after_softmax"):
             blocked = mask if mistake == "mask_inverted" else ~mask
             if mistake == "mask_transposed":  # the upper triangle of a causal mask
                 blocked = ~mask.transpose(-2, -1)
-            scores = scores.masked_fill(blocked, float("-inf"))
+            scores = scores.masked_fill(blocked, 0.0 if mistake == "masked_zero" else float("-inf"))
             if mistake != "weights_unmasked":
                 weights_scores = scores
         weights = scores.softmax(dim=-2 if mistake == "softmax_dim" else -1)
         if mask is not None and mistake == "mask_after_softmax":
             weights = weights * mask
         returned = weights_scores.softmax(dim=-1) if mistake == "weights_unmasked" else weights
+        if mistake == "weights_are_scores":
+            returned = scores
         return weights @ v, returned
 
     attention.__name__ = f"attention_{mistake}"
@@ -272,6 +287,40 @@ def first_head_last(mha, x):
     return mha(x, return_weights=True)[1][:, -1]
 
 
+def first_head_second(mha, x):
+    return mha(x, return_weights=True)[1][:, 1]
+
+
+def first_head_average(mha, x):
+    return mha(x, return_weights=True)[1].mean(dim=1)
+
+
+def first_head_from_rows(mha, x, *, q_rows, k_rows, swapped=False):
+    """Head 0's weights from the given rows of the fused projection's output."""
+    out = mha.qkv_proj(x)
+    q, k = out[..., q_rows], out[..., k_rows]
+    if swapped:
+        q, k = k, q
+    T = x.shape[1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(mha.head_dim)
+    return scores.masked_fill(~mha.mask[:T, :T], float("-inf")).softmax(-1)
+
+
+def first_head_interleaved(mha, x):
+    D, H = x.shape[-1], mha.n_heads
+    return first_head_from_rows(mha, x, q_rows=slice(0, D, H), k_rows=slice(D, 2 * D, H))
+
+
+def first_head_keys_from_q_rows(mha, x):
+    hd = mha.head_dim
+    return first_head_from_rows(mha, x, q_rows=slice(0, hd), k_rows=slice(hd, 2 * hd))
+
+
+def first_head_swapped(mha, x):
+    D, hd = x.shape[-1], mha.head_dim
+    return first_head_from_rows(mha, x, q_rows=slice(0, hd), k_rows=slice(D, D + hd), swapped=True)
+
+
 def first_head_unscaled(mha, x):
     D, hd = x.shape[-1], mha.head_dim
     q, k = mha.qkv_proj(x)[..., :hd], mha.qkv_proj(x)[..., D : D + hd]
@@ -295,17 +344,26 @@ class LearnerLayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))
 
     def forward(self, x):
-        mean = x.mean(dim=-1, keepdim=True)
-        var = x.var(dim=-1, keepdim=True, unbiased=self.mistake == "unbiased")
+        dim = 1 if self.mistake == "sequence_axis" else -1
+        mean = x.mean(dim=dim, keepdim=True)
+        var = x.var(dim=dim, keepdim=True, unbiased=self.mistake == "unbiased")
         centred = x if self.mistake == "no_centring" else x - mean
         if self.mistake == "eps_outside":
             x_hat = centred / (var.sqrt() + self.eps)
+        elif self.mistake == "no_eps":
+            x_hat = centred / torch.sqrt(var)
+        elif self.mistake == "variance_not_rooted":
+            x_hat = centred / (var + self.eps)
         else:
             x_hat = centred / torch.sqrt(var + self.eps)
         if self.mistake == "inplace":
             x.sub_(mean)
         if self.mistake == "bias_before_scale":
             return (x_hat + self.bias) * self.weight
+        if self.mistake == "affine_not_applied":
+            return x_hat
+        if self.mistake == "no_bias":
+            return x_hat * self.weight
         return x_hat * self.weight + self.bias
 
 
@@ -368,9 +426,22 @@ class LearnerRMSNorm(nn.Module):
             return x / torch.sqrt(var + self.eps) * self.weight
         if self.mistake == "mean_abs":
             return x / (x.abs().mean(dim=-1, keepdim=True) + self.eps) * self.weight
-        mean_square = x.pow(2).mean(dim=-1, keepdim=True)
+        if self.mistake == "mean_of_x":
+            return x / (x.mean(dim=-1, keepdim=True) + self.eps) * self.weight
+        if self.mistake == "torch_std":
+            return x / (x.std(dim=-1, keepdim=True) + self.eps) * self.weight
+        squares = x.pow(2)
+        if self.mistake == "sum_of_squares":
+            mean_square = squares.sum(dim=-1, keepdim=True)
+        else:
+            dim = 1 if self.mistake == "sequence_axis" else -1
+            mean_square = squares.mean(dim=dim, keepdim=True)
         if self.mistake == "eps_outside":
             return x / (mean_square.sqrt() + self.eps) * self.weight
+        if self.mistake == "no_eps":
+            return x / mean_square.sqrt() * self.weight
+        if self.mistake == "mean_square_not_rooted":
+            return x / (mean_square + self.eps) * self.weight
         return x * torch.rsqrt(mean_square + self.eps) * self.weight
 
 
@@ -389,6 +460,7 @@ class LearnerFeedForward(nn.Module):
     ignore_d_hidden = False
     force_bias = None
     dropout_on_hidden = False
+    activation_after_output = False
 
     def __init__(self, d_model, d_hidden=None, *, dropout=0.0, bias=True):
         super().__init__()
@@ -400,6 +472,8 @@ class LearnerFeedForward(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
+        if self.activation_after_output:
+            return self.drop(self.activation(self.fc_out(self.fc_in(x))))
         hidden = self.activation(self.fc_in(x))
         if self.dropout_on_hidden:
             return self.fc_out(self.drop(hidden))
@@ -434,6 +508,8 @@ def hidden_ceil(d_model):
 
 class LearnerSwiGLU(nn.Module):
     swapped = False
+    activation = staticmethod(F.silu)
+    mistake = None
 
     def __init__(self, d_model, d_hidden=None, *, bias=False, dropout=0.0):
         super().__init__()
@@ -447,7 +523,13 @@ class LearnerSwiGLU(nn.Module):
         gate, up = self.gate_proj(x), self.up_proj(x)
         if self.swapped:
             gate, up = up, gate
-        return self.drop(self.down_proj(F.silu(gate) * up))
+        if self.mistake == "no_up":
+            return self.drop(self.down_proj(F.silu(gate)))
+        if self.mistake == "silu_of_product":
+            return self.drop(self.down_proj(F.silu(gate * up)))
+        if self.mistake == "added":
+            return self.drop(self.down_proj(F.silu(gate) + up))
+        return self.drop(self.down_proj(self.activation(gate) * up))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -559,13 +641,35 @@ class LearnerGPT(nn.Module):
 
     def forward(self, idx):
         x = self.tok_emb(idx)
+        if self.mistake == "scaled_embeddings":
+            x = x * math.sqrt(x.shape[-1])
         if self.mistake != "no_positions":
             x = x + self.pos_emb(idx.shape[1])
-        for block in self.blocks:
+        blocks = list(self.blocks)
+        if self.mistake == "reversed_blocks":
+            blocks.reverse()
+        if self.mistake == "first_block_only":
+            blocks = blocks[:1]
+        for block in blocks:
             x = block(x)
         if self.mistake != "no_final_norm":
             x = self.final_norm(x)
-        return self.lm_head(x)
+        logits = self.lm_head(x)
+        if self.mistake == "softmax":
+            return logits.softmax(-1)
+        if self.mistake == "log_softmax":
+            return logits.log_softmax(-1)
+        return logits
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting parameters: wrong numbers for gpt2-small (vocabulary V, width D, context T), whose
+# blocks have BLOCK parameters each; bias=False saves SAVED over its 12 blocks.
+
+V, D, T = 50_257, 768, 1_024
+BLOCK = 7_087_872
+SAVED = 82_944
+GPT2 = 124_439_808
 
 
 # ---------------------------------------------------------------------------------------------
@@ -583,6 +687,37 @@ MUTANTS = [
     ("mask-upper-triangle", checks.check_causal_mask, mask_triu, "the upper triangle (triu)"),
     # scaled dot-product attention
     ("sdpa-mask-ignored", checks.check_attention, make_sdpa("mask_ignored"), "mask is ignored"),
+    ("mask-all-true", checks.check_causal_mask, mask_all_true, "nothing is masked (all True)"),
+    (
+        "mask-true-marks-blocked",
+        checks.check_causal_mask,
+        mask_blocked_true,
+        "True marks blocked positions",
+    ),
+    (
+        "sdpa-builds-its-own-causal-mask",
+        checks.check_attention,
+        make_sdpa("builds_causal"),
+        "a causal mask is built inside",
+    ),
+    (
+        "sdpa-scaled-by-value-width",
+        checks.check_attention,
+        make_sdpa("scale_dv"),
+        "scaled by the value width",
+    ),
+    (
+        "sdpa-masked-scores-zero",
+        checks.check_attention,
+        make_sdpa("masked_zero"),
+        "masked scores are set to 0 instead of -inf",
+    ),
+    (
+        "sdpa-weights-are-the-scores",
+        checks.check_attention,
+        make_sdpa("weights_are_scores"),
+        "the returned weights are the scores before the softmax",
+    ),
     (
         "sdpa-mask-inverted",
         checks.check_attention,
@@ -748,6 +883,36 @@ MUTANTS = [
         "the weights of the last head",
     ),
     (
+        "head-weights-second-head",
+        checks.check_first_head_weights,
+        first_head_second,
+        "the weights of head 1 instead of head 0",
+    ),
+    (
+        "head-weights-average-over-heads",
+        checks.check_first_head_weights,
+        first_head_average,
+        "the average over all heads",
+    ),
+    (
+        "head-weights-interleaved-channels",
+        checks.check_first_head_weights,
+        first_head_interleaved,
+        "interleaved channels 0, H, 2H",
+    ),
+    (
+        "head-weights-keys-from-q-rows",
+        checks.check_first_head_weights,
+        first_head_keys_from_q_rows,
+        "the keys are read from the q rows",
+    ),
+    (
+        "head-weights-queries-and-keys-swapped",
+        checks.check_first_head_weights,
+        first_head_swapped,
+        "queries and keys are swapped",
+    ),
+    (
         "head-weights-unscaled",
         checks.check_first_head_weights,
         first_head_unscaled,
@@ -839,6 +1004,72 @@ MUTANTS = [
         variant(LearnerRMSNorm, "MeanAbsRMSNorm", mistake="mean_abs"),
         "the mean of |x|",
     ),
+    (
+        "layernorm-no-eps",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "NoEpsLayerNorm", mistake="no_eps"),
+        "eps is left out",
+    ),
+    (
+        "layernorm-divides-by-variance",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "VarianceLayerNorm", mistake="variance_not_rooted"),
+        "divides by the variance instead of its square root",
+    ),
+    (
+        "layernorm-affine-not-applied",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "UnscaledLayerNorm", mistake="affine_not_applied"),
+        "weight and bias are not applied",
+    ),
+    (
+        "layernorm-no-bias",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "NoBiasLayerNorm", mistake="no_bias"),
+        "the bias is not added",
+    ),
+    (
+        "layernorm-sequence-axis",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "SequenceAxisLayerNorm", mistake="sequence_axis"),
+        "taken over the sequence axis (dim=1)",
+    ),
+    (
+        "rmsnorm-no-eps",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "NoEpsRMSNorm", mistake="no_eps"),
+        "eps is left out",
+    ),
+    (
+        "rmsnorm-divides-by-mean-square",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "MeanSquareRMSNorm", mistake="mean_square_not_rooted"),
+        "divides by the mean square instead of its square root",
+    ),
+    (
+        "rmsnorm-mean-of-x",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "MeanRMSNorm", mistake="mean_of_x"),
+        "divides by the mean of x instead",
+    ),
+    (
+        "rmsnorm-sum-of-squares",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "SumRMSNorm", mistake="sum_of_squares"),
+        "uses the sum of squares instead of their mean",
+    ),
+    (
+        "rmsnorm-torch-std",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "TorchStdRMSNorm", mistake="torch_std"),
+        "the standard deviation (x.std())",
+    ),
+    (
+        "rmsnorm-sequence-axis",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "SequenceAxisRMSNorm", mistake="sequence_axis"),
+        "taken over the sequence axis (dim=1)",
+    ),
     # MLPs
     (
         "feedforward-relu",
@@ -897,6 +1128,60 @@ MUTANTS = [
         check_swiglu,
         variant(LearnerSwiGLU, "SwappedSwiGLU", swapped=True),
         "gate and up swapped",
+    ),
+    (
+        "feedforward-silu",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "SiluFeedForward", activation=staticmethod(F.silu)),
+        "SiLU instead of GELU",
+    ),
+    (
+        "feedforward-no-activation",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "LinearFeedForward", activation=staticmethod(lambda t: t)),
+        "no activation between the two linear layers",
+    ),
+    (
+        "feedforward-gelu-after-output",
+        checks.check_feedforward,
+        variant(LearnerFeedForward, "LateGeluFeedForward", activation_after_output=True),
+        "GELU after the second linear layer",
+    ),
+    (
+        "swiglu-gelu",
+        check_swiglu,
+        variant(LearnerSwiGLU, "GeluSwiGLU", activation=staticmethod(F.gelu)),
+        "GELU instead of SiLU",
+    ),
+    (
+        "swiglu-sigmoid-gate",
+        check_swiglu,
+        variant(LearnerSwiGLU, "SigmoidSwiGLU", activation=staticmethod(torch.sigmoid)),
+        "a sigmoid gate (GLU) instead of SiLU",
+    ),
+    (
+        "swiglu-relu",
+        check_swiglu,
+        variant(LearnerSwiGLU, "ReluSwiGLU", activation=staticmethod(F.relu)),
+        "ReLU instead of SiLU",
+    ),
+    (
+        "swiglu-no-up-projection",
+        check_swiglu,
+        variant(LearnerSwiGLU, "UngatedSwiGLU", mistake="no_up"),
+        "no gate: down_proj(silu(gate_proj(x)))",
+    ),
+    (
+        "swiglu-silu-of-the-product",
+        check_swiglu,
+        variant(LearnerSwiGLU, "ProductSwiGLU", mistake="silu_of_product"),
+        "SiLU is applied to the product",
+    ),
+    (
+        "swiglu-branches-added",
+        check_swiglu,
+        variant(LearnerSwiGLU, "AddedSwiGLU", mistake="added"),
+        "the branches are added instead of multiplied",
     ),
     # the block
     (
@@ -978,6 +1263,115 @@ MUTANTS = [
         checks.check_gpt,
         variant(LearnerGPT, "NoFinalNormGPT", mistake="no_final_norm"),
         "the final norm is not applied",
+    ),
+    (
+        "gpt-scaled-embeddings",
+        checks.check_gpt,
+        variant(LearnerGPT, "ScaledEmbeddingGPT", mistake="scaled_embeddings"),
+        "scaled by sqrt(d_model)",
+    ),
+    (
+        "gpt-blocks-reversed",
+        checks.check_gpt,
+        variant(LearnerGPT, "ReversedGPT", mistake="reversed_blocks"),
+        "the blocks run in reverse order",
+    ),
+    (
+        "gpt-first-block-only",
+        checks.check_gpt,
+        variant(LearnerGPT, "OneBlockGPT", mistake="first_block_only"),
+        "only the first block is applied",
+    ),
+    (
+        "gpt-returns-probabilities",
+        checks.check_gpt,
+        variant(LearnerGPT, "SoftmaxGPT", mistake="softmax"),
+        "forward returns probabilities (softmax)",
+    ),
+    (
+        "gpt-returns-log-probabilities",
+        checks.check_gpt,
+        variant(LearnerGPT, "LogSoftmaxGPT", mistake="log_softmax"),
+        "forward returns log-probabilities",
+    ),
+    (
+        "bias-savings-with-the-final-norm-bias",
+        checks.check_bias_savings,
+        SAVED + 12 * 2 * D + D,
+        "(and a final norm's) are counted too",
+    ),
+    (
+        "bias-savings-only-norm-biases",
+        checks.check_bias_savings,
+        12 * 2 * D,
+        "only the LayerNorm biases are counted",
+    ),
+    (
+        "bias-savings-qkv-bias-as-d",
+        checks.check_bias_savings,
+        SAVED - 12 * 2 * D,
+        "the fused qkv_proj bias has 3 * 768 entries",
+    ),
+    (
+        "bias-savings-mlp-bias-as-d",
+        checks.check_bias_savings,
+        SAVED - 12 * 3 * D,
+        "the MLP's first bias has 4 * 768 entries",
+    ),
+    (
+        "bias-savings-count-without-biases",
+        checks.check_bias_savings,
+        12 * BLOCK - SAVED,
+        "the count without biases",
+    ),
+    (
+        "bias-savings-count-with-biases",
+        checks.check_bias_savings,
+        12 * BLOCK,
+        "the count with biases",
+    ),
+    (
+        "gpt2-params-no-embeddings",
+        checks.check_gpt2_small_params,
+        GPT2 - V * D - T * D,
+        "the embedding tables are left out",
+    ),
+    (
+        "gpt2-params-no-token-embedding",
+        checks.check_gpt2_small_params,
+        GPT2 - V * D,
+        "the token embedding is left out",
+    ),
+    (
+        "gpt2-params-no-position-table",
+        checks.check_gpt2_small_params,
+        GPT2 - T * D,
+        "the position embedding table (1024 x 768)",
+    ),
+    (
+        "gpt2-params-no-linear-biases",
+        checks.check_gpt2_small_params,
+        GPT2 - SAVED,
+        "the Linear biases are left out",
+    ),
+    (
+        "gpt2-params-no-final-norm",
+        checks.check_gpt2_small_params,
+        GPT2 - 2 * D,
+        "the final LayerNorm is left out",
+    ),
+    (
+        "gpt2-params-padded-vocabulary",
+        checks.check_gpt2_small_params,
+        GPT2 + (50_304 - V) * D,
+        "padded to 50304",
+    ),
+    ("gpt2-params-head-bias", checks.check_gpt2_small_params, GPT2 + V, "the LM head has a bias"),
+    (
+        "gpt2-params-eleven-blocks",
+        checks.check_gpt2_small_params,
+        GPT2 - BLOCK,
+        "one block is missing",
     ),
     (
         "bias-savings-counts-layernorm-biases",

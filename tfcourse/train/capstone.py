@@ -217,7 +217,9 @@ def steps_in(
     seconds: float, data: TextDataset, config: GPTConfig, *, device=None, probe_steps: int = 12
 ) -> int:
     """How many capstone steps of ``GPT(config)`` on ``data`` fit in ``seconds`` here: a
-    short run of ``probe_steps`` (after two untimed ones) gives the time of a step."""
+    short run of ``probe_steps`` (after two untimed ones) gives the time of a step. The probe
+    stops early once its timed steps take ``seconds`` themselves: more of them could not
+    change the answer by more than those steps (a tiny budget costs no full probe)."""
     seed_everything(0)
     model = GPT(config)
     train_config = TrainConfig(
@@ -230,11 +232,11 @@ def steps_in(
         eval_batches=1,
     )
     trainer = Trainer(model, data, train_config, device=device)
-    times = []
-
-    def clock(_):
-        times.append(time.perf_counter())
-
-    trainer.fit(callback=clock)
-    per_step = (times[-1] - times[1]) / (len(times) - 2)
+    trainer.fit(until=2)  # untimed: the first steps pay for allocation and warm-up
+    started = time.perf_counter()
+    while trainer.step < train_config.steps and (
+        trainer.step == 2 or time.perf_counter() - started < seconds
+    ):
+        trainer.fit(until=trainer.step + 1)
+    per_step = (time.perf_counter() - started) / (trainer.step - 2)
     return max(1, int(seconds / per_step))
