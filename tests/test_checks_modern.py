@@ -23,13 +23,14 @@ def _tables(
     layout="half",
     exponent="2i",
     out_dtype=torch.float32,
+    inverted=False,
 ):
     i = (
         torch.arange(0, head_dim, 2, dtype=dtype)
         if exponent == "2i"
         else torch.arange(head_dim // 2, dtype=dtype)
     )
-    inv_freq = 1.0 / base ** (i / head_dim)
+    inv_freq = base ** (i / head_dim) if inverted else 1.0 / base ** (i / head_dim)
     angles = torch.outer(torch.arange(start, start + T, dtype=dtype), inv_freq)
     angles = (
         torch.cat([angles, angles], -1) if layout == "half" else angles.repeat_interleave(2, -1)
@@ -63,6 +64,7 @@ def test_rotary_tables_reference_and_alternatives_pass(capsys):
         (lambda T, d, b=10000.0: _tables(T, d, b, exponent="i"), "2i / head_dim"),
         (lambda T, d, b=10000.0: _tables(T, d, b, dtype=torch.float32), "computed in float32"),
         (lambda T, d, b=10000.0: _tables(T, d, b)[::-1], "cos and sin are swapped"),
+        (lambda T, d, b=10000.0: _tables(T, d, b, inverted=True), "the frequencies are inverted"),
         (lambda T, d, b=10000.0: _tables(T, d, b, out_dtype=torch.float64), "dtype float64"),
         (lambda T, d, b=10000.0: _tables(T, d)[0], "expected a tuple"),
     ],

@@ -17,7 +17,7 @@ from conftest import fails, passes
 # ----------------------------------------------------------------------------- fuse_qkv
 
 
-def _fuse(order=(0, 1, 2), dim=0, bias=True, transpose=False):
+def _fuse(order=(0, 1, 2), dim=0, bias=True, transpose=False, copy_bias=True):
     def fn(q, k, v):
         layers = [(q, k, v)[i] for i in order]
         weights = [layer.weight.t() if transpose else layer.weight for layer in layers]
@@ -30,7 +30,8 @@ def _fuse(order=(0, 1, 2), dim=0, bias=True, transpose=False):
             else:
                 fused.weight.copy_(w)
             if fused.bias is not None:
-                fused.bias.copy_(torch.cat([layer.bias for layer in layers]))
+                biases = torch.cat([layer.bias for layer in layers])
+                fused.bias.copy_(biases if copy_bias else torch.zeros_like(biases))
         return fused
 
     return fn
@@ -63,6 +64,7 @@ def test_fuse_qkv_reference_and_alternative_pass(capsys):
         (_fuse(order=(1, 0, 2)), "order k, q, v"),
         (_fuse(order=(2, 1, 0)), "order v, k, q"),
         (_fuse(bias=False), "fused.bias is None"),
+        (_fuse(copy_bias=False), "the biases are missing (weights only)"),
         (_fuse(transpose=True), "transposed"),
         (_fuse(dim=1), "concatenated along dim=1"),
         (lambda q, k, v: torch.cat([q.weight, k.weight, v.weight]), "expected an nn.Linear"),

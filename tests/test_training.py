@@ -128,6 +128,17 @@ WRONG = {
         _good_warmup,
         lambda s, m, w, t, lo: lo + 0.5 * (m - lo) * (1 + math.cos(math.pi * (s - w) / (t - w))),
     ),
+    "a cosine from step 0": lambda step, *, max_lr, warmup_steps, total_steps, min_lr=0.0: (
+        min_lr
+        + 0.5 * (max_lr - min_lr) * (1 + math.cos(math.pi * min(step, total_steps) / total_steps))
+    ),
+    "decay spread over total_steps": _wrong(
+        _good_warmup,
+        lambda s, m, w, t, lo: (
+            lo if s >= t else lo + 0.5 * (m - lo) * (1 + math.cos(math.pi * (s - w) / t))
+        ),
+    ),
+    "a division by zero": _wrong(_good_warmup, lambda s, m, w, t, lo: math.inf),
 }
 EXPECTED_MESSAGE = {
     "no warmup": "looks like: no warmup",
@@ -136,6 +147,9 @@ EXPECTED_MESSAGE = {
     "does not reach min_lr": "cosine does not reach min_lr",
     "linear decay instead of cosine": "linear decay instead of cosine",
     "does not stay at min_lr": "rises again",
+    "a cosine from step 0": "no warmup: a cosine over all steps",
+    "decay spread over total_steps": "the decay is spread over total_steps",
+    "a division by zero": "a division by zero or an overflow",
 }
 
 

@@ -135,8 +135,10 @@ class LearnerMHA(nn.Module):
     qkv_name = "qkv_proj"
     split = "view"  # view | no_transpose | transpose_first
     merge = "transpose"  # transpose | no_transpose | head_minor
-    scale = "head_dim"  # head_dim | none | d_model | d_model_full
-    mask_mode = "causal"  # causal | none | diagonal | upper
+    scale = "head_dim"  # head_dim | none | d_model | d_model_full | head_dim_full
+    mask_mode = "causal"  # causal | none | diagonal | upper | inverted
+    chunks = "qkv"  # the order the fused projection's output is split in
+    dropout_ignored = False
     softmax_dim = -1
     weights_mode = "masked"  # masked | unmasked | after_dropout
     force_bias = None
@@ -160,6 +162,8 @@ class LearnerMHA(nn.Module):
             return t.reshape(B, self.n_heads, T, self.head_dim)
         if self.split == "transpose_first":
             return t.transpose(1, 2).reshape(B, self.n_heads, T, self.head_dim)
+        if self.split == "interleaved":  # head h: channels h, h + H, ...
+            return t.view(B, T, self.head_dim, self.n_heads).permute(0, 3, 1, 2)
         return t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
 
     def _merge(self, y):
@@ -172,24 +176,29 @@ class LearnerMHA(nn.Module):
 
     def forward(self, x, return_weights=False):
         B, T, D = x.shape
-        q, k, v = (self._split(t) for t in getattr(self, self.qkv_name)(x).split(D, dim=-1))
+        parts = dict(
+            zip(self.chunks, getattr(self, self.qkv_name)(x).split(D, dim=-1), strict=True)
+        )
+        q, k, v = (self._split(parts[name]) for name in "qkv")
         k = q if self.queries_as_keys else k
         divisor = {
             "head_dim": math.sqrt(self.head_dim),
             "none": 1.0,
             "d_model": math.sqrt(D),
             "d_model_full": D,
+            "head_dim_full": self.head_dim,
         }[self.scale]
         scores = q @ k.transpose(-2, -1) / divisor
         allowed = {
             "causal": self.mask[:T, :T],
             "diagonal": self.mask[:T, :T].tril(-1),
             "upper": self.mask[:T, :T].T,
+            "inverted": ~self.mask[:T, :T],
             "none": None,
         }[self.mask_mode]
         masked = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
         weights = masked.softmax(dim=self.softmax_dim)
-        training = self.training or self.dropout_in_eval
+        training = (self.training or self.dropout_in_eval) and not self.dropout_ignored
         dropped = F.dropout(weights, self.p, training=training)
         merged = self._merge(dropped @ v)
         y = F.dropout(
@@ -442,6 +451,8 @@ class LearnerRMSNorm(nn.Module):
             return x / mean_square.sqrt() * self.weight
         if self.mistake == "mean_square_not_rooted":
             return x / (mean_square + self.eps) * self.weight
+        if self.mistake == "weight_data":  # the right values, hidden from autograd
+            return x * torch.rsqrt(mean_square + self.eps) * self.weight.data
         return x * torch.rsqrt(mean_square + self.eps) * self.weight
 
 
@@ -543,6 +554,8 @@ class LearnerBlock(nn.Module):
 
     def __init__(self, d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0):
         super().__init__()
+        if getattr(self, "mistake", None) == "dropout_ignored":  # TorchPartsBlock reuses this
+            dropout = 0.0
         self.pre_ln = pre_ln
         self.norm1, self.norm2 = tc.LayerNorm(d_model), tc.LayerNorm(d_model)
         self.attn = tc.MultiHeadAttention(
@@ -561,6 +574,11 @@ class LearnerBlock(nn.Module):
             x = x + self.attn(x)
             x = self.norm2(x)
             return x + self.mlp(x)
+        if self.mistake == "parallel":
+            return x + self.attn(self.norm1(x)) + self.mlp(self.norm2(x))
+        if self.mistake == "norm_before_add" and not pre:
+            x = x + self.norm1(self.attn(x))
+            return x + self.norm2(self.mlp(x))
         if pre:
             attn_out = self.attn(self.norm1(x))
             x = attn_out if self.mistake == "no_attn_residual" else x + attn_out
@@ -575,6 +593,8 @@ class TorchPartsBlock(nn.Module):
 
     def __init__(self, d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0):
         super().__init__()
+        if getattr(self, "mistake", None) == "dropout_ignored":  # TorchPartsBlock reuses this
+            dropout = 0.0
         self.pre_ln = pre_ln
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.attn = SeparateProjectionsMHA(
@@ -611,12 +631,24 @@ def make_probe(mistake=None):
             handle.remove()
         if mistake == "weight_grad":
             embedding = model.tok_emb.weight.grad.norm().item()
+        elif mistake == "activation_norm":
+            embedding = seen["x"].norm().item()
         else:
             embedding = seen["x"].grad.norm().item()
-        blocks = [
-            torch.cat([p.grad.flatten() for p in block.parameters()]).norm().item()
-            for block in model.blocks
-        ]
+        if mistake == "summed_norms":
+            blocks = [
+                sum(p.grad.norm().item() for p in block.parameters()) for block in model.blocks
+            ]
+        elif mistake == "squared":
+            blocks = [
+                sum(p.grad.pow(2).sum().item() for p in block.parameters())
+                for block in model.blocks
+            ]
+        else:
+            blocks = [
+                torch.cat([p.grad.flatten() for p in block.parameters()]).norm().item()
+                for block in model.blocks
+            ]
         return embedding, blocks[::-1] if mistake == "reversed" else blocks
 
     probe.__name__ = f"probe_{mistake}"
@@ -768,6 +800,36 @@ MUTANTS = [
         "the queries are used as keys",
     ),
     # multi-head attention
+    (
+        "mha-mask-inverted",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "InvertedMaskMHA", mask_mode="inverted"),
+        "the mask is inverted (later tokens allowed",
+    ),
+    (
+        "mha-divided-by-head-dim",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "HeadDimMHA", scale="head_dim_full"),
+        "the scores are divided by head_dim instead of sqrt(head_dim)",
+    ),
+    (
+        "mha-interleaved-heads",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "InterleavedMHA", split="interleaved"),
+        "head h takes the interleaved channels",
+    ),
+    (
+        "mha-split-k-q-v",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "KQVSplitMHA", chunks="kqv"),
+        "split as (k, q, v) instead of (q, k, v)",
+    ),
+    (
+        "mha-dropout-ignored",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "NoDropoutMHA", dropout_ignored=True),
+        "dropout is never applied",
+    ),
     (
         "mha-no-causal-mask",
         checks.check_multi_head_attention,
@@ -1070,6 +1132,12 @@ MUTANTS = [
         variant(LearnerRMSNorm, "SequenceAxisRMSNorm", mistake="sequence_axis"),
         "taken over the sequence axis (dim=1)",
     ),
+    (
+        "rmsnorm-weight-through-data",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "DataWeightRMSNorm", mistake="weight_data"),
+        "it is not connected to the output",
+    ),
     # MLPs
     (
         "feedforward-relu",
@@ -1182,6 +1250,42 @@ MUTANTS = [
         check_swiglu,
         variant(LearnerSwiGLU, "AddedSwiGLU", mistake="added"),
         "the branches are added instead of multiplied",
+    ),
+    (
+        "probe-norm-of-the-activation",
+        checks.check_grad_norm_probe,
+        make_probe("activation_norm"),
+        "the norm of the embedding output itself",
+    ),
+    (
+        "probe-parameter-norms-summed",
+        checks.check_grad_norm_probe,
+        make_probe("summed_norms"),
+        "each parameter's norm is summed",
+    ),
+    (
+        "probe-squared-norms",
+        checks.check_grad_norm_probe,
+        make_probe("squared"),
+        "the squared norms (sum of squares) without the square root",
+    ),
+    (
+        "block-sublayers-in-parallel",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "ParallelBlock", mistake="parallel"),
+        "attention and MLP both read the block input (in parallel)",
+    ),
+    (
+        "block-post-ln-norm-before-the-add",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "NormBeforeAddBlock", mistake="norm_before_add"),
+        "the sublayer output is normalized before the residual add",
+    ),
+    (
+        "block-dropout-not-passed-on",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "NoDropoutBlock", mistake="dropout_ignored"),
+        "dropout is never applied (the dropout argument is not passed on",
     ),
     # the block
     (
