@@ -626,7 +626,16 @@ def make_probe(mistake=None):
 
         handle = model.drop.register_forward_hook(keep)
         logits = model(idx)
-        F.cross_entropy(logits.flatten(0, 1), targets.flatten()).backward()
+        if mistake == "loss_sum":  # the sum of the final norm's output, not the cross-entropy
+            normed = {}
+            hook = model.final_norm.register_forward_hook(lambda m, a, out: normed.update(h=out))
+            model.zero_grad(set_to_none=True)
+            model(idx)
+            hook.remove()
+            normed["h"].sum().backward()
+        else:
+            reduction = "sum" if mistake == "summed_loss" else "mean"
+            F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction=reduction).backward()
         if mistake != "hook_left":
             handle.remove()
         if mistake == "weight_grad":
@@ -675,7 +684,9 @@ class LearnerGPT(nn.Module):
         x = self.tok_emb(idx)
         if self.mistake == "scaled_embeddings":
             x = x * math.sqrt(x.shape[-1])
-        if self.mistake != "no_positions":
+        if self.mistake == "positions_from_1":  # pos_emb(T, offset=1): rows 1 to T
+            x = x + self.pos_emb(idx.shape[1], offset=1)
+        elif self.mistake != "no_positions":
             x = x + self.pos_emb(idx.shape[1])
         blocks = list(self.blocks)
         if self.mistake == "reversed_blocks":
@@ -1287,6 +1298,18 @@ MUTANTS = [
         variant(LearnerBlock, "NoDropoutBlock", mistake="dropout_ignored"),
         "dropout is never applied (the dropout argument is not passed on",
     ),
+    (
+        "probe-loss-is-the-sum-of-the-output",
+        checks.check_grad_norm_probe,
+        make_probe("loss_sum"),
+        "the loss is the sum of the final hidden states",
+    ),
+    (
+        "probe-cross-entropy-summed",
+        checks.check_grad_norm_probe,
+        make_probe("summed_loss"),
+        "the cross-entropy is summed over tokens",
+    ),
     # the block
     (
         "block-post-ln-written-as-pre",
@@ -1361,6 +1384,12 @@ MUTANTS = [
         checks.check_gpt,
         variant(LearnerGPT, "UntiedGPT", mistake="untied"),
         "the weights are not tied",
+    ),
+    (
+        "gpt-positions-from-1",
+        checks.check_gpt,
+        variant(LearnerGPT, "PositionOneGPT", mistake="positions_from_1"),
+        "position ids start at 1 instead of 0",
     ),
     (
         "gpt-no-final-norm",

@@ -162,14 +162,26 @@ def _wrong_quantities(model, idx) -> dict:
         }
 
 
+def _summed_probe(model, idx, targets) -> dict:
+    """The reference probe with loss="sum". Variants are computed under ``torch.no_grad()``
+    (``Checker.diagnose``), and this one needs its backward pass."""
+    with torch.enable_grad():
+        return gradient_probe(model, idx, targets, "sum")
+
+
 def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None:
     def as_tensor(values):
         return torch.tensor(values, dtype=torch.float64)
 
     tokens = idx.numel()
-    summed = say(
+    summed = mistake(
         "the cross-entropy is summed over tokens instead of averaged",
         "交叉熵在词元上求了和，而不是取平均",
+    )
+    loss_sum = mistake(
+        "the loss is the sum of the final hidden states (loss='sum') instead of the "
+        "next-token cross-entropy",
+        "损失用的是最终隐藏状态之和（loss='sum'），而不是下一个词元预测的交叉熵",
     )
     chk.compare(
         case,
@@ -194,6 +206,11 @@ def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None
                 lambda: as_tensor([want["embedding_activation"]]),
             ),
             (summed, lambda: as_tensor([want["embedding"] * tokens])),
+            # Last: it runs another backward pass (only ever on the way to a failure).
+            (
+                loss_sum,
+                lambda: as_tensor([_summed_probe(model, idx, targets)["embedding"]]),
+            ),
         ],
     )
     chk.compare(
@@ -234,13 +251,6 @@ def _compare(chk: Checker, case, model, idx, targets, want, emb, blocks) -> None
             ),
             (summed, lambda: as_tensor([b * tokens for b in want["blocks"]])),
             # Last: it runs another backward pass (only ever on the way to a failure).
-            (
-                mistake(
-                    "the loss is the sum of the final hidden states (loss='sum') instead of the "
-                    "next-token cross-entropy",
-                    "损失用的是最终隐藏状态之和（loss='sum'），而不是下一个词元预测的交叉熵",
-                ),
-                lambda: as_tensor(gradient_probe(model, idx, targets, "sum")["blocks"]),
-            ),
+            (loss_sum, lambda: as_tensor(_summed_probe(model, idx, targets)["blocks"])),
         ],
     )
