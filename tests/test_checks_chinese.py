@@ -1,8 +1,8 @@
 """The checks speak Chinese when asked (``TFCOURSE_LANG=zh``), and English stays as it was.
 
-Every diagnosis a check raises is written as a pair, ``say("english", "中文")``, at the
-place it is raised (``tfcourse/language.py``). These tests run real wrong implementations
-(the learner-style mutants of ``tests/test_mutants*.py``) under both languages: the Chinese
+Every diagnosis a check raises is written as a pair, ``mistake("english", "中文")`` (``say``
+for other messages), at the place it is raised (``tfcourse/language.py``). These tests run
+real wrong implementations (the catalogue in ``tests/mutants/``) under both languages: the Chinese
 message must be Chinese, name the same numbers and shapes as the English one, and the
 English message must not change. A source scan keeps future messages bilingual.
 """

@@ -1,8 +1,8 @@
 """Wrong blocks for ``check_transformer_block``: each must fail naming its cause.
 
-Builds on the learner-style blocks of ``tests/test_mutants.py`` (``LearnerBlock``,
-``TorchPartsBlock``; pytest puts ``tests/`` on the path), so each mutant differs from an
-implementation that passes by its one mistake.
+Builds on the learner-style blocks of the catalogue ``tests/mutants/core.py``
+(``LearnerBlock``, ``TorchPartsBlock``), so each mutant differs from an implementation that
+passes by its one mistake.
 """
 
 from __future__ import annotations

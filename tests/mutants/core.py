@@ -554,7 +554,7 @@ class LearnerBlock(nn.Module):
 
     def __init__(self, d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0):
         super().__init__()
-        if getattr(self, "mistake", None) == "dropout_ignored":  # TorchPartsBlock reuses this
+        if self.mistake == "dropout_ignored":
             dropout = 0.0
         self.pre_ln = pre_ln
         self.norm1, self.norm2 = tc.LayerNorm(d_model), tc.LayerNorm(d_model)
@@ -593,8 +593,6 @@ class TorchPartsBlock(nn.Module):
 
     def __init__(self, d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0):
         super().__init__()
-        if getattr(self, "mistake", None) == "dropout_ignored":  # TorchPartsBlock reuses this
-            dropout = 0.0
         self.pre_ln = pre_ln
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.attn = SeparateProjectionsMHA(
