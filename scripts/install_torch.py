@@ -72,7 +72,7 @@ def has_nvidia_gpu(gpus: Path = Path("/proc/driver/nvidia/gpus")) -> bool:
         return False
     try:
         listing = subprocess.run(
-            [smi, "-L"], check=False, capture_output=True, text=True, timeout=15
+            [smi, "-L"], check=False, capture_output=True, text=True, encoding="utf-8", timeout=15
         )
     except (OSError, subprocess.SubprocessError):
         return False
@@ -168,6 +168,7 @@ def installed_version(python: str, spec: str) -> str | None:
             check=False,
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=60,
         )
     except (OSError, subprocess.SubprocessError):

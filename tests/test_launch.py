@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from tfcourse import cli
-from tfcourse.course import launch
+from tfcourse.course import installed, launch
 
 
 class Served(list):
@@ -74,7 +74,7 @@ def test_lab_without_notebooks_says_what_to_do(capsys, tmp_path, served):
     status = cli.main(["lab", "--dir", str(tmp_path / "missing")])
     err = capsys.readouterr().err
     assert status == 1 and served == []
-    assert "no notebook folder found" in err and "tfcourse build-notebooks" in err
+    assert f"{tmp_path / 'missing'} is not a folder" in err and "--dir" in err
 
 
 def test_lab_prints_the_url_of_the_first_notebook_with_the_port_and_token_it_passes(
@@ -230,15 +230,24 @@ def test_serve_waits_for_jupyter_after_ctrl_c(monkeypatch):
     assert launch.serve(["jupyter"]) == 0 and Jupyter.waits == 2
 
 
-def test_lab_finds_notebooks_next_to_the_package_or_in_the_cwd(tmp_path, monkeypatch):
-    repository_notebooks = Path(launch.__file__).resolve().parents[2] / "notebooks"
-    monkeypatch.chdir(tmp_path)
-    if repository_notebooks.is_dir():
-        assert launch.find_notebooks() == repository_notebooks
-    else:
-        assert launch.find_notebooks() is None
-        (tmp_path / "notebooks").mkdir()
-        assert launch.find_notebooks() == (tmp_path / "notebooks").resolve()
+def test_lab_opens_the_checkout_else_the_learners_copy_made_on_first_use(
+    tmp_path, monkeypatch, capsys
+):
+    assert launch.find_notebooks() == installed.CHECKOUT / "notebooks"  # a checkout
+    assert launch.find_notebooks(str(tmp_path)) == tmp_path.resolve()
+    assert launch.find_notebooks(str(tmp_path / "missing")) is None
+    # An installed wheel: the course inside the package, the learner's copy outside it.
+    monkeypatch.setattr(installed, "PACKAGED", installed.CHECKOUT)
+    monkeypatch.setattr(installed, "CHECKOUT", tmp_path / "no checkout")
+    monkeypatch.setenv(installed.DEFAULT_FOLDER_VARIABLE, str(tmp_path / "course"))
+    assert launch.find_notebooks(language="zh") == (tmp_path / "course-zh").resolve()
+    shipped = len(list((installed.PACKAGED / "notebooks" / "zh").glob("*.ipynb")))
+    assert f"{shipped} notebook(s) copied" in capsys.readouterr().out
+    assert launch.find_notebooks(language="zh") == (tmp_path / "course-zh").resolve()
+    assert capsys.readouterr().out == ""  # made once
+    assert 'language=\\"zh\\"' in (tmp_path / "course-zh" / "01_attention.ipynb").read_text(
+        encoding="utf-8"
+    )
 
 
 @pytest.mark.slow

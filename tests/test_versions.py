@@ -46,7 +46,7 @@ def test_the_version_is_written_once():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
-    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tfcourse.__version__"}
+    assert project["tool"]["hatch"]["version"] == {"path": "tfcourse/__init__.py"}
     assert version("tfcourse") == tfcourse.__version__
 
 

@@ -17,6 +17,10 @@ from .language import say
 COMMANDS = {
     "demo": ("tfcourse.demo", "pre-LN vs post-LN stacks: shapes and gradient norms side by side"),
     "lab": ("tfcourse.course.launch", "open the course in JupyterLab"),
+    "notebooks": (
+        "tfcourse.course.notebooks_command",
+        "copy the learner notebooks into a folder of yours (never overwriting one)",
+    ),
     "build-notebooks": (
         "tfcourse.course.build",
         "regenerate notebooks/ from solutions/ (--check: verify)",
@@ -51,6 +55,7 @@ COMMANDS = {
 COMMANDS_ZH = {
     "demo": "Pre-LN 与 Post-LN 的堆叠：并排比较形状和梯度范数",
     "lab": "在 JupyterLab 中打开课程",
+    "notebooks": "把学员 notebook 复制到你自己的文件夹（绝不覆盖已有的文件）",
     "build-notebooks": "由 solutions/ 重新生成 notebooks/（--check：只检查）",
     "translate": "补上 notebook 中文版缺少的段落（--check：只检查）",
     "execute": "重新执行参考答案 notebook，刷新其中保存的输出",

@@ -359,6 +359,7 @@ def check_chinese_font() -> list[Finding]:
 def collect(root: Path | None) -> list[Finding]:
     """Every finding, in report order."""
     # Imported here, not at the top: doctor_jupyter takes Finding and setup_fix from this module.
+    from .course import installed
     from .doctor_jupyter import (
         check_environment,
         check_kernel,
@@ -373,7 +374,7 @@ def collect(root: Path | None) -> list[Finding]:
         + check_environment(root)
         + check_kernel()
         + check_widget_frontend()
-        + check_notebooks(root)
+        + check_notebooks(root or installed.course_root())
         + check_chinese_font()
         + check_grading_sandbox()
     )

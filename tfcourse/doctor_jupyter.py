@@ -120,7 +120,13 @@ def _probe_interpreter(executable: str) -> dict:
         "print(json.dumps({'prefix': sys.prefix, 'tfcourse': s.origin if s else None}))"
     )
     result = subprocess.run(
-        [executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        [executable, "-c", code],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=60,
+        check=False,
     )
     if result.returncode:
         raise RuntimeError(

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from ..language import current, say, speaking
-from . import notebook_format
+from . import installed, notebook_format
 from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
 from .restamp import restamp
 from .scan import Finding, scan
@@ -214,10 +214,10 @@ def edition(solution: Path, language: str) -> Path:
 
 
 def installed_solutions() -> Path | None:
-    """The solution notebooks of the course this grader runs from (the checkout of an
-    editable install), or None. Never a folder found near a submission."""
-    folder = Path(__file__).resolve().parents[2] / "solutions"
-    return folder if folder.is_dir() else None
+    """The solution notebooks of the course this grader runs from (inside the package, or
+    the checkout of an editable install: ``installed``), or None. Never a folder found near
+    a submission."""
+    return installed.solutions()
 
 
 def refused(path: Path, solutions: Path) -> str:

@@ -1,4 +1,9 @@
-"""``tfcourse lab``: open the course's ``notebooks/`` folder in JupyterLab.
+"""``tfcourse lab``: open the course's notebooks in JupyterLab.
+
+Which folder: ``--dir FOLDER``; else, in a checkout (an editable install), its
+``notebooks/``; else the learner's own copy (``~/tfcourse``, ``~/tfcourse-zh`` for the
+Chinese edition, or ``$TFCOURSE_NOTEBOOKS``), which the first run fills from the installed
+course (``tfcourse notebooks``).
 
 Starts ``jupyter lab`` on a free localhost port (the first from 8888) with a fresh token,
 prints the URL of the first notebook and opens it there. Extra arguments after ``--`` go to
@@ -30,7 +35,9 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
-from ..language import say
+from ..language import current, say
+from . import installed
+from .notebooks_command import copy_notebooks, destination, report
 
 FOLDER = "notebooks"
 FIRST_PORT = 8888
@@ -55,8 +62,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dir",
         default=None,
-        help=f"folder to open (default: the course's {FOLDER}/ next to the "
-        f"package, else ./{FOLDER}/)",
+        help=say(
+            f"folder to open (default: a checkout's {FOLDER}/, else your copy of the "
+            "notebooks, ~/tfcourse, made on first use)",
+            f"要打开的文件夹（默认：课程仓库的 {FOLDER}/，否则是你的 notebook 副本 ~/tfcourse，"
+            "第一次运行时创建）",
+        ),
+    )
+    parser.add_argument(
+        "--language",
+        choices=installed.LANGUAGES,
+        default=None,
+        help=say(
+            "the edition your copy is made of (default: TFCOURSE_LANG, else en)",
+            "副本用哪个版本（默认：TFCOURSE_LANG，否则 en）",
+        ),
     )
     parser.add_argument(
         "jupyter_args",
@@ -66,14 +86,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def find_notebooks(explicit: str | None = None) -> Path | None:
-    """The folder to open: ``explicit``, else the checkout's ``notebooks/``, else ./notebooks/."""
+def find_notebooks(explicit: str | None = None, language: str = "en") -> Path | None:
+    """The folder to open: ``explicit`` (None if it is not a folder); else a checkout's
+    ``notebooks/``; else the learner's copy of ``language``'s edition, filled from the
+    installed course (and said so) when it holds no notebook yet. Raises ``OSError`` when
+    that copy cannot be made."""
     if explicit is not None:
-        candidates = [Path(explicit)]
-    else:
-        repository = Path(__file__).resolve().parents[2]  # tfcourse/course/ -> the checkout
-        candidates = [repository / FOLDER, Path.cwd() / FOLDER]
-    return next((c.resolve() for c in candidates if c.is_dir()), None)
+        folder = Path(explicit).expanduser()
+        return folder.resolve() if folder.is_dir() else None
+    if installed.course_root() == installed.CHECKOUT:
+        return (installed.CHECKOUT / FOLDER).resolve()
+    folder = destination(None, language)
+    if not any(folder.glob("*.ipynb")):  # first use
+        print(report(folder, copy_notebooks(folder, language)), flush=True)
+    return folder.resolve()
 
 
 def first_notebook(folder: Path) -> str | None:
@@ -153,24 +179,18 @@ def serve(command: list[str], env: dict[str, str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    folder = find_notebooks(args.dir)
+    try:
+        folder = find_notebooks(args.dir, args.language or current())
+    except OSError as error:
+        print(f"tfcourse lab: {error}", file=sys.stderr)
+        return 1
     if folder is None:
-        where = args.dir or say(
-            f"{FOLDER}/ next to the tfcourse package or in the current directory",
-            f"tfcourse 软件包旁边或当前目录下的 {FOLDER}/",
-        )
         print(
             say(
-                f"tfcourse lab: no notebook folder found (looked for {where}).\n"
-                f"Run this from the course folder (the one with solutions/ and notebooks/), or "
-                f"pass --dir FOLDER. If notebooks/ is missing but solutions/ exists, create it "
-                f"with `tfcourse build-notebooks`. Meanwhile, `tfcourse demo` runs without "
-                f"notebooks.",
-                f"tfcourse lab：没有找到 notebook 文件夹（查找的是 {where}）。\n"
-                f"请在课程文件夹（包含 solutions/ 和 notebooks/ 的那个）中运行，或用 --dir FOLDER "
-                f"指定文件夹。如果缺少 notebooks/ 但有 solutions/，可以用 "
-                f"`tfcourse build-notebooks` 生成它。在此之前，`tfcourse demo` 不需要 notebook "
-                f"也能运行。",
+                f"tfcourse lab: {args.dir} is not a folder; pass --dir FOLDER with the "
+                "notebooks, or leave --dir out to open your copy of the course",
+                f"tfcourse lab：{args.dir} 不是文件夹；请用 --dir 指定存放 notebook 的文件夹，"
+                "或者不加 --dir，打开你的课程副本",
             ),
             file=sys.stderr,
         )
@@ -178,10 +198,10 @@ def run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("jupyterlab") is None:
         print(
             say(
-                "tfcourse lab: JupyterLab is not installed in this environment; install it with "
-                "`pip install -e '.[lab]'` (or run `make lab`).",
-                "tfcourse lab：当前环境中没有安装 JupyterLab；请用 `pip install -e '.[lab]'` "
-                "安装（或运行 `make lab`）。",
+                "tfcourse lab: JupyterLab is not installed in this environment (tfcourse "
+                "depends on it); reinstall with `pip install tfcourse` (or run `make setup`).",
+                "tfcourse lab：当前环境中没有安装 JupyterLab（tfcourse 依赖它）；请用 "
+                "`pip install tfcourse` 重新安装（或运行 `make setup`）。",
             ),
             file=sys.stderr,
         )

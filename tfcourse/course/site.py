@@ -288,7 +288,9 @@ def build_site(root: str | Path, out: str | Path, notebooks=None) -> SiteReport:
     (out / "style.css").write_text(
         STYLESHEET.read_text("utf-8") + HtmlFormatter().get_style_defs(".highlight"), "utf-8"
     )
-    (out / MARKER).write_text("built by `tfcourse site`; this folder is replaced on every build\n")
+    (out / MARKER).write_text(
+        "built by `tfcourse site`; this folder is replaced on every build\n", encoding="utf-8"
+    )
     report.warnings += site.warnings
     remote = check_offline(out)
     if remote:

@@ -108,7 +108,7 @@ def _quiet_stderr():
     sys.stderr.flush()
     saved = os.dup(2)
     try:
-        with open(os.devnull, "w") as devnull:
+        with open(os.devnull, "w", encoding="utf-8") as devnull:
             os.dup2(devnull.fileno(), 2)
         yield
     finally:

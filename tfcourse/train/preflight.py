@@ -467,7 +467,7 @@ def available_bytes(device: torch.device) -> int | None:
         free, _ = torch.cuda.mem_get_info(device)
         return int(free)
     try:
-        with open("/proc/meminfo") as file:
+        with open("/proc/meminfo", encoding="utf-8") as file:
             for line in file:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024

@@ -67,7 +67,7 @@ def _refuse_to_start() -> str:
         return "not alone in a PID namespace of its own"
     if len(os.listdir("/proc/self/task")) > 1:
         return "more than one thread (a fork would copy a lock held by another)"
-    with open("/proc/self/maps") as maps:
+    with open("/proc/self/maps", encoding="utf-8") as maps:
         shared = [
             line.strip()
             for line in maps

@@ -121,7 +121,7 @@ class ForkServer:
     def last_words(self) -> str:
         """The last line the server (or a worker before its channel) wrote to stderr."""
         try:
-            lines = self.log.read_text(errors="replace").strip().splitlines()
+            lines = self.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         except OSError:
             return ""
         return lines[-1][:200] if lines else ""

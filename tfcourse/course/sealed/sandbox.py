@@ -213,7 +213,7 @@ def _probe() -> Sandbox:
             None, say("bubblewrap (bwrap) is not installed", "没有安装 bubblewrap（bwrap）")
         )
     version = subprocess.run(
-        [bwrap, "--version"], capture_output=True, text=True, check=False
+        [bwrap, "--version"], capture_output=True, text=True, encoding="utf-8", check=False
     ).stdout.strip()
     with (
         tempfile.TemporaryDirectory(prefix="tfcourse-probe-") as folder,
@@ -225,7 +225,7 @@ def _probe() -> Sandbox:
         work, secret = (os.path.join(root, name) for name in ("w", "s"))
         for path in (work, secret):
             os.mkdir(path)
-        Path(secret, "answer.txt").write_text("42")
+        Path(secret, "answer.txt").write_text("42", encoding="utf-8")
         # The secret stands for something hidden inside a mounted prefix: shown, then covered.
         argv = [
             sys.executable,

@@ -74,7 +74,7 @@ def _mapped(kind: str) -> list[tuple[int, int]]:
     """The ids this process can switch to, as ``[(first, last)]`` (its user namespace's
     ``uid_map``/``gid_map``; all of them outside any)."""
     try:
-        lines = Path(f"/proc/self/{kind}_map").read_text().split("\n")
+        lines = Path(f"/proc/self/{kind}_map").read_text(encoding="utf-8").split("\n")
     except OSError:
         return [(0, 2**32 - 2)]
     ranges = []
@@ -96,7 +96,9 @@ def _in_use() -> set[int]:
     with contextlib.suppress(OSError):
         used |= {
             int(line.split(":")[2])
-            for line in Path("/etc/passwd").read_text().split("\n")
+            for line in Path("/etc/passwd")
+            .read_text(encoding="utf-8", errors="replace")
+            .split("\n")
             if line.count(":") >= 3 and line.split(":")[2].isdigit()
         }
     return used
@@ -217,7 +219,9 @@ def _running(uid: int) -> bool:
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             fields = dict(
-                line.split(":", 1) for line in status.read_text().split("\n") if ":" in line
+                line.split(":", 1)
+                for line in status.read_text(encoding="utf-8", errors="replace").split("\n")
+                if ":" in line
             )
         except OSError:
             continue

@@ -429,7 +429,7 @@ def take_channel(fd_in: int, fd_out: int) -> None:
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    sys.stdin = open(os.devnull)  # noqa: SIM115 - the learner's stdin, open while the worker runs
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - the learner's stdin, open while the worker runs
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
 

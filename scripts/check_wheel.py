@@ -1,0 +1,150 @@
+"""The course as a learner installs it: build the wheel, install it into a fresh virtual
+environment (not editable, no checkout on the path), and use it from an empty folder.
+
+    python scripts/check_wheel.py [--work DIR] [--torch SPEC]
+
+Runs, in English and in Chinese: ``tfcourse doctor``; ``tfcourse notebooks``; ``tfcourse
+grade`` on a copied solution notebook (full marks) and on an untouched learner notebook (no
+marks). Exits 1, saying which step failed, when anything is not so. ``make test-wheel`` and
+CI (``.ci/run``) run it with the dev environment's Python (hatchling builds the wheel
+offline). Plain Python, so it runs on Windows and macOS too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = "03_norms"  # a short one: graded in seconds
+
+
+def step(title: str, command: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """Run ``command``, print its title, time and output; return stdout. Exit 1 if it fails."""
+    start = time.monotonic()
+    result = subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, encoding="utf-8", check=False
+    )
+    print(f"--- {title} ({time.monotonic() - start:.0f} s): {' '.join(command[-6:])}")
+    print(result.stdout.rstrip()[-3000:])
+    if result.returncode:
+        print(result.stderr.rstrip()[-3000:])
+        sys.exit(f"check_wheel: {title} exited {result.returncode}")
+    return result.stdout
+
+
+def grade(python: Path, notebook: Path, cwd: Path, env: dict[str, str]) -> dict:
+    """``tfcourse grade NOTEBOOK --json`` in the installed package: the notebook's grade."""
+    command = [str(python), "-m", "tfcourse", "grade", str(notebook), "--json", "--timeout", "120"]
+    result = subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, encoding="utf-8", check=False
+    )
+    (graded,) = json.loads(result.stdout)
+    print(
+        f"--- grade {notebook.relative_to(cwd)}: {graded['passed']}/{graded['total']} "
+        f"exercises passed, exit {result.returncode} {graded.get('error') or ''}"
+    )
+    return graded
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", default=None, help="folder to work in (default: a temporary one)")
+    parser.add_argument("--torch", default="torch==2.13.0", help="torch to install first")
+    args = parser.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="tfcourse-wheel-")).resolve()
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+    step(
+        "build",
+        [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(work / "dist")],
+        ROOT,
+        env,
+    )
+    (wheel,) = (work / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    notebooks = [n for n in names if n.endswith(".ipynb")]
+    print(
+        f"{wheel.name}: {wheel.stat().st_size / 1e6:.1f} MB, {len(names)} files, "
+        f"{len(notebooks)} notebooks"
+    )
+
+    venv = work / "venv"
+    step("venv", [sys.executable, "-m", "venv", str(venv)], work, env)
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    step(
+        "torch",
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "install_torch.py"),
+            "--python",
+            str(python),
+            "--torch",
+            args.torch,
+        ],
+        work,
+        env,
+    )
+    step(
+        "install",
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "-c",
+            str(ROOT / "constraints.txt"),
+            str(wheel),
+        ],
+        work,
+        env,
+    )
+
+    learner = work / "learner"  # an empty folder: no checkout, no solutions/ anywhere near
+    learner.mkdir()
+    where = step(
+        "import", [str(python), "-c", "import tfcourse; print(tfcourse.__file__)"], learner, env
+    )
+    if not Path(where.strip()).is_relative_to(venv):
+        sys.exit(f"check_wheel: tfcourse imported from {where.strip()}, not the fresh venv")
+    step("doctor", [str(python), "-m", "tfcourse", "doctor"], learner, env)
+    packaged = Path(where.strip()).parent / "_course" / "solutions"
+    failures = []
+    for language in ("en", "zh"):
+        folder = learner / language
+        step(
+            f"notebooks ({language})",
+            [str(python), "-m", "tfcourse", "notebooks", str(folder), "--language", language],
+            learner,
+            env,
+        )
+        solved = folder / f"solved_{NOTEBOOK}.ipynb"
+        shutil.copyfile(
+            (packaged if language == "en" else packaged / language) / f"{NOTEBOOK}.ipynb", solved
+        )
+        full = grade(python, solved, learner, env)
+        none = grade(python, folder / f"{NOTEBOOK}.ipynb", learner, env)
+        if not (full["ok"] and full["passed"] == full["total"] > 0):
+            failures.append(f"the solution ({language}) did not get full marks")
+        if none["passed"] != 0 or none["total"] == 0:
+            failures.append(f"the untouched notebook ({language}) got marks")
+    if failures:
+        sys.exit("check_wheel: " + "; ".join(failures))
+    print(f"check_wheel: ok ({work})")
+
+
+if __name__ == "__main__":
+    main()
