@@ -133,6 +133,25 @@ def test_a_secret_inside_a_mounted_prefix_is_covered(tmp_path):
     assert out["hidden"] == [] and out["python"] == 3
 
 
+def test_a_secret_inside_a_covered_folder_needs_no_cover_of_its_own(tmp_path):
+    """An installed wheel: the course (tfcourse/_course) lies inside the package, and both
+    are hidden. The worker starts (bwrap cannot make a mount point inside the read-only
+    cover), and sees neither."""
+    inside = Path(sandbox.python_prefixes()[0])
+    outer = next(
+        p for p in inside.rglob("*") if p.is_dir() and any(q.is_dir() for q in p.iterdir())
+    )
+    nested = next(q for q in outer.iterdir() if q.is_dir())
+    out = run(
+        tmp_path / "work",
+        f"out['outer'] = look({str(outer)!r})\nout['nested'] = look({str(nested)!r})",
+        hide=[nested, outer],
+    )
+    assert out == {"outer": [], "nested": "FileNotFoundError"}
+    arguments = sandbox.view(str(tmp_path), [str(nested), str(outer)])
+    assert str(outer) in arguments and str(nested) not in arguments
+
+
 def test_only_its_own_folder_is_writable(tmp_path):
     out = run(
         tmp_path / "work",

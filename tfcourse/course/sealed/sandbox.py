@@ -118,9 +118,15 @@ def view(work: str, hide: list[str], writable: bool = True) -> list[str]:
         args += ["--dev-bind", node, node]
     if gpus and os.path.isdir("/sys"):
         args += ["--ro-bind", "/sys", "/sys"]  # the CUDA driver reads its devices there
-    for path in sorted({os.path.realpath(p) for p in hide}):
+    covered: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in hide}):  # a folder before its contents
+        # Inside a cover already (the course inside an installed package): hidden, and bwrap
+        # could not make a mount point in the read-only tmpfs.
+        if any(_under(path, done) for done in covered):
+            continue
         if any(_under(path, root) for root in shown) and os.path.exists(path):
             args += cover(path)
+            covered.append(path)
     if any(_under(path, WORK) for path in [*SYSTEM, *python_prefixes()]):
         raise ValueError(f"{WORK} is already taken by a system or Python folder")
     args += ["--bind" if writable else "--ro-bind", work, WORK, "--chdir", WORK]
