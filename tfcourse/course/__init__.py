@@ -9,8 +9,9 @@ grades submissions (every exercise through ``sealed/``, the one grading path) an
 ``references`` and ``secret`` serve it, ``report``, ``untrusted`` and ``gradescope`` write
 its results, ``autograder`` bundles it for Gradescope, ``sanitize`` rewrites
 machine-specific text, ``notebook_format`` holds the tag and metadata conventions,
-``launch`` opens JupyterLab, ``site`` (with ``site_languages`` and ``offline``) builds the
-HTML course. Nothing here imports ``tfcourse.nn``, ``tfcourse.lab`` or ``tfcourse.train``;
+``installed`` finds the course inside the package or the checkout, ``notebooks_command``
+copies its learner notebooks for a learner, ``launch`` opens JupyterLab, ``site`` (with
+``site_languages`` and ``offline``) builds the HTML course. Nothing here imports ``tfcourse.nn``, ``tfcourse.lab`` or ``tfcourse.train``;
 the one import of ``tfcourse.checks`` is the sealed grader's (``sealed/session.py``), which
 runs the checks in the grader while the learner's code runs in a sandboxed worker.
 """

@@ -32,11 +32,6 @@ def course_root() -> Path | None:
     return None
 
 
-def is_checkout(root: Path | None) -> bool:
-    """True when ``root`` is a repository checkout (its notebooks are the developer's)."""
-    return root is not None and root == CHECKOUT and root != PACKAGED
-
-
 def _edition(folder: Path, language: str) -> Path:
     if language not in LANGUAGES:
         raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
