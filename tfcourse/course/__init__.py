@@ -11,7 +11,8 @@ its results, ``autograder`` bundles it for Gradescope, ``sanitize`` rewrites
 machine-specific text, ``notebook_format`` holds the tag and metadata conventions,
 ``installed`` finds the course inside the package or the checkout, ``notebooks_command``
 copies its learner notebooks for a learner, ``launch`` opens JupyterLab, ``site`` (with
-``site_languages`` and ``offline``) builds the HTML course. Nothing here imports ``tfcourse.nn``, ``tfcourse.lab`` or ``tfcourse.train``;
-the one import of ``tfcourse.checks`` is the sealed grader's (``sealed/session.py``), which
-runs the checks in the grader while the learner's code runs in a sandboxed worker.
+``site_languages`` and ``offline``) builds the HTML course. Nothing here imports
+``tfcourse.nn``, ``tfcourse.lab`` or ``tfcourse.train``; the one import of
+``tfcourse.checks`` is the sealed grader's (``sealed/session.py``), which runs the checks
+in the grader while the learner's code runs in a sandboxed worker.
 """
