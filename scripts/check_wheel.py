@@ -47,7 +47,11 @@ def grade(python: Path, notebook: Path, cwd: Path, env: dict[str, str]) -> dict:
     result = subprocess.run(
         command, cwd=cwd, env=env, capture_output=True, text=True, encoding="utf-8", check=False
     )
-    (graded,) = json.loads(result.stdout)
+    try:
+        (graded,) = json.loads(result.stdout)
+    except ValueError:
+        print(result.stdout[-3000:], result.stderr[-3000:], sep="\n")
+        sys.exit(f"check_wheel: grading {notebook.name} gave no report (exit {result.returncode})")
     print(
         f"--- grade {notebook.relative_to(cwd)}: {graded['passed']}/{graded['total']} "
         f"exercises passed, exit {result.returncode} {graded.get('error') or ''}"
