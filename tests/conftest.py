@@ -52,6 +52,16 @@ if os.environ.get("TFCOURSE_RECORD_DIAGNOSES"):
     Checker.fail = _recording_fail  # type: ignore[method-assign]
 
 
+def pytest_collection_modifyitems(items):
+    """The tests marked ``long`` first (in their order; the rest keep theirs). ``make test``
+    runs the slow set with ``--dist load --maxschedchunk 1``: pytest-xdist then hands out the
+    tests in this order, a test at a time, to whichever worker is free. Started first, the
+    longest tests end before the short ones run out; a long test started last keeps the run
+    going while the other worker idles. (``--dist worksteal`` would hand one worker the first
+    half of the list, every long test included.)"""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture(autouse=True)
 def _seed_torch():
     """Every test starts from the same global RNG state, whatever ran before it."""

@@ -158,6 +158,7 @@ def test_solved_and_unsolved_notebooks_have_no_findings(solution):
         assert scan(solution, restamp(nb, solution)[0]) == []
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.notebooks
 @pytest.mark.parametrize("sandbox", ["bubblewrap", "users"])

@@ -2,7 +2,8 @@
 
 - fast: notebooks/ is in sync with solutions/ (``tfcourse build-notebooks --check``), and
   each learner exercise turns back into its solution when the stub is filled in;
-- nbval: the solution passes ``pytest --nbval-lax`` with tests/nbval_sanitize.cfg;
+- nbval: the solution passes ``pytest --nbval-lax`` with tests/nbval_sanitize.cfg (the
+  training runs kept for the other edition: ``train_memo``);
 - invert: the shipped learner notebook fails at every exercise's check (like
   ``nbgrader validate --invert``);
 - solved: the learner notebook with every solution filled back in, check outputs
@@ -18,6 +19,7 @@ Each notebook executes three times (nbval, invert, solved), plus one for determi
 from __future__ import annotations
 
 import copy
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +32,7 @@ from tfcourse.course.grade import grade
 from tfcourse.course.judge import comparable
 from tfcourse.course.run import grading_env, kernel_env, run_notebook
 from tfcourse.course.sealed.session import Setup
+from tfcourse.train.memo import MEMO_ENV
 
 from helpers import FIXTURE, ROOT, TESTS
 
@@ -41,6 +44,16 @@ CASES = [pytest.param(path, id=path.stem) for path in COURSE] + [
 ]
 # nbval and grading run for the Chinese edition too: same code, same compared outputs.
 BOTH = CASES + [pytest.param(path, id=f"zh-{path.stem}") for path in CHINESE]
+# The notebooks whose nbval run took 20 s or more (the experiments that train): scheduled first,
+# the English edition before the Chinese one, which then finds their training runs kept.
+LONG_RUNS = {"08_training", "09_production", "10_modern_block", "11_claims_tested", "12_capstone"}
+
+
+def nbval_case(path: Path, name: str):
+    return pytest.param(path, id=name, marks=[pytest.mark.long] if path.stem in LONG_RUNS else [])
+
+
+NBVAL_CASES = [nbval_case(param.values[0], param.id) for param in BOTH]
 # Run once more with 2 threads; the first course notebook with exercises that exists.
 DETERMINISM = next((p for p in COURSE if p.stem == "01_attention"), FIXTURE)
 CELL_TIMEOUT = 600
@@ -101,10 +114,21 @@ def nested_pytest_env() -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("solution_path", BOTH)
+@pytest.fixture(scope="session")
+def train_memo(tmp_path_factory) -> Path:
+    """One folder for the test run, shared by the xdist workers, where the nbval runs keep
+    their training runs (tfcourse/train/memo.py): the Chinese edition runs the English one's
+    code on the same seeds, so it loads those runs instead of training them again."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if "PYTEST_XDIST_WORKER" in os.environ else base) / "train-memo"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.mark.parametrize("solution_path", NBVAL_CASES)
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_solution_passes_nbval(solution_path):
+def test_solution_passes_nbval(solution_path, train_memo):
     result = subprocess.run(
         [
             sys.executable,
@@ -126,7 +150,7 @@ def test_solution_passes_nbval(solution_path):
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=nested_pytest_env(),
+        env={**nested_pytest_env(), MEMO_ENV: str(train_memo)},
         timeout=3600,
         check=False,
     )

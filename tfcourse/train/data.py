@@ -107,17 +107,19 @@ class MarkovChain:
 
     @staticmethod
     def _stationary(transition: torch.Tensor) -> torch.Tensor:
-        # Solve pi (P - I) = 0 with sum(pi) = 1 (least squares on the stacked system).
+        # pi with pi P = pi: every row of P^n tends to it. The lazy chain (P + I) / 2 has the
+        # same pi and cannot oscillate; squaring it until its rows agree raises it to a power
+        # 2^k. Not LAPACK's least squares, whose last bits changed from one process to the
+        # next (with the alignment of its buffers, measured): the chain must be the same chain,
+        # bit for bit, wherever it is built (tfcourse/train/memo.py compares it).
         V = transition.shape[0]
-        system = torch.cat(
-            [
-                transition.T - torch.eye(V, dtype=transition.dtype),
-                torch.ones(1, V, dtype=transition.dtype),
-            ]
-        )
-        rhs = torch.zeros(V + 1, 1, dtype=transition.dtype)
-        rhs[-1] = 1.0
-        pi = torch.linalg.lstsq(system, rhs).solution.squeeze(1).clamp_min(0)
+        power = (transition + torch.eye(V, dtype=transition.dtype)) / 2
+        for _ in range(64):
+            power = power @ power
+            power = power / power.sum(dim=1, keepdim=True)  # rows stay distributions
+            if float((power.amax(dim=0) - power.amin(dim=0)).max()) <= 1e-16:
+                break
+        pi = power.mean(dim=0)
         return pi / pi.sum()
 
     @property

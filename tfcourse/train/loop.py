@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..nn import validate
+from . import memo
 from .checkpoint import CHECKPOINT_FORMAT
 from .data import IGNORE_INDEX
 from .optim import configure_optimizer, lr_at
@@ -485,5 +486,13 @@ def train(
     ``seq_len``, ``max_lr``, ``warmup_steps``, ``grad_clip``, ``seed``, ...). The
     model is trained in place, on ``device`` (default: where it is).
     """
-    trainer = Trainer(model, dataset, TrainConfig(**config), device=device, progress=progress)
-    return trainer.fit(callback=callback)
+    settings = TrainConfig(**config)
+    # The test suite's memo (memo.py): None unless TFCOURSE_TRAIN_MEMO is set.
+    kept = memo.key(model, dataset, settings.to_dict(), device) if callback is None else None
+    remembered = memo.recall(kept, model)
+    if remembered is not None:
+        return History.from_dict(remembered)
+    trainer = Trainer(model, dataset, settings, device=device, progress=progress)
+    history = trainer.fit(callback=callback)
+    memo.remember(kept, model, history.to_dict())
+    return history

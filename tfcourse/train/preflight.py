@@ -399,8 +399,8 @@ def check_splits(dataset, seq_len: int) -> None:
 
 def dataset_bytes(spec: dict) -> int:
     """Bytes a dataset builds before training: the Markov chain's float64 V x V transition
-    table, its cumulative sums and the (V + 1) x V system solved (and copied) for its
-    stationary distribution, about 4 tables; the others are small."""
+    table, its cumulative sums and the powers of the table squared for its stationary
+    distribution, about 4 tables; the others are small."""
     if spec["name"] != "markov":
         return 0
     return 4 * 8 * spec["kwargs"]["vocab_size"] ** 2
