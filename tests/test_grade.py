@@ -509,60 +509,54 @@ def _exercise(grade, name):
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_folder_exit_code_and_csv(graded_folder):
-    code, _grades, csv_path = graded_folder
-    assert code == 1  # not every notebook passes
-    rows = list(csv.DictReader(csv_path.open()))
-    assert [Path(r["notebook"]).name for r in rows] == [
-        "a_solved.ipynb",
-        "b_wrong.ipynb",
-        "c_stub.ipynb",
-    ]
-    assert [(r["Causal mask"], r["RMSNorm"], r["passed"], r["total"]) for r in rows] == [
-        ("1", "1", "2", "2"),
-        ("0", "1", "1", "2"),
-        ("0", "0", "0", "2"),
-    ]
+def test_a_folder_of_three_submissions(graded_folder, subtests):
+    """One grading run (its hanging cell waits out the time limit) read by four subtests: one
+    test, not four sharing a module fixture, which each xdist worker would build again."""
+    code, grades, csv_path = graded_folder
+    with subtests.test("the exit code and the CSV"):
+        assert code == 1  # not every notebook passes
+        rows = list(csv.DictReader(csv_path.open()))
+        assert [Path(r["notebook"]).name for r in rows] == [
+            "a_solved.ipynb",
+            "b_wrong.ipynb",
+            "c_stub.ipynb",
+        ]
+        assert [(r["Causal mask"], r["RMSNorm"], r["passed"], r["total"]) for r in rows] == [
+            ("1", "1", "2", "2"),
+            ("0", "1", "1", "2"),
+            ("0", "0", "0", "2"),
+        ]
 
+    with subtests.test("restamping undoes a faked and a deleted check"):
+        grade = grades["a_solved.ipynb"]
+        assert grade["ok"] and grade["passed"] == grade["total"] == 2
+        assert sorted(grade["restamped"]) == [
+            "check cell 'check-causal-mask' (Causal mask) was edited; the original was restored",
+            "check cell 'check-rmsnorm' (RMSNorm) was missing; restored from the solution",
+        ]
 
-@pytest.mark.slow
-@pytest.mark.notebooks
-def test_restamping_undoes_a_faked_and_a_deleted_check(graded_folder):
-    grade = graded_folder[1]["a_solved.ipynb"]
-    assert grade["ok"] and grade["passed"] == grade["total"] == 2
-    assert sorted(grade["restamped"]) == [
-        "check cell 'check-causal-mask' (Causal mask) was edited; the original was restored",
-        "check cell 'check-rmsnorm' (RMSNorm) was missing; restored from the solution",
-    ]
+    with subtests.test("raising and hanging cells are reported and later cells still run"):
+        grade = grades["b_wrong.ipynb"]
+        mask = _exercise(grade, "Causal mask")
+        assert (mask["passed"], mask["reason"]) == (False, "error")
+        assert mask["expected"] == "causal_mask: 4/4 checks passed"
+        assert mask["got"].startswith("AssertionError: causal_mask [causal_mask(")
+        assert "looks like: the diagonal is excluded" in mask["got"]
+        norm = _exercise(grade, "RMSNorm")
+        assert norm["passed"] and norm["sealed"]  # judged after the raising and the hanging cell
+        notes = "\n".join(norm["notes"])
+        assert "cell 'oops' (#8) raised ZeroDivisionError: division by zero" in notes
+        assert f"cell 'hang' (#9) raised CellTimeout: did not finish within {TIMEOUT:g} s" in notes
 
-
-@pytest.mark.slow
-@pytest.mark.notebooks
-def test_raising_and_hanging_cells_are_reported_and_later_cells_still_run(graded_folder):
-    grade = graded_folder[1]["b_wrong.ipynb"]
-    mask = _exercise(grade, "Causal mask")
-    assert (mask["passed"], mask["reason"]) == (False, "error")
-    assert mask["expected"] == "causal_mask: 4/4 checks passed"
-    assert mask["got"].startswith("AssertionError: causal_mask [causal_mask(")
-    assert "looks like: the diagonal is excluded" in mask["got"]
-    norm = _exercise(grade, "RMSNorm")
-    assert norm["passed"] and norm["sealed"]  # judged after the raising and the hanging cell
-    notes = "\n".join(norm["notes"])
-    assert "cell 'oops' (#8) raised ZeroDivisionError: division by zero" in notes
-    assert f"cell 'hang' (#9) raised CellTimeout: did not finish within {TIMEOUT:g} s" in notes
-
-
-@pytest.mark.slow
-@pytest.mark.notebooks
-def test_stub_fails_and_a_dead_worker_is_reported(graded_folder):
-    grade = graded_folder[1]["c_stub.ipynb"]
-    mask, norm = _exercise(grade, "Causal mask"), _exercise(grade, "RMSNorm")
-    assert mask["reason"] == "error" and mask["got"].startswith(
-        "NotImplementedError: Exercise 'Causal mask': replace this line"
-    )
-    # The cell that ends its process runs before RMSNorm's exercise: RMSNorm's worker dies.
-    assert (norm["passed"], norm["reason"]) == (False, "worker-died")
-    assert norm["got"].startswith("while running your cells, the worker stopped")
+    with subtests.test("a stub fails and a dead worker is reported"):
+        grade = grades["c_stub.ipynb"]
+        mask, norm = _exercise(grade, "Causal mask"), _exercise(grade, "RMSNorm")
+        assert mask["reason"] == "error" and mask["got"].startswith(
+            "NotImplementedError: Exercise 'Causal mask': replace this line"
+        )
+        # The cell that ends its process runs before RMSNorm's exercise: RMSNorm's worker dies.
+        assert (norm["passed"], norm["reason"]) == (False, "worker-died")
+        assert norm["got"].startswith("while running your cells, the worker stopped")
 
 
 @pytest.mark.slow
