@@ -152,3 +152,19 @@ def test_the_markov_chain_is_the_same_chain_in_every_process():
         for offset in (1, 100, 1001)
     }
     assert len(digests) == 1, digests
+
+
+@pytest.mark.usefixtures("folder")
+def test_a_function_is_described_by_what_it_closes_over():
+    def act(x):
+        return x * scale
+
+    act.__module__ = "tfcourse.nn.made_up"  # one of the package's: named, and its closure read
+    model = gpt()
+    model.act = act
+    assert key(model) is None  # `scale` is not assigned yet: no key, and no error
+    scale = 2.0
+    doubled = key(model)
+    scale = 3.0
+    tripled = key(model)
+    assert doubled is not None and tripled is not None and doubled != tripled

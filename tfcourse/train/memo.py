@@ -63,7 +63,10 @@ def _describe(value, digest, seen: dict[int, int]) -> None:
         return
     if isinstance(value, types.FunctionType):  # its name, and what it closes over
         digest.update(f"function:{_known(value)};".encode())
-        cells = [cell.cell_contents for cell in value.__closure__ or ()]
+        try:
+            cells = [cell.cell_contents for cell in value.__closure__ or ()]
+        except ValueError:  # a variable it closes over is not assigned yet
+            raise Unknown("a closure over an unassigned variable") from None
         _describe((value.__defaults__, value.__kwdefaults__, cells), digest, seen)
         return
     if isinstance(value, types.MethodType):
@@ -137,7 +140,7 @@ def key(model: nn.Module, dataset, settings: dict, device) -> Path | None:
             torch.get_rng_state(),
         )
         _describe((context, model, dataset, settings), digest, {})
-    except Unknown:
+    except (Unknown, RecursionError, TypeError, AttributeError):  # never a reason to fail a run
         return None
     return Path(folder) / f"{digest.hexdigest()}.pt"
 
