@@ -39,9 +39,10 @@ setup: $(STAMP)
 # pip): the same versions as pip would pick, in a few seconds where pip took about a minute.
 # uv does not read pip's settings, so pip's index, extra index and find-links variables are
 # passed on (the mainland-China mirror of the README).
+# (pip takes several extra indexes and find-links in one variable, separated by spaces).
 UV_INDEXES = $(if $(PIP_INDEX_URL),--default-index "$(PIP_INDEX_URL)") \
-  $(if $(PIP_EXTRA_INDEX_URL),--index "$(PIP_EXTRA_INDEX_URL)") \
-  $(if $(PIP_FIND_LINKS),--find-links "$(PIP_FIND_LINKS)")
+  $(foreach url,$(PIP_EXTRA_INDEX_URL),--index "$(url)") \
+  $(foreach url,$(PIP_FIND_LINKS),--find-links "$(url)")
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
