@@ -107,7 +107,8 @@ def _describe(value, digest, seen: dict[int, int]) -> None:
 
 @functools.cache
 def _sources() -> str:
-    """Digest of the package's source: an edited model or loop never meets an old run."""
+    """Digest of the package's source (its version included): an edited model or loop never
+    meets an old run."""
     digest = hashlib.sha256()
     for path in sorted(PACKAGE.rglob("*.py")):
         digest.update(path.relative_to(PACKAGE).as_posix().encode())
@@ -121,8 +122,6 @@ def key(model: nn.Module, dataset, settings: dict, device) -> Path | None:
     folder = os.environ.get(MEMO_ENV)
     if not folder:
         return None
-    from .. import __version__
-
     digest = hashlib.sha256()
     try:
         if device is not None and torch.device(device).type != "cpu":
@@ -130,8 +129,7 @@ def key(model: nn.Module, dataset, settings: dict, device) -> Path | None:
         if any(getattr(nn.modules.module, hooks) for hooks in GLOBAL_HOOKS):
             raise Unknown("a global module hook")
         context = (
-            __version__,
-            _sources(),
+            _sources(),  # the version too: it is written in tfcourse/__init__.py
             torch.__version__,
             torch.get_num_threads(),
             torch.get_default_dtype(),
