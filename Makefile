@@ -101,10 +101,12 @@ test-fast: setup
 
 # The same tests and nbval runs (tests/test_notebooks.py) on a CUDA GPU: every
 # notebook kernel and check runs on TFCOURSE_DEVICE=cuda, and nbval compares with
-# the outputs stored from CPU runs. Stops at once, saying why, without a GPU.
+# the outputs stored from CPU runs. Stops at once, saying why, without a GPU. Threads and
+# order as in `make test` (one thread per worker, the `alone` tests afterwards).
 test-gpu: setup
-	$(PY) -c "import sys, torch; ok = torch.cuda.is_available(); print(f'CUDA device: {torch.cuda.get_device_name(0)} (torch {torch.__version__})' if ok else f'no CUDA device: torch {torch.__version__} (CUDA build: {torch.version.cuda}) sees no GPU; make test-gpu needs an NVIDIA GPU and a CUDA build of torch (PyPI's Linux torch is one: make clean setup, without a CPU TORCH_INDEX)'); sys.exit(0 if ok else 1)"
-	TFCOURSE_DEVICE=cuda $(PY) -m pytest -n $(JOBS)
+	$(PY) scripts/check_cuda.py
+	TFCOURSE_DEVICE=cuda OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist load --maxschedchunk 1 -m "not alone"
+	TFCOURSE_DEVICE=cuda $(PY) -m pytest -m alone
 
 notebooks: setup
 	$(BIN)/tfcourse build-notebooks

@@ -13,7 +13,8 @@ from tfcourse.checks._compare import close, scaled_error
 
 from mutants.core import LayerNormEps1e4, LearnerLayerNorm, LearnerRMSNorm
 
-# What ``tolerances`` gives float32 on an accelerator: ten times the CPU's.
+# What ``tolerances`` gives float32 on the CPU, and on an accelerator: ten times the CPU's.
+CPU_TOLERANCES = (1e-4, 1e-5)
 ACCELERATOR_TOLERANCES = (1e-3, 1e-4)
 
 
@@ -74,7 +75,7 @@ def _default_eps(base, eps):
             checks.check_layernorm,
             LayerNormEps1e4,
             "the default eps is 0.0001, expected 1e-05",
-            None,
+            CPU_TOLERANCES,
             id="layernorm-1e-4-cpu",
         ),
         pytest.param(
@@ -96,8 +97,7 @@ def _default_eps(base, eps):
 def test_a_wrong_default_eps_is_named_as_such_not_as_eps_outside_the_root(
     check, implementation, expected, tolerances, monkeypatch, capsys
 ):
-    if tolerances is not None:
-        monkeypatch.setattr(_harness, "tolerances", lambda dtype, device: tolerances)
+    monkeypatch.setattr(_harness, "tolerances", lambda dtype, device: tolerances)
     seen = _spy_on_diagnoses(monkeypatch)
     with pytest.raises(AssertionError) as info:
         check(implementation)

@@ -120,7 +120,10 @@ def test_rotary_reference_and_alternatives_pass(capsys):
         (lambda x, c, s: x * c, "rotate_half(x) * sin term is missing"),
         (
             lambda x, c, s: tc.apply_rotary(
-                x, *tc.rotary_cos_sin(x.shape[-2], x.shape[-1], offset=1, dtype=x.dtype)
+                x,
+                *tc.rotary_cos_sin(
+                    x.shape[-2], x.shape[-1], offset=1, dtype=x.dtype, device=x.device
+                ),
             ),
             "positions off by one",
         ),

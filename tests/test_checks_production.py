@@ -22,7 +22,7 @@ def _fuse(order=(0, 1, 2), dim=0, bias=True, transpose=False, copy_bias=True):
         layers = [(q, k, v)[i] for i in order]
         weights = [layer.weight.t() if transpose else layer.weight for layer in layers]
         d_out, d_in = q.weight.shape
-        fused = nn.Linear(d_in, 3 * d_out, bias=bias and q.bias is not None)
+        fused = nn.Linear(d_in, 3 * d_out, bias=bias and q.bias is not None, device=q.weight.device)
         with torch.no_grad():
             w = torch.cat(weights, dim=dim)
             if dim == 1:
@@ -42,13 +42,16 @@ def test_fuse_qkv_reference_and_alternative_pass(capsys):
     passes(check_fuse_qkv, _fuse(), capsys, "fuse_qkv")
 
     def zero_bias(q, k, v):  # bias kept as zeros when the inputs have none: allowed
-        fused = nn.Linear(q.in_features, 3 * q.out_features)
+        device = q.weight.device
+        fused = nn.Linear(q.in_features, 3 * q.out_features, device=device)
         with torch.no_grad():
             fused.weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
             fused.bias.copy_(
                 torch.cat(
                     [
-                        layer.bias if layer.bias is not None else torch.zeros(q.out_features)
+                        layer.bias
+                        if layer.bias is not None
+                        else torch.zeros(q.out_features, device=device)
                         for layer in (q, k, v)
                     ]
                 )

@@ -17,6 +17,7 @@ from tfcourse.course.grade import grade, grade_notebook
 from tfcourse.course.gradescope import results
 from tfcourse.course.judge import ExerciseResult, NotebookGrade
 from tfcourse.course.report import format_report
+from tfcourse.course.sealed import sandbox
 
 from helpers import BASE, SOLUTIONS, refused, resume_args
 
@@ -239,3 +240,16 @@ def test_grade_help_speaks_chinese(monkeypatch, capsys):
         cli.main(["grade", "--help"])
     english = capsys.readouterr().out
     assert english.startswith("usage: tfcourse grade") and "show this help message" in english
+
+
+def test_the_probes_reason_is_said_in_the_language_of_each_use(monkeypatch):
+    """The probe runs once per process; a class run then grades notebooks in both
+    languages, so a Chinese verdict must not carry the English reason it was found with."""
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sandbox, "_found", None)
+    monkeypatch.setattr(sandbox.sys, "platform", "linux")
+    with language.speaking("en"):
+        found = sandbox.sandbox()
+        assert found.reason == "bubblewrap (bwrap) is not installed"
+    with language.speaking("zh"):
+        assert sandbox.sandbox().reason == "没有安装 bubblewrap（bwrap）"

@@ -417,6 +417,20 @@ def test_huge_declared_shapes_allocate_nothing():
         proxy.RemoteModule(FakeWorker(), {"$handle": 1, "kind": "module"})
 
 
+@pytest.mark.parametrize(
+    "buffers, transient",
+    [({}, ["mask"]), ({}, "mask"), ([], []), ({}, [0])],
+    ids=["an unknown name", "not a list", "buffers not a dict", "not a name"],
+)
+def test_a_description_whose_buffers_do_not_add_up_is_refused(buffers, transient):
+    class FakeWorker:
+        def request(self, header, tensors=None):
+            return {"params": [], "buffers": buffers, "transient": transient, "training": True}, {}
+
+    with pytest.raises(proxy.ProtocolBroken, match="does not add up"):
+        proxy.RemoteModule(FakeWorker(), {"$handle": 1, "kind": "module"})
+
+
 # The gradient probe's check hands the learner's function its own model, with stale
 # gradients, and then looks for hooks left behind: the worker gets a copy with those
 # gradients, and what the learner's code left on the copy is mirrored back.

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tfcourse.course.run import grading_env
-from tfcourse.course.sealed import protocol
+from tfcourse.course.sealed import protocol, proxy
 from tfcourse.course.sealed.seal import sealed_archive
 
 pytestmark = pytest.mark.slow
@@ -35,10 +35,8 @@ CELLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory):
-    """A worker that ran ``CELLS`` (one second per cell); ``(process, its report)``."""
-    folder = tmp_path_factory.mktemp("worker")
+def start(folder: Path, cells: list[str]) -> tuple[subprocess.Popen, dict]:
+    """A worker in ``folder`` that ran ``cells`` (one second per cell); its first report."""
     for name in ("worker.py", "protocol.py"):
         shutil.copyfile(HERE / name, folder / name)
     env = dict(grading_env(1), MPLBACKEND="Agg", HOME=str(folder), TMPDIR=str(folder))
@@ -53,7 +51,7 @@ def worker(tmp_path_factory):
     protocol.write_message(
         process.stdin,
         {
-            "cells": CELLS,
+            "cells": cells,
             "builtins": [],
             "watch": [],
             "threads": 1,
@@ -64,6 +62,13 @@ def worker(tmp_path_factory):
     )
     process.stdin.flush()
     report, _ = protocol.read_message(process.stdout)
+    return process, report
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    """A worker that ran ``CELLS``; ``(process, its report)``."""
+    process, report = start(tmp_path_factory.mktemp("worker"), CELLS)
     yield process, report
     process.kill()
     process.wait()
@@ -125,3 +130,37 @@ def test_a_learners_error_is_an_answer_and_an_unknown_op_ends_the_worker(worker)
     protocol.write_message(process.stdin, {"op": "format the disk"})
     process.stdin.flush()
     assert process.wait(timeout=30) != 0
+
+
+MASKED = """\
+class Masked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.ones(3))
+        self.register_buffer("mask", torch.tensor([True, False, True]), persistent=False)
+
+    def forward(self, x):
+        return (x * self.scale).masked_fill(~self.mask, 0.0)
+
+masked = Masked()
+"""
+
+
+def test_non_persistent_buffers_are_mirrored_and_the_call_uses_the_mirrors(tmp_path):
+    """A check moves the learner's module with ``.to(device)``; its causal mask (a buffer
+    kept out of the state dict) must move too, as it does in a kernel. Unmirrored, the
+    worker used its own CPU copy with the GPU's inputs and the solution failed on CUDA."""
+    process, _ = start(tmp_path, ["import torch", MASKED])
+    worker = proxy.Worker(process, timeout=30)
+    try:
+        mirror = worker.evaluate("masked")
+        assert isinstance(mirror, proxy.RemoteModule)
+        assert list(mirror.state_dict()) == ["scale"]  # the learner's keys, no more
+        assert set(dict(mirror.named_buffers())) == {"scale", "mask"}
+        mirror.double()
+        mirror.mask.fill_(True)  # what the call sees is the mirror's, moved and changed
+        x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+        assert mirror(x).tolist() == [1.0, 2.0, 3.0]
+    finally:
+        worker.kill()
+        process.wait()

@@ -162,7 +162,7 @@ def isolation(setup: Setup) -> list[str]:
     if setup.sandbox == "users":
         return users.measures(limits)
     found = (
-        Sandbox(None, say("the teacher asked for it", "教师要求这样做"))
+        Sandbox(None, ("the teacher asked for it", "教师要求这样做"))
         if setup.unsealed
         else sandbox()
     )

@@ -22,6 +22,7 @@ ids ``x (B, T)`` and next-token targets ``y (B, T)``; a target of
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -31,6 +32,14 @@ from .corpus import STDLIB_MODULES, capstone_text, stdlib_docstrings  # noqa: F4
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index
 SPLITS = ("train", "val")
 DATASETS = ("markov", "copy", "text")
+
+
+def _physical_memory_bytes() -> int | None:
+    """The machine's physical memory (POSIX), or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # Windows has no sysconf
+        return None
 
 
 def _check_batch_args(batch_size, seq_len, generator, split):
@@ -76,6 +85,16 @@ class MarkovChain:
             raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
         if n_successors > vocab_size:
             raise ValueError(f"n_successors must be <= vocab_size={vocab_size}, got {n_successors}")
+        # Refused even when a caller skips the memory estimate (tfcourse train
+        # --no-memory-check): where the kernel overcommits memory, an 8 TB torch.zeros
+        # succeeds and filling it gets the process killed without a word.
+        need, have = self.table_bytes(vocab_size), _physical_memory_bytes()
+        if have is not None and need > have:
+            raise ValueError(
+                f"a Markov chain over vocab_size={vocab_size} tokens builds (V, V) float64 "
+                f"tables of about {need / 2**30:,.0f} GiB, more than this machine's "
+                f"{have / 2**30:,.0f} GiB of memory; use a smaller vocab_size"
+            )
         self.vocab_size = vocab_size
         self.n_successors = n_successors
         self.seed = seed
@@ -104,6 +123,12 @@ class MarkovChain:
         self._cum[:, -1] = 1.0
         self._stationary_cum = self.stationary.cumsum(0)
         self._stationary_cum[-1] = 1.0
+
+    @staticmethod
+    def table_bytes(vocab_size: int) -> int:
+        """Bytes of the chain's float64 ``(V, V)`` tables: the transition table, its cumulative
+        sums and the powers squared for the stationary distribution, about 4 at once."""
+        return 4 * 8 * vocab_size**2
 
     @staticmethod
     def _stationary(transition: torch.Tensor) -> torch.Tensor:

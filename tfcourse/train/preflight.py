@@ -19,6 +19,7 @@ import torch
 from ..language import say
 from ..nn.config import GPTConfig
 from .checkpoint import CHECKPOINT_FORMAT, load_checkpoint
+from .data import MarkovChain
 
 
 class PreflightError(ValueError):
@@ -398,12 +399,11 @@ def check_splits(dataset, seq_len: int) -> None:
 
 
 def dataset_bytes(spec: dict) -> int:
-    """Bytes a dataset builds before training: the Markov chain's float64 V x V transition
-    table, its cumulative sums and the powers of the table squared for its stationary
-    distribution, about 4 tables; the others are small."""
+    """Bytes a dataset builds before training: the Markov chain's V x V tables; the others
+    are small."""
     if spec["name"] != "markov":
         return 0
-    return 4 * 8 * spec["kwargs"]["vocab_size"] ** 2
+    return MarkovChain.table_bytes(spec["kwargs"]["vocab_size"])
 
 
 # ------------------------------------------------------------------------- disk

@@ -478,9 +478,20 @@ class RemoteModule(nn.Module):
                 )
             owner, leaf = self._owner(spec["name"])
             owner.register_parameter(leaf, tied[spec["tie"]])
-        for name, node_value in reply["buffers"].items():
+        buffers, transient = reply.get("buffers"), reply.get("transient", [])
+        if not (
+            isinstance(buffers, dict)
+            and isinstance(transient, list)
+            and all(isinstance(name, str) and name in buffers for name in transient)
+        ):
+            raise _broken("the module's buffers", "模块的缓冲区")
+        for name, node_value in buffers.items():
             owner, leaf = self._owner(name)
-            owner.register_buffer(leaf, protocol.decode(node_value, tensors, requires_grad=False))
+            owner.register_buffer(
+                leaf,
+                protocol.decode(node_value, tensors, requires_grad=False),
+                persistent=name not in transient,  # the learner's state_dict, key for key
+            )
         self.train(reply["training"])
         self._ready = True  # from now on, unknown attributes are the learner's
 

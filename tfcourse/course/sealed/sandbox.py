@@ -61,8 +61,14 @@ class Sandbox:
     """What the probe found: the ``bwrap`` program to use, or why there is none."""
 
     bwrap: str | None
-    reason: str = ""
+    # The probe runs once per process, so its reason is kept in both languages and said in
+    # the language of each use (a class run grades English and Chinese notebooks).
+    why: str | tuple[str, str] = ""
     version: str = ""
+
+    @property
+    def reason(self) -> str:
+        return self.why if isinstance(self.why, str) else say(*self.why)
 
 
 def _under(path: str, root: str) -> bool:
@@ -208,7 +214,7 @@ def _probe() -> Sandbox:
     if not sys.platform.startswith("linux"):
         return Sandbox(
             None,
-            say(
+            (
                 f"bubblewrap needs Linux (this is {sys.platform})",
                 f"bubblewrap 需要 Linux（当前是 {sys.platform}）",
             ),
@@ -216,7 +222,7 @@ def _probe() -> Sandbox:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return Sandbox(
-            None, say("bubblewrap (bwrap) is not installed", "没有安装 bubblewrap（bwrap）")
+            None, ("bubblewrap (bwrap) is not installed", "没有安装 bubblewrap（bwrap）")
         )
     version = subprocess.run(
         [bwrap, "--version"], capture_output=True, text=True, encoding="utf-8", check=False
@@ -261,14 +267,14 @@ def _probe() -> Sandbox:
             )
         except (OSError, subprocess.TimeoutExpired) as error:
             return Sandbox(
-                None, say(f"bubblewrap did not start: {error}", f"bubblewrap 无法启动：{error}")
+                None, (f"bubblewrap did not start: {error}", f"bubblewrap 无法启动：{error}")
             )
         if result.returncode == 0 and os.path.exists(os.path.join(work, "written")):
             return Sandbox(bwrap, "", version)
         tail = (result.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
         return Sandbox(
             None,
-            say(
+            (
                 f"bubblewrap cannot seal a worker here (exit {result.returncode}: {tail})",
                 f"bubblewrap 无法在这里隔离进程（退出码 {result.returncode}：{tail}）",
             ),

@@ -141,13 +141,18 @@ def _describe(module: torch.nn.Module) -> tuple[dict, dict]:
         }
         for name, p in module.named_parameters(remove_duplicate=False)
     ]
+    # Every buffer, the non-persistent ones too (a causal mask, rotary tables): the grader's
+    # mirror moves them with .to(device) and .double() as a kernel would, and each call
+    # sends them back; left here, they stayed on the CPU while the inputs came on the GPU.
     state = module.state_dict(keep_vars=True)
-    buffers = {
-        name: encoder(b)
-        for name, b in module.named_buffers(remove_duplicate=False)
-        if name in state
-    }
-    return {"params": params, "buffers": buffers, "training": module.training}, encoder.tensors
+    buffers = {name: encoder(b) for name, b in module.named_buffers(remove_duplicate=False)}
+    transient = [name for name in buffers if name not in state]
+    return {
+        "params": params,
+        "buffers": buffers,
+        "transient": transient,
+        "training": module.training,
+    }, encoder.tensors
 
 
 def _call(header, tensors):
