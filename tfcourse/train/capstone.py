@@ -194,8 +194,8 @@ def final_loss(model: GPT, data: TextDataset, n_batches: int = 40) -> float:
 class BytePairText(TextDataset):
     """The split of ``chars`` (a character-level ``TextDataset``) in byte-pair tokens: a
     ``ByteBPE`` of ``n_merges`` merges trained on the training text only, which then
-    encodes the training and the held-out text. ``val_chars``: characters of the held-out
-    text, so that a loss summed over its tokens converts to nats per character."""
+    encodes the training and the held-out text (a loss per token converts to nats per
+    character as ``loss * (tokens - 1) / (characters - 1)``: notebook 12's tokens cell)."""
 
     def __init__(self, chars: TextDataset, n_merges: int):
         train_text = chars.tokenizer.decode(chars.train)
@@ -206,11 +206,6 @@ class BytePairText(TextDataset):
         self.loss_floor = None
         self.train = torch.tensor(self.tokenizer.encode(train_text), dtype=torch.long)
         self.val = torch.tensor(self.tokenizer.encode(val_text), dtype=torch.long)
-        self.val_chars = len(val_text)
-
-    def nats_per_char(self, nats_per_token: float) -> float:
-        """A held-out loss per token (over all tokens but the first) in nats per character."""
-        return nats_per_token * (len(self.val) - 1) / (self.val_chars - 1)
 
 
 def steps_in(
