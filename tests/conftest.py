@@ -53,13 +53,20 @@ if os.environ.get("TFCOURSE_RECORD_DIAGNOSES"):
 
 
 def pytest_collection_modifyitems(items):
-    """The tests marked ``long`` first (in their order; the rest keep theirs). ``make test``
+    """The tests marked ``long(seconds)`` first, longest first, and those marked ``last``
+    last (the rest keep their order between them). ``make test``
     runs the slow set with ``--dist load --maxschedchunk 1``: pytest-xdist then hands out the
     tests in this order, a test at a time, to whichever worker is free. Started first, the
     longest tests end before the short ones run out; a long test started last keeps the run
     going while the other worker idles. (``--dist worksteal`` would hand one worker the first
     half of the list, every long test included.)"""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+    def place(item) -> tuple[int, float]:
+        if long := item.get_closest_marker("long"):
+            return 0, -long.args[0]
+        return (2 if item.get_closest_marker("last") else 1), 0
+
+    items.sort(key=place)
 
 
 @pytest.fixture(autouse=True)

@@ -158,10 +158,16 @@ def test_solved_and_unsolved_notebooks_have_no_findings(solution):
         assert scan(solution, restamp(nb, solution)[0]) == []
 
 
-@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.notebooks
-@pytest.mark.parametrize("sandbox", ["bubblewrap", "users"])
+@pytest.mark.parametrize(
+    "sandbox",
+    # Seconds each took in one `make test`: a fresh user per worker imports torch each time.
+    [
+        pytest.param("bubblewrap", marks=pytest.mark.long(15)),
+        pytest.param("users", marks=pytest.mark.long(50)),
+    ],
+)
 def test_every_attack_scores_nothing_for_what_it_attacks(tmp_path, solution, sandbox, request):
     """In both set-ups: bubblewrap, and a fresh user per worker (as root: containers)."""
     if sandbox == "users":
