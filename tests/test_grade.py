@@ -35,7 +35,7 @@ from helpers import FIXTURE, SOLUTIONS, TESTS
 SANITIZE = TESTS / "nbval_sanitize.cfg"
 # Per-cell limit for the slow tests: far above what any fixture cell needs (the setup
 # cell imports torch), far below the 600 s the hanging cell would take.
-TIMEOUT = 10
+TIMEOUT = 20
 
 
 def cell(nb, cell_id):
