@@ -157,6 +157,20 @@ def test_the_grading_sandbox_is_reported_with_its_fix(monkeypatch):
     assert "apt-get install bubblewrap" in missing.fix and "--unsealed" in missing.fix
 
 
+def test_packages_in_the_user_site_are_named_as_invisible_to_the_grader(monkeypatch):
+    import site
+
+    import torch
+
+    assert doctor.check_grading_imports() == []  # this environment: a venv, or a system install
+    user_site = Path(torch.__file__).resolve().parents[1]  # where torch is, as if --user
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user_site))
+    (found,) = doctor.check_grading_imports()
+    assert found.status == "warn" and found.detail.startswith("torch, numpy, safetensors installed")
+    assert "python -I" in found.detail and "virtual environment" in found.fix
+
+
 def test_a_missing_chinese_font_warns_a_chinese_reader(monkeypatch):
     from tfcourse import fonts
     from tfcourse.language import speaking

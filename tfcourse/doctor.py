@@ -6,8 +6,9 @@ versions, whether this interpreter is the project's environment, whether the
 ``python3`` kernel that JupyterLab starts runs an interpreter that has this
 ``tfcourse``, whether the widget frontend is installed, and whether the
 notebooks match the installed package (version stamp, and ``notebooks/`` in
-sync with ``solutions/``), whether figures can draw Chinese, and whether
-``tfcourse grade`` can seal learners' code (bubblewrap).
+sync with ``solutions/``), whether figures can draw Chinese, whether
+``tfcourse grade`` can seal learners' code (bubblewrap), and whether its isolated workers
+can import the course's packages (not from the user site-packages).
 
 Each line is ``ok``, ``info``, ``warn`` or ``FAIL``; every warn/FAIL names a
 fix. The exit status is 1 when a required piece is missing (a FAIL), else 0.
@@ -332,6 +333,47 @@ def check_grading_sandbox() -> list[Finding]:
     ]
 
 
+# What a grader's worker imports before any learner code: the course's own dependencies.
+WORKER_IMPORTS = ("torch", "numpy", "safetensors")
+
+
+def check_grading_imports() -> list[Finding]:
+    """``tfcourse grade`` starts its workers with ``python -I``, which leaves out the user
+    site-packages (``pip install --user``): packages installed there are invisible to them,
+    and every exercise would fail. Nothing to say otherwise."""
+    import importlib.util
+    import site
+
+    if not site.ENABLE_USER_SITE:  # a virtual environment, or Python started with -s/-I
+        return []
+    user_site = Path(site.getusersitepackages()).resolve()
+    stranded = []
+    for name in WORKER_IMPORTS:
+        spec = importlib.util.find_spec(name)
+        if spec and spec.origin and user_site in Path(spec.origin).resolve().parents:
+            stranded.append(name)
+    if not stranded:
+        return []
+    names = ", ".join(stranded)
+    return [
+        Finding(
+            "warn",
+            say("packages for grading", "评分所需的包"),
+            say(
+                f"{names} installed in the user site-packages ({user_site}), which the grader's "
+                "isolated workers (python -I) do not see",
+                f"{names} 装在用户级 site-packages（{user_site}）里，"
+                "评分器的隔离进程（python -I）看不到它们",
+            ),
+            say(
+                "install the course into a virtual environment (the README's setup) to grade "
+                "notebooks with tfcourse grade",
+                "要用 tfcourse grade 评分，请把课程装进虚拟环境（按 README 的步骤）",
+            ),
+        )
+    ]
+
+
 def check_chinese_font() -> list[Finding]:
     """Whether figures can draw Chinese: a warning for a reader of the Chinese edition,
     information for everyone else."""
@@ -387,6 +429,7 @@ def collect(root: Path | None) -> list[Finding]:
         + check_notebooks(root or installed.course_root())
         + check_chinese_font()
         + check_grading_sandbox()
+        + check_grading_imports()
     )
 
 
