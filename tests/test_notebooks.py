@@ -62,8 +62,12 @@ MEMO_READERS = {"zh-08_training", "zh-10_modern_block", "zh-11_claims_tested"}
 
 
 def nbval_case(path: Path, name: str):
-    marks = [pytest.mark.long(LONG_RUNS[name])] if name in LONG_RUNS else []
-    return pytest.param(path, id=name, marks=marks + ([pytest.mark.last] * (name in MEMO_READERS)))
+    marks = []
+    if name in LONG_RUNS:
+        marks.append(pytest.mark.long(LONG_RUNS[name]))
+    if name in MEMO_READERS:
+        marks.append(pytest.mark.last)
+    return pytest.param(path, id=name, marks=marks)
 
 
 NBVAL_CASES = [nbval_case(param.values[0], param.id) for param in BOTH]
