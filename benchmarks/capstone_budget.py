@@ -1,74 +1,111 @@
-"""What a bigger training budget buys the capstone model (a benchmark, not a test).
+"""The capstone's training budget: which settings beat counting within ten minutes of a CPU.
 
-    python benchmarks/capstone_budget.py                        # 0.5x, 1x, 2x the preset's steps
-    python benchmarks/capstone_budget.py --factors 1 4 --device cuda
-    python benchmarks/capstone_budget.py --factors 1.6 --dropout 0   # without dropout
+    python benchmarks/capstone_budget.py --probe                      # ms per step, these settings
+    python benchmarks/capstone_budget.py --minutes 10 --seeds 0 1     # train, score, print a row
+    python benchmarks/capstone_budget.py --minutes 10 --dropout 0.1 --tokens bpe512 --record
 
-Trains the capstone preset (notebook 12, ``tfcourse train --preset capstone``) from scratch
-for each multiple of the preset's step count, on the same data and schedule shape, and
-prints one row per budget: the wall time, the validation loss over every held-out character
-(``capstone.held_out_loss``, as notebook 12 reports it), and the share of real words in 500
-characters sampled at temperature 0.8 (seeds 0, 1, 2: their mean). Times
-depend on the machine and its load; the losses and word shares do not, up to round-off.
+A benchmark, not a test. Each run trains the capstone model (notebook 12) from scratch on the
+capstone corpus and split, for the number of steps that fits in ``--minutes`` on this machine,
+and scores it as notebook 12 does: the loss over every held-out character
+(``budget.nats_per_char``; byte-pair losses converted to nats per character). One row per
+setting: the settings, the steps, the minutes (steps times the time of one step, measured by a
+probe run alone, or given with ``--step-ms`` from such a probe), the held-out loss of each seed,
+their mean and spread. ``--record`` appends the row to ``tfcourse/train/capstone_runs.json``,
+the table notebook 12 prints (``budget.recorded_runs_table``).
+
+The step time depends on the machine and its load, so measure it on an idle machine
+(``--probe``); the losses depend only on the steps and the seed (up to round-off), so the runs
+themselves may share the machine (``--threads 1``, two at a time on two cores).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import time
 
 import torch
 
-from tfcourse.lab.language import real_word_fraction, vocabulary
-from tfcourse.train import capstone
+from tfcourse.train import budget
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    what = parser.add_argument_group("the setting")
+    what.add_argument("--tokens", default="chars", help="chars, or bpeN for N byte-pair merges")
+    what.add_argument("--n-layers", type=int, default=None)
+    what.add_argument("--d-model", type=int, default=None)
+    what.add_argument("--n-heads", type=int, default=None)
+    what.add_argument("--dropout", type=float, default=0.0, help="residual dropout")
+    what.add_argument(
+        "--attn-dropout", type=float, default=0.0, help="dropout on the attention weights"
+    )
+    what.add_argument("--seq-len", type=int, default=None)
+    what.add_argument("--batch-size", type=int, default=None)
+    what.add_argument("--lr", type=float, default=None)
+    what.add_argument("--weight-decay", type=float, default=None)
+    how = parser.add_argument_group("the budget")
+    how.add_argument("--minutes", type=float, default=10.0)
+    how.add_argument("--steps", type=int, default=None, help="instead of --minutes")
+    how.add_argument("--step-ms", type=float, default=None, help="skip the probe: ms per step")
+    how.add_argument("--probe", action="store_true", help="only measure the time of a step")
+    how.add_argument("--seeds", type=int, nargs="+", default=[0])
+    how.add_argument("--threads", type=int, default=None)
+    how.add_argument("--device", default="cpu")
+    how.add_argument("--record", action="store_true", help="append the row to the notebook's table")
+    return parser.parse_args()
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--factors",
-        type=float,
-        nargs="+",
-        default=[0.5, 1.0, 2.0],
-        help="multiples of the preset's steps (default: 0.5 1 2)",
-    )
-    parser.add_argument(
-        "--dropout", type=float, default=None, help="the model's dropout (default: the preset's)"
-    )
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args()
+    args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    setting = budget.Setting(
+        tokens=args.tokens,
+        n_layers=args.n_layers,
+        d_model=args.d_model,
+        n_heads=args.n_heads,
+        dropout=args.dropout,
+        attn_dropout=args.attn_dropout,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+    )
+    data = budget.setting_data(setting)
     device = torch.device(args.device)
-    data = capstone.capstone_data()
-    known = vocabulary(data.tokenizer.decode(data.train))
-    config = (
-        capstone.capstone_config(data)
-        if args.dropout is None
-        else capstone.capstone_config(data, dropout=args.dropout)
-    )
-    print(
-        f"# capstone preset, {capstone.SCHEDULE['steps']} steps = 1x, dropout "
-        f"{config.dropout:g}; device {device}, {torch.get_num_threads()} threads"
-    )
-    print(f"{'budget':>7} {'steps':>6} {'minutes':>8} {'val loss':>9} {'real words':>11}")
-    for factor in args.factors:
-        steps = max(1, round(factor * capstone.SCHEDULE["steps"]))
-        run = capstone.train_capstone(
-            data, config, steps, device=device, eval_every=steps, amp=device.type == "cuda"
-        )
-        loss = capstone.held_out_loss(run.model, data.val)
-        words = (
-            sum(
-                real_word_fraction(capstone.write(run.model, data, 500, seed=seed), known)
-                for seed in range(3)
-            )
-            / 3
-        )
+    if args.step_ms is not None:
+        step_ms = args.step_ms
+    elif args.steps is None or args.probe:
+        step_ms = 1000 * budget.seconds_per_step(data, setting, device=device)
+    else:
+        step_ms = float("nan")
+    print(f"# {setting.describe()}: {step_ms:.1f} ms a step, {torch.get_num_threads()} threads")
+    if args.probe:
+        return 0
+    steps = args.steps or int(args.minutes * 60_000 / step_ms)
+    losses, curves = [], []
+    for seed in args.seeds:
+        started = time.perf_counter()
+        run = budget.train_setting(data, setting, steps, seed=seed, device=device)
+        losses.append(budget.nats_per_char(run.module, data))
+        curves.append(list(zip(run.history.val_step, run.history.val_loss, strict=True)))
         print(
-            f"{factor:>6g}x {steps:>6} {run.seconds / 60:>8.1f} {loss:>9.3f} {words:>10.0%}",
+            f"seed {seed}: {steps} steps in {(time.perf_counter() - started) / 60:.1f} min "
+            f"(wall), held-out {losses[-1]:.4f} nats/char",
             flush=True,
         )
+    row = budget.RecordedRun(
+        setting=setting,
+        steps=steps,
+        minutes=round(steps * step_ms / 60_000, 2),
+        losses=tuple(round(x, 4) for x in losses),
+        seeds=tuple(args.seeds),
+        curves=tuple(tuple((s, round(v, 4)) for s, v in c) for c in curves),
+    )
+    print(json.dumps(row.to_dict()["summary"]))
+    if args.record:
+        budget.record_run(row)
     return 0
 
 

@@ -1,0 +1,77 @@
+"""The capstone's budget sweep (``tfcourse.train.budget``, ``benchmarks/capstone_budget.py``):
+settings, the recorded rows, the table notebook 12 prints from them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tfcourse.language import speaking
+from tfcourse.nn.attention import MultiHeadAttention
+from tfcourse.train import budget, capstone
+from tfcourse.train.loop import held_out_loss
+
+
+def test_a_setting_names_what_differs_from_the_preset():
+    assert budget.Setting().describe() == "the preset"
+    setting = budget.Setting(tokens="bpe512", dropout=0.2, lr=1e-3)
+    assert setting.describe() == "tokens=bpe512, dropout=0.2, lr=0.001"
+    assert setting.schedule["lr"] == 1e-3 and setting.schedule["min_lr"] == 1e-4
+    assert setting.schedule["seq_len"] == capstone.SCHEDULE["seq_len"]
+    with pytest.raises(ValueError, match="tokens must be 'chars' or 'bpeN'"):
+        budget.Setting(tokens="words")
+
+
+def test_attention_dropout_is_set_apart_from_residual_dropout():
+    data = capstone.capstone_data()
+    model = budget.build_model(data, budget.Setting(dropout=0.2, attn_dropout=0.0), seed=0)
+    attention = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    assert attention and all(m.dropout == 0.0 and m.resid_dropout.p == 0.2 for m in attention)
+    assert model.config.dropout == 0.2
+
+
+def test_a_tiny_run_is_scored_per_character():
+    data = capstone.capstone_data()
+    trainer = budget.train_setting(data, budget.Setting(n_layers=1, d_model=48), 2)
+    assert budget.nats_per_char(trainer.module, data) == pytest.approx(
+        held_out_loss(trainer.module, data.val)
+    )
+
+
+def test_byte_pair_losses_convert_to_nats_per_character():
+    chars = capstone.capstone_data()
+    pairs = capstone.BytePairText(chars, 20)
+    ratio = budget.chars_per_token(pairs)
+    assert ratio > 1 and budget.chars_per_token(chars) == 1.0
+    assert round(ratio * len(pairs.val)) == len(chars.val)  # the same held-out text
+
+
+def _row(seed, loss, **setting):
+    return budget.RecordedRun(
+        setting=budget.Setting(**setting), steps=100, minutes=1.5, losses=(loss,), seeds=(seed,)
+    )
+
+
+def test_seeds_recorded_apart_join_one_row(tmp_path):
+    path = tmp_path / "runs.json"
+    budget.record_run(_row(0, 1.30, dropout=0.1), path)
+    budget.record_run(_row(1, 1.20, dropout=0.1), path)
+    budget.record_run(_row(0, 1.25, dropout=0.2), path)
+    budget.record_run(_row(1, 9.99, dropout=0.1), path)  # a seed already there is kept once
+    runs = budget.recorded_runs(path)
+    assert [(r.setting.dropout, r.seeds, r.losses) for r in runs] == [
+        (0.1, (0, 1), (1.30, 1.20)),
+        (0.2, (0,), (1.25,)),
+    ]
+    assert math.isclose(runs[0].mean, 1.25) and math.isclose(runs[0].spread, 0.05)
+
+
+def test_the_table_is_best_first_with_its_margin_in_the_readers_language():
+    runs = [_row(0, 1.30, dropout=0.1), _row(0, 1.20, dropout=0.2)]
+    lines = budget.recorded_runs_table(1.25, runs).splitlines()
+    assert lines[0].split() == ["setting", "steps", "time", "seeds", "nats/char", "margin"]
+    assert lines[1].startswith("dropout=0.2") and lines[1].endswith("+0.050")
+    assert lines[2].endswith("-0.050")
+    with speaking("zh"):
+        assert "分钟" in budget.recorded_runs_table(1.25, runs)

@@ -1,0 +1,251 @@
+"""The capstone's training budget: the settings a sweep tries, and the runs it recorded.
+
+``benchmarks/capstone_budget.py`` trains one ``Setting`` for the steps that fit in a time
+budget and ``record_run`` appends the result to ``capstone_runs.json`` (shipped with the
+package); notebook 12 prints ``recorded_runs_table()`` from that file, so the table a learner
+reads is the sweep's own output. A ``Setting`` leaves at ``None`` what it takes from the
+capstone preset (``nn/config.py`` "capstone", ``presets.TRAINING_PRESETS["capstone"]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from ..language import pad, say, text_width
+from ..nn.attention import MultiHeadAttention
+from ..nn.config import GPTConfig
+from ..nn.model import GPT
+from ..runtime import seed_everything
+from . import capstone
+from .data import TextDataset
+from .loop import TrainConfig, Trainer, held_out_loss
+
+RUNS_FILE = Path(__file__).with_name("capstone_runs.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One point of the sweep. ``dropout`` is residual dropout (after each sublayer and on
+    the embeddings); ``attn_dropout`` drops attention weights, which on a CPU costs a
+    ``(B, H, T, T)`` random mask a layer and a slower attention kernel."""
+
+    tokens: str = "chars"  # "chars" or "bpeN" (N byte-pair merges learned on the train split)
+    n_layers: int | None = None
+    d_model: int | None = None
+    n_heads: int | None = None
+    dropout: float = 0.0
+    attn_dropout: float = 0.0
+    seq_len: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    weight_decay: float | None = None
+
+    def __post_init__(self):
+        if self.tokens != "chars" and not (
+            self.tokens.startswith("bpe") and self.tokens[3:].isdigit()
+        ):
+            raise ValueError(f"tokens must be 'chars' or 'bpeN', got {self.tokens!r}")
+
+    @property
+    def schedule(self) -> dict:
+        """The capstone schedule with this setting's changes."""
+        s = dict(capstone.SCHEDULE)
+        for key, value in (("seq_len", self.seq_len), ("batch_size", self.batch_size)):
+            if value is not None:
+                s[key] = value
+        if self.lr is not None:
+            s["lr"], s["min_lr"] = self.lr, self.lr / 10
+        s["weight_decay"] = 0.1 if self.weight_decay is None else self.weight_decay
+        return s
+
+    def model_changes(self) -> dict:
+        changes = {
+            name: getattr(self, name)
+            for name in ("n_layers", "d_model", "n_heads")
+            if getattr(self, name) is not None
+        }
+        return {**changes, "dropout": self.dropout, "max_seq_len": self.schedule["seq_len"]}
+
+    def describe(self) -> str:
+        """The fields that differ from the preset, as ``name=value``."""
+        default = Setting()
+        changed = [
+            f"{f.name}={getattr(self, f.name)}"
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+        return ", ".join(changed) or "the preset"
+
+
+def setting_data(setting: Setting) -> TextDataset:
+    """The capstone split in the setting's tokens."""
+    chars = capstone.capstone_data()
+    if setting.tokens == "chars":
+        return chars
+    return capstone.BytePairText(chars, int(setting.tokens[3:]))
+
+
+def build_model(data: TextDataset, setting: Setting, seed: int) -> GPT:
+    seed_everything(seed)
+    model = GPT(GPTConfig.preset("capstone", vocab_size=data.vocab_size, **setting.model_changes()))
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.dropout = setting.attn_dropout  # the residual dropout stays config.dropout
+    return model
+
+
+def trainer_for(data, setting: Setting, steps: int, seed: int, device=None) -> Trainer:
+    s = setting.schedule
+    config = TrainConfig(
+        steps=steps,
+        batch_size=s["batch_size"],
+        seq_len=s["seq_len"],
+        max_lr=s["lr"],
+        min_lr=s["min_lr"],
+        warmup_steps=min(s["warmup"], steps // 10),
+        weight_decay=s["weight_decay"],
+        eval_every=max(1, steps // 10),
+        eval_batches=8,
+        seed=seed,
+    )
+    return Trainer(build_model(data, setting, seed), data, config, device=device)
+
+
+def seconds_per_step(data, setting: Setting, *, device=None, steps: int = 20) -> float:
+    """The time of one training step of ``setting`` here (after two untimed steps)."""
+    trainer = trainer_for(data, setting, steps + 2, seed=0, device=device)
+    trainer.config.eval_every = 0
+    trainer.fit(until=2)
+    started = time.perf_counter()
+    for _ in range(steps):
+        trainer.train_step()
+    return (time.perf_counter() - started) / steps
+
+
+def train_setting(data, setting: Setting, steps: int, *, seed: int = 0, device=None) -> Trainer:
+    """Train a fresh model of ``setting`` for ``steps`` steps; the trainer holds the model
+    (``.module``) and its history."""
+    trainer = trainer_for(data, setting, steps, seed, device)
+    trainer.fit()
+    return trainer
+
+
+def chars_per_token(data: TextDataset) -> float:
+    """Characters of held-out text per held-out token (1 for characters)."""
+    if isinstance(data, capstone.BytePairText):
+        return len(data.tokenizer.decode(data.val.tolist())) / len(data.val)
+    return 1.0
+
+
+def nats_per_char(model: GPT, data: TextDataset) -> float:
+    """Notebook 12's score: the loss of every held-out token, per character of that text."""
+    per_token = held_out_loss(model, data.val)
+    n_chars = round(chars_per_token(data) * len(data.val))
+    return per_token * (len(data.val) - 1) / (n_chars - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedRun:
+    """A setting, its steps and minutes, and the held-out loss of each seed. ``curves``:
+    per seed, ``(step, validation loss per token)`` along the run."""
+
+    setting: Setting
+    steps: int
+    minutes: float
+    losses: tuple[float, ...]
+    seeds: tuple[int, ...]
+    curves: tuple = ()
+
+    @property
+    def mean(self) -> float:
+        return sum(self.losses) / len(self.losses)
+
+    @property
+    def spread(self) -> float:
+        """Half the range of the seeds' losses (0 for one seed)."""
+        return (max(self.losses) - min(self.losses)) / 2
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["summary"] = {
+            "setting": self.setting.describe(),
+            "steps": self.steps,
+            "minutes": self.minutes,
+            "mean": round(self.mean, 4),
+            "spread": round(self.spread, 4),
+        }
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RecordedRun:
+        return cls(
+            setting=Setting(**d["setting"]),
+            steps=d["steps"],
+            minutes=d["minutes"],
+            losses=tuple(d["losses"]),
+            seeds=tuple(d["seeds"]),
+            curves=tuple(tuple(tuple(p) for p in c) for c in d.get("curves", ())),
+        )
+
+
+def recorded_runs(path: Path = RUNS_FILE) -> list[RecordedRun]:
+    if not path.exists():
+        return []
+    return [RecordedRun.from_dict(d) for d in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def record_run(run: RecordedRun, path: Path = RUNS_FILE) -> RecordedRun:
+    """Add ``run`` to the file; seeds of a setting already recorded at the same steps and
+    minutes join its row (so seeds can run as separate processes). Returns the row."""
+    runs = recorded_runs(path)
+    for i, old in enumerate(runs):
+        if (old.setting, old.steps, old.minutes) == (run.setting, run.steps, run.minutes):
+            fresh = [k for k, seed in enumerate(run.seeds) if seed not in old.seeds]
+            run = dataclasses.replace(
+                old,
+                losses=old.losses + tuple(run.losses[k] for k in fresh),
+                seeds=old.seeds + tuple(run.seeds[k] for k in fresh),
+                curves=old.curves + tuple(run.curves[k] for k in fresh if k < len(run.curves)),
+            )
+            runs[i] = run
+            break
+    else:
+        runs.append(run)
+    path.write_text(
+        json.dumps([r.to_dict() for r in runs], indent=1, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
+    return run
+
+
+def recorded_runs_table(ngram: float, runs: list[RecordedRun] | None = None) -> str:
+    """The recorded runs as an aligned table in the reader's language, each with its margin
+    over ``ngram`` (positive: the GPT is better), best first."""
+    runs = sorted(recorded_runs() if runs is None else runs, key=lambda r: r.mean)
+    header = (
+        say("setting", "设置"),
+        say("steps", "步数"),
+        say("time", "时间"),
+        say("seeds", "种子"),
+        say("nats/char", "nats/字符"),
+        say("margin", "差距"),
+    )
+    rows = [
+        (
+            r.setting.describe(),
+            f"{r.steps:,}",
+            say(f"{r.minutes:.1f} min", f"{r.minutes:.1f} 分钟"),
+            str(len(r.seeds)),
+            f"{r.mean:.3f} ± {r.spread:.3f}",
+            f"{ngram - r.mean:+.3f}",
+        )
+        for r in runs
+    ]
+    widths = [max(text_width(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(pad(cell, width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    )
