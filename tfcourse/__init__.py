@@ -47,6 +47,17 @@ _LAZY = {
 }
 
 
+def progress(folder=".") -> None:
+    """Print every exercise of the course as it stands in ``folder`` (default: the folder this
+    notebook runs in): passed, failing with the mistake its check named, not started, or
+    without a notebook. The same table as ``tfcourse progress``; your notebooks are read, as
+    you last saved them, and never changed."""
+    from .course.progress import progress as rows_of
+    from .course.progress import table
+
+    print(table(rows_of(folder)))
+
+
 def __getattr__(name):
     if name in _LAZY:
         import importlib
@@ -75,6 +86,7 @@ __all__ = [
     "default_device",
     "fmt",
     "make_norm",
+    "progress",
     "rotary_cos_sin",
     "scaled_dot_product_attention",
     "seed_everything",

@@ -34,6 +34,10 @@ COMMANDS = {
         "re-execute solution notebooks in place to refresh stored outputs",
     ),
     "grade": ("tfcourse.course.grade_command", "grade learner notebooks against the solutions"),
+    "progress": (
+        "tfcourse.course.progress",
+        "every exercise of the course in your folder: passed, failing, not started",
+    ),
     "autograder": (
         "tfcourse.course.autograder",
         "build a Gradescope autograder zip for one notebook",
@@ -60,6 +64,7 @@ COMMANDS_ZH = {
     "translate": "补上 notebook 中文版缺少的段落（--check：只检查）",
     "execute": "重新执行参考答案 notebook，刷新其中保存的输出",
     "grade": "对照参考答案给学员的 notebook 评分",
+    "progress": "你的文件夹里课程的每一道练习：通过、未通过、尚未开始",
     "autograder": "为一个 notebook 生成 Gradescope 自动评分器的 zip 包",
     "train": "在命令行里训练 GPT（检查点、断点续训、torchrun）",
     "sample": "用 `tfcourse train --dataset text` 训练出的模型生成文本",
