@@ -37,6 +37,8 @@ CHECK_TESTS = [
     "tests/test_checks_production.py",
     "tests/test_tokenizer_check.py",
     "tests/test_train_loop_check.py",
+    "tests/test_generate_check.py",
+    "tests/test_batch_and_eval_checks.py",
     "tests/test_training.py",
     "tests/test_model.py",
 ]

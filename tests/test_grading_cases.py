@@ -27,8 +27,11 @@ from torch import nn
 import tfcourse as tc
 from tfcourse import checks
 from tfcourse.checks import grading_cases
+from tfcourse.checks.batching import _batch
 from tfcourse.checks.cases import case_seed, current_salt
 from tfcourse.checks.claims import reference_permute_qk_rows
+from tfcourse.checks.evaluation import _estimate
+from tfcourse.checks.generate import _sample
 from tfcourse.checks.tokenizer import _reference_pair
 from tfcourse.checks.train_loop import _loop
 from tfcourse.course import secret as grading_secret
@@ -72,7 +75,16 @@ REFERENCES = {
     "check_permute_qk_rows": reference_permute_qk_rows,
     "check_repeat_kv": repeat_kv,
     "check_lr_schedule": lr_at,
-    "check_train_loop": lambda model, batches, **setting: _loop(model, batches, **setting)[0],
+    "check_train_loop": lambda model, optimizer, batches, **setting: _loop(
+        model, optimizer, batches, **setting
+    )[0],
+    "check_generate": lambda model, idx, n, *, temperature, top_k, generator: _sample(
+        model, idx, n, temperature, top_k, generator
+    ),
+    "check_get_batch": lambda data, batch_size, seq_len, *, generator: _batch(
+        data, batch_size, seq_len, generator
+    ),
+    "check_estimate_loss": _estimate,
     "check_most_frequent_pair": _reference_pair,
     "check_merge_pair": _merge,
 }

@@ -149,6 +149,97 @@ def test_the_worker_rebuilds_only_course_and_torch_modules():
     assert torch.equal(rebuilt.weight, linear.weight) and torch.equal(rebuilt.bias, linear.bias)
 
 
+def test_an_optimizer_crosses_by_value_over_the_module_sent_before_it():
+    """``train_loop(model, optimizer, ...)``: the worker rebuilds the optimizer's class, its
+    groups (by parameter name) and their settings over its copy of the model."""
+    from tfcourse.course.sealed.proxy import _send_handle
+    from tfcourse.train.optim import configure_optimizer
+
+    model = torch.nn.Linear(3, 2)
+    sent: list = []
+    encoder = protocol.Encoder()
+    encoder.handle = lambda value: _send_handle(value, encoder, sent)
+    optimizer = configure_optimizer(model, lr=0.5, weight_decay=0.2, betas=(0.8, 0.9))
+    tree = encoder((model, optimizer))
+    rebuilt: list = []
+    copy, twin = protocol.decode(
+        tree, encoder.tensors, dataclasses_from_tfcourse=True, by_value=rebuilt
+    )
+    assert type(twin) is torch.optim.AdamW and rebuilt == [copy]
+    names = {id(p): n for n, p in copy.named_parameters()}
+    assert [[names[id(p)] for p in g["params"]] for g in twin.param_groups] == [
+        ["weight"],
+        ["bias"],
+    ]
+    assert [(g["lr"], g["betas"], g["weight_decay"]) for g in twin.param_groups] == [
+        (0.5, (0.8, 0.9), 0.2),
+        (0.5, (0.8, 0.9), 0.0),
+    ]
+
+
+@pytest.mark.parametrize(
+    "node, message",
+    [
+        ({"$optimizer": "LBFGS", "module": 0, "groups": {"$list": []}}, "malformed optimizer"),
+        ({"$optimizer": "SGD", "module": 1, "groups": {"$list": []}}, "malformed optimizer"),
+        (
+            {
+                "$optimizer": "SGD",
+                "module": 0,
+                "groups": {
+                    "$list": [
+                        {
+                            "$dict": {
+                                "params": {"$list": ["weight", "os.system"]},
+                                "settings": {"$dict": {}},
+                            }
+                        }
+                    ]
+                },
+            },
+            "malformed optimizer",
+        ),
+        (
+            {
+                "$optimizer": "SGD",
+                "module": 0,
+                "groups": {
+                    "$list": [
+                        {
+                            "$dict": {
+                                "params": {"$list": ["weight"]},
+                                "settings": {"$dict": {"lr": {"$dict": {"x": 1}}}},
+                            }
+                        }
+                    ]
+                },
+            },
+            "malformed optimizer",
+        ),
+    ],
+)
+def test_a_hostile_optimizer_node_is_refused(node, message):
+    module = torch.nn.Linear(3, 2)
+    with pytest.raises(protocol.ProtocolError, match=message):
+        protocol.decode(node, {}, dataclasses_from_tfcourse=True, by_value=[module])
+    with pytest.raises(protocol.ProtocolError, match="unknown value"):
+        protocol.decode(node, {})  # the grader's side rebuilds nothing
+
+
+def test_an_optimizer_with_state_or_foreign_parameters_is_not_sent():
+    from tfcourse.course.sealed.proxy import SealedUnsupported, _send_handle
+
+    model, other = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    encoder = protocol.Encoder()
+    with pytest.raises(SealedUnsupported, match="not those of a module"):
+        _send_handle(torch.optim.SGD(other.parameters(), lr=1.0), encoder, [model])
+    used = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 3)).sum().backward()
+    used.step()
+    with pytest.raises(SealedUnsupported, match="without state"):
+        _send_handle(used, encoder, [model])
+
+
 @pytest.mark.slow
 def test_solved_and_unsolved_exercises(solution):
     solved = solve(make_learner(solution, "99_fixture"), solution)

@@ -29,12 +29,15 @@ def make_loop(
     average=True,
     report_mean=True,
     train_mode=True,
+    optimizer_from=None,
 ):
-    """A learner's loop; each keyword moves one line (the defaults are right)."""
+    """A learner's loop; each keyword moves one line (the defaults are right).
+    ``optimizer_from(model, max_lr)``: the loop builds its own optimizer so."""
 
-    def train_loop(model, batches, *, max_lr, warmup_steps, max_norm=1.0):
+    def train_loop(model, optimizer, batches, *, max_lr, warmup_steps, max_norm=1.0):
         steps, n_micro = batches.shape[:2]
-        optimizer = training.configure_optimizer(model, lr=max_lr, weight_decay=0.1)
+        if optimizer_from is not None:
+            optimizer = optimizer_from(model, max_lr)
         if train_mode:
             model.train()
 
@@ -55,6 +58,8 @@ def make_loop(
             if lr == "every step":
                 for group in optimizer.param_groups:
                     group["lr"] = rate(step)
+            if lr == "first group":
+                optimizer.param_groups[0]["lr"] = rate(step)
             if zero_grad == "step":
                 optimizer.zero_grad()
             losses_here = []
@@ -84,6 +89,51 @@ def test_a_correct_loop_passes(capsys):
     passes(check_train_loop, make_loop(), capsys, "train_loop")
 
 
+def plain_step_loop(model, optimizer, batches, *, max_lr, warmup_steps, max_norm=1.0):
+    """Another correct loop, written differently: model.zero_grad() with zeros kept, the
+    targets' loss through log_softmax, the losses summed after the fact."""
+    model.train()
+    steps = len(batches)
+    per_step = []
+    for step, micro_batches in enumerate(batches):
+        for group in optimizer.param_groups:
+            group["lr"] = training.lr_at(
+                step,
+                max_lr=max_lr,
+                warmup_steps=warmup_steps,
+                total_steps=steps,
+                min_lr=0.1 * max_lr,
+            )
+        model.zero_grad(set_to_none=False)
+        losses = []
+        for micro in micro_batches:
+            logp = model(micro[:, :-1]).log_softmax(-1)
+            loss = -logp.gather(-1, micro[:, 1:, None]).mean()
+            (loss / len(micro_batches)).backward()
+            losses.append(loss.detach())
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_norm=max_norm)
+        optimizer.step()
+        per_step.append(torch.stack(losses).mean())
+    return per_step
+
+
+def test_a_loop_written_differently_passes(capsys):
+    passes(check_train_loop, plain_step_loop, capsys, "train_loop")
+
+
+def test_the_cases_hand_the_loop_every_usual_optimizer():
+    """The check's cases pass AdamW in decay groups, a plain AdamW and SGD with momentum, so
+    a correct loop is judged with each (and passes: the tests above)."""
+    seen = []
+
+    def spy(model, optimizer, batches, **setting):
+        seen.append((type(optimizer).__name__, len(optimizer.param_groups)))
+        return make_loop()(model, optimizer, batches, **setting)
+
+    check_train_loop(spy)
+    assert seen == [("AdamW", 2), ("AdamW", 1), ("SGD", 1)]
+
+
 # Each known mistake, and the words its diagnosis must contain.
 WRONG = {
     "no-zero-grad": ({"zero_grad": "never"}, "no optimizer.zero_grad()"),
@@ -96,6 +146,11 @@ WRONG = {
     "per-epoch": ({"lr": "once"}, "the learning rate is set once"),
     "no-schedule": ({"lr": "never"}, "the learning rate is never set"),
     "sum": ({"average": False, "report_mean": False}, "summed, not averaged"),
+    "first-group-only": ({"lr": "first group"}, "param_groups[0] only"),
+    "own-optimizer": (
+        {"optimizer_from": lambda model, lr: torch.optim.AdamW(model.parameters(), lr=lr)},
+        "builds its own AdamW",
+    ),
 }
 
 
@@ -128,9 +183,11 @@ def test_a_model_left_in_eval_mode_fails_with_the_fix():
 
 
 def test_wrong_returns_are_named():
-    fails(check_train_loop, lambda model, batches, **kw: None, "expected a list of")
+    fails(check_train_loop, lambda model, opt, batches, **kw: None, "expected a list of")
     fails(
-        check_train_loop, lambda model, batches, **kw: ["a"] * batches.shape[0], "must be numbers"
+        check_train_loop,
+        lambda model, opt, batches, **kw: ["a"] * batches.shape[0],
+        "must be numbers",
     )
     with pytest.raises(TypeError, match="expects a function"):
         check_train_loop(3)
@@ -151,7 +208,7 @@ def test_the_solution_uses_no_reference_and_the_course_loop_is_one():
     assert scan(solution, solved) == []
     cell = next(c for c in solved.cells if c.get("id") == "ex-train-loop")
     cell.source = (
-        "def train_loop(model, batches, *, max_lr, warmup_steps, max_norm=1.0):\n"
+        "def train_loop(model, optimizer, batches, *, max_lr, warmup_steps, max_norm=1.0):\n"
         "    return training.train(model, batches, steps=len(batches)).loss\n"
     )
     assert [(f.exercise, f.kind, f.what) for f in scan(solution, solved)] == [

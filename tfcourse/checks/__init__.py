@@ -18,9 +18,12 @@ one line (``tfcourse.screen``): the checks exported here are wrapped by ``learne
 from ..screen import full_traceback, learner_facing
 from ._harness import CheckArgumentError
 from .attention import check_attention, check_causal_mask
+from .batching import check_get_batch
 from .block import check_transformer_block
 from .cases import grading_cases
 from .claims import check_permute_qk_rows
+from .evaluation import check_estimate_loss
+from .generate import check_generate
 from .gqa import check_repeat_kv
 from .gradients import check_grad_norm_probe
 from .mlp import check_feedforward, check_swiglu, check_swiglu_hidden_dim

@@ -152,22 +152,57 @@ class Checker:
         )
         raise AssertionError("\n".join(lines)) from cause
 
-    def call(self, case: str, what: str, fn: Callable, *args, **kwargs):
-        """Run learner code; turn its exceptions (except NotImplementedError) into a diagnosis."""
+    def call(
+        self,
+        case: str,
+        what: str,
+        fn: Callable,
+        *args,
+        known: dict[str, str] | None = None,
+        hint: str | None = None,
+        **kwargs,
+    ):
+        """Run learner code; turn its exceptions (except NotImplementedError) into a diagnosis.
+        ``known``: words of an error message and the mistake they mean (a check's own probe
+        models raise such messages), looked for before torch's own messages."""
         try:
             return fn(*args, **kwargs)
         except NotImplementedError:
             raise  # an unfinished exercise says so itself
         except Exception as error:  # noqa: BLE001 - any learner error becomes a report
+            message = str(error)
+            named = next((text for words, text in (known or {}).items() if words in message), None)
             self.fail(
                 case,
                 say(
                     f"{what} raised {type(error).__name__}: {first_line(error)}",
                     f"{what}时抛出了 {type(error).__name__}：{first_line(error)}",
                 ),
-                looks_like=likely_cause(str(error)),
+                looks_like=named or likely_cause(message),
+                hint=hint,
                 cause=error,
             )
+
+    def kept_mode(self, case: str, module, training: bool, hint: str | None = None) -> None:
+        """Fail unless ``module`` is back in the mode it was handed to the learner's code in
+        (``training``): code that evaluates or samples must restore it."""
+        if module.training == training:
+            return
+        mode = {True: say("training mode", "训练模式"), False: say("eval mode", "eval 模式")}
+        self.fail(
+            case,
+            say(
+                f"the model arrived in {mode[training]} and was left in {mode[module.training]}",
+                f"模型传进来时处于{mode[training]}，结束时却处于{mode[module.training]}",
+            ),
+            looks_like=mistake(
+                "the model's mode is not restored: remember model.training before "
+                "model.eval() and call model.train(was_training) at the end",
+                "没有恢复模型原来的模式：调用 model.eval() 之前记下 model.training，"
+                "最后调用 model.train(was_training)",
+            ),
+            hint=hint,
+        )
 
     # -- comparing ---------------------------------------------------------------------------
     def compare(

@@ -1,14 +1,21 @@
 """Check for notebook 08: the training loop the learner writes.
 
-The learner's ``fn(model, batches, *, max_lr, warmup_steps, max_norm)`` trains ``model`` in
-place and returns the loss of every step. The check runs the course's loop (``_loop``) on a
-copy of the same model and the same batches and compares the losses step by step: a loss at
-step s depends on every update before it, so a mistake anywhere in the loop shows in the
-losses after it. When they differ, the same loop with one known mistake (``MISTAKES``) is
-run too, and the one that reproduces the learner's losses is named.
+The learner's ``fn(model, optimizer, batches, *, max_lr, warmup_steps, max_norm)`` trains
+``model`` in place with the optimizer it is given and returns the loss of every step. The
+check runs the course's loop (``_loop``) on a copy of the same model, with a twin of the same
+optimizer, on the same batches, and compares the losses step by step: a loss at step s
+depends on every update before it, so a mistake anywhere in the loop shows in the losses
+after it. When they differ, the same loop with one known mistake (``MISTAKES``) is run too,
+and the one that reproduces the learner's losses is named.
 
-Everything crosses the sealed grader's boundary as data: the model by value (rebuilt in the
-worker, its mode sent back), the batches as one tensor, the losses as numbers.
+The optimizer is the caller's choice, not the loop's: each case passes another one (AdamW
+with decay groups, plain AdamW, SGD with momentum), so any correct loop passes whatever
+optimizer it is handed, and a loop that quietly builds its own, or sets the rate of one
+param group only, is caught.
+
+Everything crosses the sealed grader's boundary as data: the model and its optimizer by
+value (rebuilt in the worker, the model's mode sent back), the batches as one tensor, the
+losses as numbers.
 """
 
 from __future__ import annotations
@@ -30,13 +37,30 @@ CONFIG = GPTConfig(vocab_size=24, max_seq_len=8, n_layers=2, n_heads=2, d_model=
 MAX_LR, WARMUP, WEIGHT_DECAY = 1e-2, 2, 0.1
 
 
+# The optimizers the cases hand the loop, one per case (named by ``_optimizer_name``).
+OPTIMIZERS = (
+    lambda model: configure_optimizer(model, lr=MAX_LR, weight_decay=WEIGHT_DECAY),
+    lambda model: torch.optim.AdamW(model.parameters(), lr=MAX_LR),
+    lambda model: torch.optim.SGD(model.parameters(), lr=MAX_LR, momentum=0.9),
+)
+
+
+def _optimizer_name(number: int) -> str:
+    return (
+        say("AdamW with decay groups", "分两组（衰减 / 不衰减）的 AdamW"),
+        say("plain AdamW", "普通 AdamW"),
+        say("SGD with momentum", "带动量的 SGD"),
+    )[number]
+
+
 def _loop(
-    model, batches, *, max_lr, warmup_steps, max_norm=math.inf, mistake: str = ""
+    model, optimizer, batches, *, max_lr, warmup_steps, max_norm=math.inf, mistake: str = ""
 ) -> tuple[list[float], list[float]]:
     """The course's loop, or the same with one of ``MISTAKES`` (by key) made: the loss of
     every step and its gradient norm before clipping."""
     steps, accum = batches.shape[:2]
-    optimizer = configure_optimizer(model, lr=max_lr, weight_decay=WEIGHT_DECAY)
+    if mistake == "own-optimizer":
+        optimizer = torch.optim.AdamW(model.parameters(), lr=max_lr)
     model.train()
 
     def clip():
@@ -53,7 +77,8 @@ def _loop(
             min_lr=max_lr / 10,
         )
         if mistake != "no-schedule":
-            for group in optimizer.param_groups:
+            groups = optimizer.param_groups
+            for group in groups[:1] if mistake == "first-group-only" else groups:
                 group["lr"] = lr
         if mistake not in ("no-zero-grad", "zero-grad-after-backward"):
             optimizer.zero_grad(set_to_none=True)
@@ -113,15 +138,29 @@ MISTAKES = {
         "微批次的损失是求和而不是在累积步上取平均（每次 backward() 应该用 "
         "loss / 微批次个数，这一步报告的损失是它们的平均值）",
     ),
+    "first-group-only": mistake(
+        "the learning rate is set in optimizer.param_groups[0] only: the other groups (here "
+        "the parameters without weight decay) keep the rate the optimizer was built with",
+        "学习率只写进了 optimizer.param_groups[0]：其余参数组（这里是不做权重衰减的参数）"
+        "一直用优化器创建时的学习率",
+    ),
+    "own-optimizer": mistake(
+        "the loop builds its own AdamW instead of using the optimizer it was given "
+        "(the caller chooses the optimizer: its groups, betas and weight decay)",
+        "循环自己新建了一个 AdamW，而没有用传进来的优化器（优化器由调用者决定："
+        "参数分组、betas 和权重衰减都由它定）",
+    ),
 }
 
 
 def _hint() -> str:
     return say(
-        "per step: set every param group's lr to lr_at(step, ...), zero_grad(), for each "
+        "with the optimizer you are given, per step: set every param group's lr to "
+        "lr_at(step, ...), zero_grad(), for each "
         "micro-batch (loss / n_micro).backward(), clip_grad_norm_(model.parameters(), "
         "max_norm), optimizer.step(); call model.train() once before the loop",
-        "每一步：把每个参数组的 lr 设为 lr_at(step, ...)，zero_grad()，对每个微批次执行 "
+        "用传进来的优化器，每一步：把每个参数组的 lr 设为 lr_at(step, ...)，zero_grad()，"
+        "对每个微批次执行 "
         "(loss / 微批次个数).backward()，clip_grad_norm_(model.parameters(), max_norm)，"
         "optimizer.step()；循环开始前调用一次 model.train()",
     )
@@ -176,22 +215,24 @@ def _close(got: list[float], want: list[float]) -> bool:
 
 
 def check_train_loop(fn) -> None:
-    """Check ``fn(model, batches, *, max_lr, warmup_steps, max_norm) -> list[float]``.
+    """Check ``fn(model, optimizer, batches, *, max_lr, warmup_steps, max_norm) -> list[float]``.
 
     ``batches (steps, n_micro, B, T + 1)`` holds token ids: step s trains on the
     micro-batches ``batches[s]``, each split into inputs ``[:, :-1]`` and targets
-    ``[:, 1:]``. The function trains ``model`` (a ``tfcourse.GPT``) in place: AdamW from
-    ``training.configure_optimizer(model, lr=max_lr, weight_decay=0.1)``; at step s the
-    learning rate ``lr_at(s, max_lr=max_lr, warmup_steps=warmup_steps, total_steps=steps,
-    min_lr=max_lr / 10)``; one ``backward()`` per micro-batch of its loss divided by the
-    number of micro-batches; the gradient norm clipped to ``max_norm``; one optimizer
-    step. It returns each step's loss (the mean over its micro-batches, before the
-    update). The model arrives in eval mode and with stale gradients.
+    ``[:, 1:]``. The function trains ``model`` (a ``tfcourse.GPT``) in place with
+    ``optimizer`` (built by the caller over the model's parameters): at step s the learning
+    rate ``lr_at(s, max_lr=max_lr, warmup_steps=warmup_steps, total_steps=steps,
+    min_lr=max_lr / 10)`` in every param group; one ``backward()`` per micro-batch of its
+    loss divided by the number of micro-batches; the gradient norm clipped to
+    ``max_norm``; one optimizer step. It returns each step's loss (the mean over its
+    micro-batches, before the update). The model arrives in eval mode and with stale
+    gradients.
 
-    Sub-checks (3): 2 micro-batches per step; 1 micro-batch per step; the model left in
-    train mode and the batches unchanged. ``max_norm`` is set between the gradient norms
-    the steps see, so that clipping matters at some steps and not at others. Names the
-    mistake when it is a known one (``MISTAKES``).
+    Sub-checks (4): 2 micro-batches per step with AdamW in two param groups (decay and no
+    decay); 1 micro-batch per step with a plain AdamW; 2 micro-batches with SGD and
+    momentum; the model left in train mode and the batches unchanged. ``max_norm`` is set
+    between the gradient norms the steps see, so that clipping matters at some steps and
+    not at others. Names the mistake when it is a known one (``MISTAKES``).
     """
     require_function("check_train_loop", fn)
     name = getattr(fn, "__name__", "fn")
@@ -199,11 +240,12 @@ def check_train_loop(fn) -> None:
         dtype = torch.float64  # the losses compared to the last digits
         gen = chk.generator(11)
         calls = []
-        for number, accum in enumerate((2, 1)):
+        for number, (accum, make_optimizer) in enumerate(zip((2, 1, 2), OPTIMIZERS, strict=True)):
             steps = case_int(20 + number, 6, 4, 9)
             case = say(
-                f"{steps} steps of {accum} micro-batch(es) of 2 x 8 tokens",
-                f"{steps} 步，每步 {accum} 个 2 x 8 词元的微批次",
+                f"{steps} steps of {accum} micro-batch(es) of 2 x 8 tokens, "
+                f"{_optimizer_name(number)}",
+                f"{steps} 步，每步 {accum} 个 2 x 8 词元的微批次，{_optimizer_name(number)}",
             )
             batches = torch.randint(CONFIG.vocab_size, (steps, accum, 2, 9), generator=gen)
             batches = batches.to(chk.device)
@@ -212,32 +254,33 @@ def check_train_loop(fn) -> None:
             def fresh(seed=seed):
                 return _model(seed, chk.device, dtype)
 
+            def run(setting, mistake="", make_optimizer=make_optimizer, batches=batches):
+                model = fresh()
+                return _loop(model, make_optimizer(model), batches, **setting, mistake=mistake)
+
             setting = {"max_lr": MAX_LR, "warmup_steps": WARMUP}
             # max_norm between the gradient norms of the steps: clipping bites at some only.
-            norms = _loop(fresh(), batches, **setting)[1]
+            norms = run(setting)[1]
             setting["max_norm"] = sorted(norms)[len(norms) // 2]
-            want = _loop(fresh(), batches, **setting)[0]
+            want = run(setting)[0]
             model = fresh()
             seen = batches.clone()
             result = chk.call(
                 case,
                 say(
-                    f"calling your {name}(model, batches, ...)",
-                    f"调用你的 {name}(model, batches, ...)",
+                    f"calling your {name}(model, optimizer, batches, ...)",
+                    f"调用你的 {name}(model, optimizer, batches, ...)",
                 ),
                 fn,
                 model,
+                make_optimizer(model),
                 seen,
                 **setting,
             )
             got = _losses(chk, case, result, steps)
             if not _close(got, want):
                 looks = next(
-                    (
-                        text
-                        for key, text in MISTAKES.items()
-                        if _close(got, _loop(fresh(), batches, **setting, mistake=key)[0])
-                    ),
+                    (text for key, text in MISTAKES.items() if _close(got, run(setting, key)[0])),
                     None,
                 )
                 first = next(

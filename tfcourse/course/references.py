@@ -43,6 +43,8 @@ COURSE_HELPERS: dict[str, tuple[str, ...]] = {
     "attend_with_cache": ("MultiHeadAttention",),
     # The course's own training loop.
     "train_loop": ("train", "Trainer"),
+    # The course's own sampling.
+    "generate": ("sample_text",),
     # The course's tokenizer counts and merges pairs itself.
     "most_frequent_pair": ("ByteBPE",),
     "merge_pair": ("ByteBPE", "_merge"),

@@ -3,8 +3,10 @@
 Nothing that crosses can run code: a message is a JSON header plus, optionally, one
 safetensors blob (tensors only, no pickle). Values are encoded as a JSON tree with tagged
 nodes for what JSON lacks: tuples, dicts, non-finite floats, dtypes, devices, tensors
-(``{"$tensor": key}``, the key into the blob) and objects that stay on the worker's side
-(``{"$handle": n}``).
+(``{"$tensor": key}``, the key into the blob), objects that stay on the worker's side
+(``{"$handle": n}``), and the check's own modules and optimizers, sent by value and rebuilt
+in the worker (``{"$module": ...}``, ``{"$optimizer": ...}``, from allowed classes only), and
+random-number generators by their state (``{"$generator": ...}``).
 
 This file is also copied beside the worker script and imported there by file, so it
 imports nothing but the standard library, torch and safetensors.
@@ -29,6 +31,10 @@ from safetensors.torch import save as save_tensors
 HOOK_KINDS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 MAX_HEADER = 16 * 2**20  # bytes: a header bigger than this is a broken or hostile peer
 MAX_BLOB = 256 * 2**20  # bytes: every tensor a check exchanges is far smaller
+
+
+# The optimizers a check may hand the learner's code (sent by value, rebuilt in the worker).
+OPTIMIZERS = {cls.__name__: cls for cls in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD)}
 
 
 class ProtocolError(Exception):
@@ -97,6 +103,9 @@ class Encoder:
             return {"$dtype": str(value).removeprefix("torch.")}
         if isinstance(value, torch.device):
             return {"$device": str(value)}
+        if isinstance(value, torch.Generator):
+            # A twin of the check's generator: the same state, so the same random numbers.
+            return {"$generator": self.tensor(value.get_state()), "device": str(value.device)}
         if isinstance(value, tuple):
             return {"$tuple": [self(item) for item in value]}
         if isinstance(value, list):
@@ -207,9 +216,52 @@ def decode(
         if by_value is not None:
             by_value.append(built)
         return built
+    if "$generator" in tree and dataclasses_from_tfcourse:
+        state = again(tree["$generator"])
+        if not (isinstance(state, torch.Tensor) and state.dtype == torch.uint8 and state.ndim == 1):
+            raise ProtocolError("malformed generator")
+        twin = torch.Generator(torch.device(str(tree.get("device", "cpu"))))
+        try:
+            twin.set_state(state.cpu())
+        except (RuntimeError, ValueError):
+            raise ProtocolError("malformed generator") from None
+        return twin
+    if "$optimizer" in tree and dataclasses_from_tfcourse and by_value is not None:
+        return _optimizer(tree, tensors, by_value)
     if "$handle" in tree and handle is not None:
         return handle(tree)
     raise ProtocolError(f"unknown value node {sorted(tree)[:3]}")
+
+
+def _optimizer(tree: dict, tensors, by_value: list) -> torch.optim.Optimizer:
+    """A fresh optimizer of an allowed class over a module rebuilt earlier in this call."""
+    cls = OPTIMIZERS.get(str(tree["$optimizer"]))
+    index = tree.get("module")
+    if cls is None or not isinstance(index, int) or not 0 <= index < len(by_value):
+        raise ProtocolError("malformed optimizer")
+    parameters = dict(by_value[index].named_parameters())
+    groups = decode(tree.get("groups"), tensors, requires_grad=False)
+    if not isinstance(groups, list):
+        raise ProtocolError("malformed optimizer")
+    built = []
+    for group in groups:
+        names = group.get("params") if isinstance(group, dict) else None
+        settings = group.get("settings") if isinstance(group, dict) else None
+        if not (
+            isinstance(names, list)
+            and all(isinstance(name, str) and name in parameters for name in names)
+            and isinstance(settings, dict)
+            and all(
+                value is None or isinstance(value, (bool, int, float, tuple))
+                for value in settings.values()
+            )
+        ):
+            raise ProtocolError("malformed optimizer")
+        built.append({"params": [parameters[name] for name in names], **settings})
+    try:
+        return cls(built)
+    except (TypeError, ValueError) as error:
+        raise ProtocolError(f"malformed optimizer ({type(error).__name__})") from None
 
 
 def tensors_of(value):

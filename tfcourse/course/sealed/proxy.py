@@ -284,6 +284,8 @@ def _send_handle(value, encoder, by_value: list[nn.Module]) -> dict:
     if isinstance(value, nn.Module):
         by_value.append(value)
         return _module_by_value(value, encoder)
+    if isinstance(value, torch.optim.Optimizer):
+        return _optimizer_by_value(value, encoder, by_value)
     raise SealedUnsupported(
         say(
             f"cannot pass a {type(value).__name__} to the learner's code in the sealed worker",
@@ -341,6 +343,39 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
         "training": module.training,
         "dtype": str(next(iter(state.values())).dtype).removeprefix("torch.") if state else None,
     }
+
+
+def _optimizer_by_value(optimizer: torch.optim.Optimizer, encoder, by_value) -> dict:
+    """A fresh optimizer of the check's own over a module sent before it in the same call
+    (``train_loop(model, optimizer, ...)``): its class and, per param group, the names of
+    its parameters in that module and its settings; rebuilt in the worker over the copy."""
+    cls = type(optimizer)
+    if protocol.OPTIMIZERS.get(cls.__name__) is not cls or optimizer.state:
+        raise SealedUnsupported(
+            say(
+                f"cannot send a {cls.__name__} to the sealed worker (only a fresh AdamW, Adam "
+                f"or SGD, without state)",
+                f"无法把 {cls.__name__} 发送到隔离进程"
+                f"（只能发送没有状态的全新 AdamW、Adam 或 SGD）",
+            )
+        )
+    for index, module in enumerate(by_value):
+        names = {id(p): name for name, p in module.named_parameters()}
+        groups = [
+            {
+                "params": [names.get(id(p)) for p in group["params"]],
+                "settings": {k: v for k, v in group.items() if k in optimizer.defaults},
+            }
+            for group in optimizer.param_groups
+        ]
+        if all(None not in group["params"] for group in groups):
+            return {"$optimizer": cls.__name__, "module": index, "groups": encoder(groups)}
+    raise SealedUnsupported(
+        say(
+            "cannot send an optimizer whose parameters are not those of a module sent before it",
+            "无法发送一个参数不属于先前发送的模块的优化器",
+        )
+    )
 
 
 _HOOK_KINDS = dict(

@@ -1,0 +1,65 @@
+"""``InferenceProbe``: the language model the checks hand a learner's sampler and evaluation.
+
+A stand-in for a GPT, small and fast, whose next-token logits depend on every token of its
+context and on their positions (so a context cropped at the wrong end, or logits read at the
+wrong position, change what is sampled). It refuses the two things inference must not do to
+a model, each with a message the checks (``check_generate``, ``check_estimate_loss``) turn
+into a named mistake: run it in training mode (dropout would be on) and run it with
+gradients on (a graph built for nothing). Like a GPT it has ``config.max_seq_len`` and
+refuses longer inputs. It has no ``generate``: a sampler under test has nothing to delegate
+to.
+
+It lives outside ``tfcourse.checks`` because the sealed grader rebuilds it in the worker,
+where the checks do not exist.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..nn import validate
+from ..nn.config import GPTConfig
+
+# The words the check recognises in the learner's traceback (sealed or not).
+TRAINING_MODE = "InferenceProbe ran in training mode"
+GRADIENTS_ON = "InferenceProbe ran with gradients enabled"
+TOO_LONG = "InferenceProbe got a context longer than max_seq_len"
+
+
+class InferenceProbe(nn.Module):
+    """``forward(idx (B, T) long) -> logits (B, T, V)``, causal: position ``t`` sees
+    ``idx[:, :t + 1]``. The logits at ``t`` are a linear readout of the running mean of
+    ``tok_emb(idx) + pos_emb(position)`` up to ``t``, scaled by 3 so that sampling is
+    neither uniform nor greedy.
+
+    Parameters: ``tok_emb (V, D)``, ``pos_emb (max_seq_len, D)``, ``head (V, D)``, with
+    ``D = config.d_model``.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.pos_emb = nn.Embedding(config.max_seq_len, config.d_model)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            raise RuntimeError(f"{TRAINING_MODE}: call model.eval() before sampling")
+        if torch.is_grad_enabled():
+            raise RuntimeError(f"{GRADIENTS_ON}: sample under torch.no_grad()")
+        validate.token_ids(idx, self.config.vocab_size)
+        length = idx.shape[1]
+        if length > self.config.max_seq_len:
+            raise ValueError(
+                f"{TOO_LONG}: T={length} > {self.config.max_seq_len}; crop idx to its last "
+                f"max_seq_len tokens"
+            )
+        positions = torch.arange(length, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(positions)  # (B, T, D)
+        counts = (positions + 1).to(x.dtype)[:, None]
+        running_mean = x.cumsum(dim=1) / counts  # (B, T, D): position t averages 0..t
+        return 3.0 * self.head(running_mean)  # (B, T, V)
