@@ -89,6 +89,7 @@ def setting_data(setting: Setting) -> TextDataset:
 
 
 def build_model(data: TextDataset, setting: Setting, seed: int) -> GPT:
+    """A fresh capstone GPT of ``setting`` for ``data``'s vocabulary, its weights from ``seed``."""
     seed_everything(seed)
     model = GPT(GPTConfig.preset("capstone", vocab_size=data.vocab_size, **setting.model_changes()))
     for module in model.modules():
@@ -98,6 +99,8 @@ def build_model(data: TextDataset, setting: Setting, seed: int) -> GPT:
 
 
 def trainer_for(data, setting: Setting, steps: int, seed: int, device=None) -> Trainer:
+    """A ``Trainer`` of a fresh model of ``setting`` for ``steps`` steps of its schedule (warmup
+    a tenth of a short run, ten validations)."""
     s = setting.schedule
     config = TrainConfig(
         steps=steps,
