@@ -189,3 +189,17 @@ def chromium_executable() -> str:
         "the browser test needs a Chromium executable: apt-get install chromium "
         "chromium-driver, or set TFCOURSE_CHROMIUM=/path/to/chromium"
     )
+
+
+REQUIRE_SANDBOX_ENV = "TFCOURSE_REQUIRE_SANDBOX"  # .ci/run sets it: there a missing sandbox fails
+
+
+def needs_bubblewrap(found) -> None:
+    """Skip, in one line saying what to install, where bubblewrap cannot run (``found``:
+    ``sandbox.sandbox()``); fail instead where ``TFCOURSE_REQUIRE_SANDBOX=1`` (CI)."""
+    if found.bwrap is not None:
+        return
+    why = f"needs a working bubblewrap: apt-get install bubblewrap ({found.reason})"
+    if os.environ.get(REQUIRE_SANDBOX_ENV) == "1":
+        pytest.fail(why)
+    pytest.skip(why)

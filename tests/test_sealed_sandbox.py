@@ -24,12 +24,14 @@ import pytest
 from tfcourse.course.sealed import sandbox
 from tfcourse.course.sealed.seal import package_dir
 
+from helpers import needs_bubblewrap
+
 FOUND = sandbox.sandbox()
 
 
 @pytest.fixture(autouse=True)
 def _needs_bubblewrap():
-    assert FOUND.bwrap is not None, f"no sandbox here: {FOUND.reason} (install bubblewrap)"
+    needs_bubblewrap(FOUND)
 
 
 LOOK = """
