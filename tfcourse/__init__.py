@@ -58,6 +58,17 @@ def progress(folder=".") -> None:
     print(table(rows_of(folder)))
 
 
+def yours(folder="."):
+    """The model and the loop you built, read from your notebooks in ``folder`` (default: the
+    folder this notebook runs in): each part that passes its check is yours, the others are
+    the reference's, and ``print(tc.yours())`` says which and why. ``.gpt(config)`` builds your
+    GPT from your blocks, built from your attention, norms and MLPs
+    (``tfcourse/course/yours.py``)."""
+    from .course.yours import yours as read
+
+    return read(folder)
+
+
 def __getattr__(name):
     if name in _LAZY:
         import importlib
@@ -87,6 +98,7 @@ __all__ = [
     "fmt",
     "make_norm",
     "progress",
+    "yours",
     "rotary_cos_sin",
     "scaled_dot_product_attention",
     "seed_everything",

@@ -1,0 +1,144 @@
+"""``tc.yours()``: the learner's parts, read from their notebooks, composed into one model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tfcourse as tc
+from tfcourse.course import notebook_format
+from tfcourse.course.build import make_learner, solve
+from tfcourse.course.yours import PARTS, yours
+from tfcourse.language import speaking
+
+from helpers import ROOT
+
+SOLUTIONS = ROOT / "solutions"
+NOTEBOOKS = sorted({part.notebook for part in PARTS})
+SMALL = tc.GPTConfig(vocab_size=40, max_seq_len=16, n_layers=2, n_heads=4, d_model=32)
+MODERN = SMALL.replace(norm="rmsnorm", mlp="swiglu", bias=False)
+
+
+def _learner(name: str, *, solved: bool = True):
+    solution = notebook_format.read_notebook(SOLUTIONS / f"{name}.ipynb")
+    learner = make_learner(solution, name)
+    return solve(learner, solution) if solved else learner
+
+
+def _folder(tmp_path, *, skip=(), edits=None, unsolved=()):
+    """A learner's folder: every notebook of ``PARTS`` solved, except those in ``skip``
+    (absent) and ``unsolved`` (stubs); ``edits`` maps (notebook, exercise) to (old, new)."""
+    for name in NOTEBOOKS:
+        if name in skip:
+            continue
+        nb = _learner(name, solved=name not in unsolved)
+        for (notebook, exercise), (old, new) in (edits or {}).items():
+            if notebook != name:
+                continue
+            cell = next(
+                c
+                for c in nb.cells
+                if notebook_format.exercise_name(c) == exercise and notebook_format.is_exercise(c)
+            )
+            assert old in cell.source, (exercise, old)
+            cell.source = cell.source.replace(old, new)
+        notebook_format.write_notebook(nb, tmp_path / f"{name}.ipynb")
+    return tmp_path
+
+
+def _whose(parts) -> dict[str, str]:
+    return {name: whose for name, _, whose, _ in parts.rows()}
+
+
+def test_solved_notebooks_compose_into_the_learners_own_gpt(tmp_path):
+    """Every part is the learner's, their attention sits inside their block inside their GPT,
+    and the model computes what tc.GPT computes with the same weights."""
+    parts = yours(_folder(tmp_path), solutions_dir=SOLUTIONS)
+    assert set(_whose(parts).values()) == {"yours"}, str(parts)
+    assert "13 of 13 parts are yours" in str(parts)
+
+    for config in (SMALL.replace(activation="gelu"), MODERN):
+        model = parts.gpt(config).eval()
+        block = model.blocks[0]
+        assert type(model) is parts.GPT and type(block) is parts.TransformerBlock
+        assert type(block.attn) is parts.MultiHeadAttention
+        norm, mlp = (
+            (parts.LayerNorm, parts.FeedForward)
+            if config is not MODERN
+            else (parts.RMSNorm, parts.SwiGLU)
+        )
+        assert type(block.norm1) is norm and type(model.final_norm) is norm
+        assert type(block.mlp) is mlp
+        assert all(used.yours for used in parts.used), parts.slots()
+
+        reference = tc.GPT(config).eval()
+        model.load_state_dict(reference.state_dict(), strict=True)
+        idx = torch.randint(config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            torch.testing.assert_close(model(idx), reference(idx), rtol=0, atol=1e-5)
+
+    # The learner's loop asks for the learner's schedule.
+    assert parts.train_loop.__globals__["training"].lr_at is parts.lr_at
+
+
+def test_a_slot_no_exercise_can_fill_gets_the_reference_and_says_why(tmp_path):
+    parts = yours(_folder(tmp_path), solutions_dir=SOLUTIONS)
+    model = parts.gpt(SMALL)  # GPT-2's tanh GELU: the learner's FeedForward has the exact one
+    assert type(model.blocks[0].mlp) is tc.FeedForward
+    (mlp,) = [row for row in parts.slots() if row[0] == "MLP"]
+    assert mlp[2] == "reference" and "activation='gelu_tanh'" in mlp[3]
+    assert type(model.blocks[0].attn) is parts.MultiHeadAttention  # the rest stays theirs
+
+
+def test_missing_unsolved_and_failing_parts_fall_back_each_with_its_reason(tmp_path):
+    eps_outside = (
+        "return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias",
+        "return (x - mean) / (torch.sqrt(var) + self.eps) * self.weight + self.bias",
+    )
+    folder = _folder(
+        tmp_path,
+        skip=("08_training",),
+        unsolved=("10_modern_block",),
+        edits={("03_norms", "LayerNorm"): eps_outside},
+    )
+    parts = yours(folder, solutions_dir=SOLUTIONS)
+    rows = {name: (whose, why) for name, _, whose, why in parts.rows()}
+
+    assert rows["LayerNorm"][0] == "reference"
+    assert rows["LayerNorm"][1].startswith("its check fails: LayerNorm"), rows["LayerNorm"]
+    assert rows["SwiGLU"] == ("reference", "not started")
+    assert rows["train_loop"] == ("reference", "no 08_training.ipynb in this folder")
+    assert rows["RMSNorm"] == ("yours", "") and rows["GPT"] == ("yours", "")
+    assert parts.LayerNorm is tc.LayerNorm and parts.SwiGLU is tc.SwiGLU
+
+    model = parts.gpt(MODERN)
+    assert type(model.blocks[0].mlp) is tc.SwiGLU and type(model.blocks[0].norm1) is parts.RMSNorm
+    assert ("MLP", "SwiGLU", "reference", "not started") in parts.slots()
+    # The reference loop trains like the learner's would.
+    assert parts.train_loop.__module__ == "tfcourse.course.yours"
+
+
+def test_a_failing_block_leaves_the_learners_gpt_with_the_reference_block(tmp_path):
+    """A block that always normalizes after the add (post-LN) fails its check: the GPT is still
+    the learner's, built from tc.TransformerBlock."""
+    post_only = ("        if self.pre_ln:\n", "        if False:\n")
+    folder = _folder(tmp_path, edits={("05_block", "TransformerBlock"): post_only})
+    parts = yours(folder, solutions_dir=SOLUTIONS)
+    whose = _whose(parts)
+    assert whose["TransformerBlock"] == "reference" and whose["GPT"] == "yours", str(parts)
+    model = parts.gpt(SMALL)
+    assert type(model) is parts.GPT and type(model.blocks[0]) is tc.TransformerBlock
+
+
+def test_the_table_speaks_chinese(tmp_path):
+    folder = _folder(tmp_path, skip=("08_training",))
+    with speaking("zh"):
+        parts = yours(folder, solutions_dir=SOLUTIONS)
+        text = str(parts)
+    assert "参考实现" in text and "这个文件夹里没有 08_training.ipynb" in text
+    assert "13 个部分中有 8 个是你的" in text
+
+
+def test_a_folder_that_is_not_one_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="is not a folder"):
+        yours(tmp_path / "nowhere", solutions_dir=SOLUTIONS)
