@@ -162,6 +162,7 @@ def test_the_top_level_holds_only_the_public_face_and_the_commands():
         "language.py",
         "runtime.py",
         "screen.py",
+        "yours.py",
     ]
     wings = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
     assert wings == sorted(WINGS)

@@ -8,8 +8,8 @@ import torch
 import tfcourse as tc
 from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
-from tfcourse.course.yours import PARTS, yours
 from tfcourse.language import speaking
+from tfcourse.yours import PARTS, yours
 
 from helpers import ROOT
 
@@ -115,7 +115,7 @@ def test_missing_unsolved_and_failing_parts_fall_back_each_with_its_reason(tmp_p
     assert type(model.blocks[0].mlp) is tc.SwiGLU and type(model.blocks[0].norm1) is parts.RMSNorm
     assert ("MLP", "SwiGLU", "reference", "not started") in parts.slots()
     # The reference loop trains like the learner's would.
-    assert parts.train_loop.__module__ == "tfcourse.course.yours"
+    assert parts.train_loop.__module__ == "tfcourse.yours"
 
 
 def test_a_failing_block_leaves_the_learners_gpt_with_the_reference_block(tmp_path):

@@ -63,8 +63,8 @@ def yours(folder="."):
     folder this notebook runs in): each part that passes its check is yours, the others are
     the reference's, and ``print(tc.yours())`` says which and why. ``.gpt(config)`` builds your
     GPT from your blocks, built from your attention, norms and MLPs
-    (``tfcourse/course/yours.py``)."""
-    from .course.yours import yours as read
+    (``tfcourse/yours.py``)."""
+    from .yours import yours as read
 
     return read(folder)
 
@@ -98,10 +98,10 @@ __all__ = [
     "fmt",
     "make_norm",
     "progress",
-    "yours",
     "rotary_cos_sin",
     "scaled_dot_product_attention",
     "seed_everything",
     "sinusoidal_encoding",
     "swiglu_hidden_dim",
+    "yours",
 ]

@@ -23,15 +23,16 @@ from pathlib import Path
 
 import torch
 
-from ..language import pad, say, text_width
-from . import compose, grade, notebook_format
-from .restamp import restamp
-from .sealed.session import checks_of
-from .stubs import is_stub_message
+from .course import grade, notebook_format
+from .course.restamp import restamp
+from .course.sealed.session import checks_of
+from .course.stubs import is_stub_message
+from .language import pad, say, text_width
+from .train import compose
 
 
 def _train_loop(model, optimizer, batches, *, max_lr, warmup_steps, max_norm=1.0):
-    from ..checks.train_loop import _loop
+    from .checks.train_loop import _loop
 
     return _loop(
         model, optimizer, batches, max_lr=max_lr, warmup_steps=warmup_steps, max_norm=max_norm
@@ -39,19 +40,19 @@ def _train_loop(model, optimizer, batches, *, max_lr, warmup_steps, max_norm=1.0
 
 
 def _estimate_loss(model, batches):
-    from ..checks.evaluation import _estimate
+    from .checks.evaluation import _estimate
 
     return _estimate(model, batches)
 
 
 def _get_batch(data, batch_size, seq_len, *, generator=None):
-    from ..checks.batching import _batch
+    from .checks.batching import _batch
 
     return _batch(data, batch_size, seq_len, generator)
 
 
 def _generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, generator=None):
-    from ..checks.generate import _sample
+    from .checks.generate import _sample
 
     return _sample(model, idx, max_new_tokens, temperature, top_k, generator)
 
@@ -60,7 +61,7 @@ def _reference(name: str):
     """The course's own version of the part ``name``, with the exercise's signature."""
     import tfcourse
 
-    from ..train.optim import lr_at
+    from .train.optim import lr_at
 
     own = {
         "lr_at": lr_at,
@@ -151,7 +152,7 @@ class _Notebook:
     def __init__(self, learner, overrides: dict[str, dict[str, object]]):
         import tfcourse
 
-        from ..train import loop
+        from .train import loop
 
         self.learner = learner
         code = next((c for c in learner.cells if c.get("cell_type") == "code"), None)
@@ -233,7 +234,7 @@ class Yours:
             return say("no exercise cell for it", "找不到它的练习单元格")
         solution = notebook_format.read_notebook(solutions / f"{part.notebook}.ipynb")
         calls, _ = checks_of(solution, part.exercise)
-        from .. import checks
+        from . import checks
 
         shown = io.StringIO()
         try:
