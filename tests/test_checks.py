@@ -63,7 +63,7 @@ REFERENCES = [
     pytest.param(
         checks.check_grad_norm_probe, reference_probe, "grad_norm_probe: 4/4", id="grad_norm_probe"
     ),
-    pytest.param(checks.check_gpt, tc.GPT, "GPT: 6/6", id="gpt"),
+    pytest.param(checks.check_gpt, tc.GPT, "GPT: 7/7", id="gpt"),
     pytest.param(checks.check_bias_savings, 82_944, "bias_savings: 2/2", id="bias_savings"),
     pytest.param(
         checks.check_gpt2_small_params,

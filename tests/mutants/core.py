@@ -669,7 +669,8 @@ class LearnerGPT(nn.Module):
         super().__init__()
         D = config.d_model
         self.tok_emb = nn.Embedding(config.vocab_size, D)
-        self.pos_emb = tc.LearnedPositionalEmbedding(config.max_seq_len, D)
+        table = config.positional == "learned" or self.mistake == "table_with_rope"
+        self.pos_emb = tc.LearnedPositionalEmbedding(config.max_seq_len, D) if table else None
         self.blocks = nn.ModuleList(
             tc.TransformerBlock(**config.block_kwargs()) for _ in range(config.n_layers)
         )
@@ -684,7 +685,7 @@ class LearnerGPT(nn.Module):
             x = x * math.sqrt(x.shape[-1])
         if self.mistake == "positions_from_1":  # pos_emb(T, offset=1): rows 1 to T
             x = x + self.pos_emb(idx.shape[1], offset=1)
-        elif self.mistake != "no_positions":
+        elif self.mistake != "no_positions" and self.pos_emb is not None:
             x = x + self.pos_emb(idx.shape[1])
         blocks = list(self.blocks)
         if self.mistake == "reversed_blocks":
@@ -1412,6 +1413,12 @@ MUTANTS = [
         checks.check_gpt,
         variant(LearnerGPT, "OneBlockGPT", mistake="first_block_only"),
         "only the first block is applied",
+    ),
+    (
+        "gpt-position-table-with-rope",
+        checks.check_gpt,
+        variant(LearnerGPT, "TableWithRopeGPT", mistake="table_with_rope"),
+        "a learned position table is built although config.positional is 'rope'",
     ),
     (
         "gpt-returns-probabilities",

@@ -21,6 +21,8 @@ from ._parameters import build, load_reference, randomize_
 GPT_CONFIGS = (
     GPTConfig(vocab_size=50, max_seq_len=16, n_layers=2, n_heads=4, d_model=32),
     GPTConfig(vocab_size=37, max_seq_len=8, n_layers=1, n_heads=2, d_model=24, bias=False),
+    # Notebook 10's rotary positions: they live in attention, and the model has no table.
+    GPTConfig(vocab_size=29, max_seq_len=8, n_layers=1, n_heads=2, d_model=16, positional="rope"),
 )
 
 
@@ -112,18 +114,23 @@ def check_gpt(cls) -> None:
 
         logits = lm_head(final_norm(blocks(tok_emb(idx) + pos_emb.weight[:T])))   # (B, T, V)
 
-    ``forward(idx (B, T) long) -> logits (B, T, V)``. The configs used are
-    ``GPT_CONFIGS`` (GPT-2 style: learned positions, tanh GELU, tied head; dropout 0).
+    ``forward(idx (B, T) long) -> logits (B, T, V)``. With ``config.positional == "rope"``
+    there is no table: ``pos_emb`` is None and nothing is added (the rotary positions are
+    inside attention). The configs used are ``GPT_CONFIGS`` (GPT-2 style: learned positions,
+    tanh GELU, tied head; dropout 0; the last with rotary positions).
 
-    Sub-checks (6): parameter layout; lm_head tied to tok_emb; idx (2, 8) not modified
+    Sub-checks (7): parameter layout; lm_head tied to tok_emb; idx (2, 8) not modified
     in place; logits and parameter gradients for batch 1, T=1, then for (2, 16), the
-    full context; a second config (1 layer, d_model 24, bias=False) on (3, 8).
+    full context; a second config (1 layer, d_model 24, bias=False) on (3, 8); a third
+    with rotary positions on (2, 8).
     """
     with Checker("GPT") as chk:
         gen = chk.generator(8)
 
         def pair(case, config):
             learner = build(chk, case, cls, config).eval()
+            if config.positional == "rope":
+                _no_table(chk, case, learner)
             reference = randomize_(GPT(config), gen).to(chk.device, chk.dtype).eval()
             load_reference(chk, case, learner, reference, bias=config.bias)
             return learner, reference
@@ -183,6 +190,39 @@ def check_gpt(cls) -> None:
         idx = torch.randint(config.vocab_size, (3, 8), generator=gen).to(chk.device)
         _gpt_case(chk, case, learner, reference, idx, 2)
         chk.ok()
+
+        config = GPT_CONFIGS[2]
+        case = say(
+            "GPT_CONFIGS[2] (positional='rope': no position table), idx (2, 8)",
+            "GPT_CONFIGS[2]（positional='rope'：没有位置表），idx (2, 8)",
+        )
+        learner, reference = pair(case, config)
+        idx = torch.randint(config.vocab_size, (2, 8), generator=gen).to(chk.device)
+        _gpt_case(chk, case, learner, reference, idx, 3)
+        chk.ok()
+
+
+def _no_table(chk: Checker, case: str, learner) -> None:
+    """With rotary positions the model has no position table (``pos_emb`` is None)."""
+    table = getattr(learner, "pos_emb", None)
+    if isinstance(table, torch.nn.Module) and any(True for _ in table.parameters()):
+        chk.fail(
+            case,
+            say(
+                "your model has a pos_emb table; tc.GPT has none with config.positional='rope'",
+                "你的模型有 pos_emb 位置表；config.positional='rope' 时 tc.GPT 没有这张表",
+            ),
+            looks_like=mistake(
+                "a learned position table is built although config.positional is 'rope'",
+                "config.positional 为 'rope' 时仍然建了一张可学习的位置表",
+            ),
+            hint=say(
+                "self.pos_emb = None unless config.positional == 'learned', and add positions "
+                "in forward only when there is a table",
+                "只有 config.positional == 'learned' 时才建位置表，否则 self.pos_emb = None；"
+                "forward 里也只在有位置表时才加上位置",
+            ),
+        )
 
 
 def _gpt_case(chk: Checker, case: str, learner, reference, idx, seed: int) -> None:
