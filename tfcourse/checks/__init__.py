@@ -32,6 +32,7 @@ from .modern import check_rotary, check_rotary_tables
 from .multi_head import check_first_head_weights, check_multi_head_attention
 from .norms import check_layernorm, check_rmsnorm
 from .production import check_fuse_qkv, check_kv_cache_attention
+from .rotary_attention import check_rotary_attention
 from .tokenizer import check_merge_pair, check_most_frequent_pair
 from .train_loop import check_train_loop
 from .training import check_lr_schedule
