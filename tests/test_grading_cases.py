@@ -45,6 +45,7 @@ from tfcourse.train.optim import lr_at
 import mutants.claims
 import mutants.core
 import mutants.gqa
+import mutants.rotary_attention
 
 
 def reference_probe(model, idx, targets):
@@ -74,6 +75,7 @@ REFERENCES = {
     "check_kv_cache_attention": attend_with_cache,
     "check_permute_qk_rows": reference_permute_qk_rows,
     "check_repeat_kv": repeat_kv,
+    "check_rotary_attention": mutants.rotary_attention.LearnerRotaryAttention,
     "check_lr_schedule": lr_at,
     "check_train_loop": lambda model, optimizer, batches, **setting: _loop(
         model, optimizer, batches, **setting
@@ -138,6 +140,10 @@ def _alternatives():
     rows = [(row[0], row[1], row[2]) for row in mutants.core.ALTERNATIVES]
     rows += [(row[0], checks.check_permute_qk_rows, row[1]) for row in mutants.claims.ALTERNATIVES]
     rows += [(row[0], checks.check_repeat_kv, row[1]) for row in mutants.gqa.ALTERNATIVES]
+    rows += [
+        (row[0], checks.check_rotary_attention, row[1])
+        for row in mutants.rotary_attention.ALTERNATIVES
+    ]
     return [pytest.param(check, implementation, id=name) for name, check, implementation in rows]
 
 
@@ -147,6 +153,10 @@ def _mutants():
         (row[0], checks.check_permute_qk_rows, row[1], row[2]) for row in mutants.claims.MUTANTS
     ]
     rows += [(row[0], checks.check_repeat_kv, row[1], row[2]) for row in mutants.gqa.MUTANTS]
+    rows += [
+        (row[0], checks.check_rotary_attention, row[1], row[2])
+        for row in mutants.rotary_attention.MUTANTS
+    ]
     return [
         pytest.param(check, implementation, cause, id=name)
         for name, check, implementation, cause in rows

@@ -16,7 +16,7 @@ from helpers import ROOT
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = sorted({part.notebook for part in PARTS})
 SMALL = tc.GPTConfig(vocab_size=40, max_seq_len=16, n_layers=2, n_heads=4, d_model=32)
-MODERN = SMALL.replace(norm="rmsnorm", mlp="swiglu", bias=False)
+MODERN = SMALL.replace(norm="rmsnorm", mlp="swiglu", bias=False, positional="rope", n_kv_heads=2)
 
 
 def _learner(name: str, *, solved: bool = True):
@@ -55,13 +55,14 @@ def test_solved_notebooks_compose_into_the_learners_own_gpt(tmp_path):
     and the model computes what tc.GPT computes with the same weights."""
     parts = yours(_folder(tmp_path), solutions_dir=SOLUTIONS)
     assert set(_whose(parts).values()) == {"yours"}, str(parts)
-    assert "13 of 13 parts are yours" in str(parts)
+    assert "17 of 17 parts are yours" in str(parts)
 
     for config in (SMALL.replace(activation="gelu"), MODERN):
         model = parts.gpt(config).eval()
         block = model.blocks[0]
         assert type(model) is parts.GPT and type(block) is parts.TransformerBlock
-        assert type(block.attn) is parts.MultiHeadAttention
+        attention = parts.RotaryAttention if config is MODERN else parts.MultiHeadAttention
+        assert type(block.attn) is attention
         norm, mlp = (
             (parts.LayerNorm, parts.FeedForward)
             if config is not MODERN
@@ -106,14 +107,16 @@ def test_missing_unsolved_and_failing_parts_fall_back_each_with_its_reason(tmp_p
 
     assert rows["LayerNorm"][0] == "reference"
     assert rows["LayerNorm"][1].startswith("its check fails: LayerNorm"), rows["LayerNorm"]
-    assert rows["SwiGLU"] == ("reference", "not started")
+    assert rows["SwiGLU"] == rows["RotaryAttention"] == ("reference", "not started")
     assert rows["train_loop"] == ("reference", "no 08_training.ipynb in this folder")
     assert rows["RMSNorm"] == ("yours", "") and rows["GPT"] == ("yours", "")
     assert parts.LayerNorm is tc.LayerNorm and parts.SwiGLU is tc.SwiGLU
 
     model = parts.gpt(MODERN)
     assert type(model.blocks[0].mlp) is tc.SwiGLU and type(model.blocks[0].norm1) is parts.RMSNorm
+    assert type(model.blocks[0].attn) is tc.MultiHeadAttention and model.pos_emb is None
     assert ("MLP", "SwiGLU", "reference", "not started") in parts.slots()
+    assert ("attention", "RotaryAttention", "reference", "not started") in parts.slots()
     # The reference loop trains like the learner's would.
     assert parts.train_loop.__module__ == "tfcourse.yours"
 
@@ -136,9 +139,22 @@ def test_the_table_speaks_chinese(tmp_path):
         parts = yours(folder, solutions_dir=SOLUTIONS)
         text = str(parts)
     assert "参考实现" in text and "这个文件夹里没有 08_training.ipynb" in text
-    assert "13 个部分中有 8 个是你的" in text
+    assert "17 个部分中有 12 个是你的" in text
 
 
 def test_a_folder_that_is_not_one_is_refused(tmp_path):
     with pytest.raises(ValueError, match="is not a folder"):
         yours(tmp_path / "nowhere", solutions_dir=SOLUTIONS)
+
+
+def test_a_failing_function_is_replaced_for_the_cells_that_use_it(tmp_path):
+    """Tiled key/value heads fail repeat_kv's check; RotaryAttention, which calls repeat_kv,
+    then runs with the reference's and stays the learner's."""
+    tiled = (
+        "kv[:, :, None].expand(B, H_kv, n_rep, T, hd)",
+        "kv[:, None].expand(B, n_rep, H_kv, T, hd)",
+    )
+    folder = _folder(tmp_path, edits={("10_modern_block", "repeat_kv"): tiled})
+    parts = yours(folder, solutions_dir=SOLUTIONS)
+    whose = _whose(parts)
+    assert whose["repeat_kv"] == "reference" and whose["RotaryAttention"] == "yours", str(parts)

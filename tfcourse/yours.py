@@ -57,13 +57,35 @@ def _generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, genera
     return _sample(model, idx, max_new_tokens, temperature, top_k, generator)
 
 
+def _rotary_attention(
+    d_model, n_heads, *, max_seq_len, n_kv_heads=None, rope_base=10000.0, dropout=0.0, bias=False
+):
+    """Notebook 10's ``RotaryAttention`` as the package builds it: dropout on the output only."""
+    import tfcourse
+
+    attention = tfcourse.MultiHeadAttention(
+        d_model,
+        n_heads,
+        max_seq_len=max_seq_len,
+        n_kv_heads=n_kv_heads,
+        rope_base=rope_base,
+        dropout=dropout,
+        bias=bias,
+    )
+    attention.dropout = 0.0  # the weights' dropout; resid_dropout keeps p
+    return attention
+
+
 def _reference(name: str):
     """The course's own version of the part ``name``, with the exercise's signature."""
     import tfcourse
 
+    from .nn.attention import repeat_kv
     from .train.optim import lr_at
 
     own = {
+        "repeat_kv": repeat_kv,
+        "RotaryAttention": _rotary_attention,
         "lr_at": lr_at,
         "train_loop": _train_loop,
         "estimate_loss": _estimate_loss,
@@ -91,6 +113,10 @@ PARTS = (
     Part("04_mlp", "FeedForward", "FeedForward"),
     Part("04_mlp", "swiglu_hidden_dim", "swiglu_hidden_dim"),
     Part("10_modern_block", "SwiGLU", "SwiGLU"),
+    Part("10_modern_block", "rotary_cos_sin", "rotary_cos_sin"),
+    Part("10_modern_block", "apply_rotary", "apply_rotary"),
+    Part("10_modern_block", "repeat_kv", "repeat_kv"),
+    Part("10_modern_block", "RotaryAttention", "RotaryAttention"),
     Part("05_block", "TransformerBlock", "TransformerBlock"),
     Part("07_gpt", "GPT", "GPT"),
     Part("08_training", "lr_at", "lr_at"),
@@ -218,6 +244,8 @@ class Yours:
         value = reference if why else notebook.namespace[part.name]  # type: ignore[union-attr]
         self.loaded[part.exercise] = Loaded(part, value, why)
         if why:
+            if not isinstance(notebook, str):  # the notebook's later cells get the reference
+                notebook.namespace[part.name] = reference
             return
         if part.name == "TransformerBlock":
             self._block_cls = value

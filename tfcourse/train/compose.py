@@ -12,10 +12,11 @@ inside their block inside their GPT.
 One block class serves every config: ``block_factory`` builds the learner's block with its
 three slots filled for the config at hand (``Slots``): the norm the config names (their
 ``LayerNorm`` or ``RMSNorm``) where the block asks for ``tc.LayerNorm``, their ``SwiGLU``
-or ``FeedForward`` where it asks for ``tc.FeedForward``, with the config's width, bias and
-eps. A slot that a learner's part cannot fill (a tanh GELU, rotary positions, grouped
-key/value heads: options the exercises do not have) gets the reference part, and
-``Slots.used`` says so.
+or ``FeedForward`` where it asks for ``tc.FeedForward``, their ``RotaryAttention`` (notebook
+10) where it asks for ``tc.MultiHeadAttention`` and the config has rotary positions, with the
+config's width, bias and eps. A slot that no learner's part can fill (a tanh GELU, grouped
+key/value heads with learned positions: options the exercises do not have) gets the reference
+part, and ``Slots.used`` says so.
 """
 
 from __future__ import annotations
@@ -101,16 +102,27 @@ class Slots:
 
     def attention(self, d_model: int, n_heads: int, *, max_seq_len: int, dropout: float = 0.0, **_):
         k = self.kwargs
-        rope, n_kv = k.get("rope_base"), k.get("n_kv_heads")
+        rope, n_kv, bias = k.get("rope_base"), k.get("n_kv_heads"), k.get("bias", True)
+        if rope is not None:  # notebook 10's attention
+            cls = self._take("attention", "RotaryAttention")
+            return cls(
+                d_model,
+                n_heads,
+                max_seq_len=max_seq_len,
+                n_kv_heads=n_kv,
+                rope_base=rope,
+                dropout=dropout,
+                bias=bias,
+            )
         why_not = ""
-        if rope is not None or n_kv not in (None, n_heads):
+        if n_kv not in (None, n_heads):
             why_not = say(
-                "rotary positions and grouped key/value heads are not in your "
-                "MultiHeadAttention (notebook 02)",
-                "你的 MultiHeadAttention（notebook 02）没有旋转位置编码和分组的键/值头",
+                "grouped key/value heads with learned positions: your MultiHeadAttention has "
+                "no key/value heads of their own, your RotaryAttention always rotates",
+                "分组的键/值头配可学习位置：你的 MultiHeadAttention 没有单独的键/值头，"
+                "你的 RotaryAttention 总要做旋转",
             )
         cls = self._take("attention", "MultiHeadAttention", why_not)
-        bias = k.get("bias", True)
         if why_not:
             return cls(
                 d_model,
@@ -118,7 +130,6 @@ class Slots:
                 max_seq_len=max_seq_len,
                 dropout=dropout,
                 bias=bias,
-                rope_base=rope,
                 n_kv_heads=n_kv,
             )
         return cls(d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout, bias=bias)
