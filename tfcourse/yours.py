@@ -23,7 +23,8 @@ from pathlib import Path
 
 import torch
 
-from .course import grade, notebook_format
+from .course import notebook_format
+from .course.progress import learner_folder_and_solutions
 from .course.restamp import restamp
 from .course.sealed.session import checks_of
 from .course.stubs import is_stub_message
@@ -198,14 +199,7 @@ class Yours:
 
     def __init__(self, folder: str | Path = ".", *, solutions_dir: str | Path | None = None):
         folder = Path(folder)
-        solutions = Path(solutions_dir) if solutions_dir else grade.installed_solutions()
-        if solutions is None or not folder.is_dir():
-            raise ValueError(
-                say(
-                    f"{folder} is not a folder, or no solutions are installed with this tfcourse",
-                    f"{folder} 不是文件夹，或者这个 tfcourse 没有附带参考答案",
-                )
-            )
+        solutions = learner_folder_and_solutions(folder, solutions_dir)
         self.folder = folder
         self.loaded: dict[str, Loaded] = {}
         self.used: list[compose.Used] = []  # what filled the slots of the last gpt(config)

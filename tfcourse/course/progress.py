@@ -64,6 +64,20 @@ def _rows(name: str, exercises: list[str], graded: NotebookGrade | None) -> list
     return rows
 
 
+def learner_folder_and_solutions(folder: Path, solutions_dir: str | Path | None) -> Path:
+    """The course's solutions (``solutions_dir``, else those installed) for reading the
+    learner's ``folder``; ``ValueError`` if either is missing."""
+    solutions = Path(solutions_dir) if solutions_dir else grade.installed_solutions()
+    if solutions is None or not folder.is_dir():
+        raise ValueError(
+            say(
+                f"{folder} is not a folder, or no solutions are installed with this tfcourse",
+                f"{folder} 不是文件夹，或者这个 tfcourse 没有附带参考答案",
+            )
+        )
+    return solutions
+
+
 def progress(
     folder: str | Path = ".",
     *,
@@ -73,14 +87,7 @@ def progress(
 ) -> list[Row]:
     """Every exercise of the course, in course order, as it stands in ``folder``."""
     folder = Path(folder)
-    solutions = Path(solutions_dir) if solutions_dir else grade.installed_solutions()
-    if solutions is None or not folder.is_dir():
-        raise ValueError(
-            say(
-                f"{folder} is not a folder, or no solutions are installed with this tfcourse",
-                f"{folder} 不是文件夹，或者这个 tfcourse 没有附带参考答案",
-            )
-        )
+    solutions = learner_folder_and_solutions(folder, solutions_dir)
     course = sorted(solutions.glob("[0-9][0-9]_*.ipynb"))
     setup = Setup(env=grading_env(1), timeout=timeout, sandbox="none")
 
