@@ -61,8 +61,6 @@ class LearnerRotaryAttention(nn.Module):
             k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
         scores = q @ k.transpose(-2, -1) / math.sqrt(D if m == "width_scale" else self.head_dim)
         weights = scores.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(dim=-1)
-        if m == "attention_dropout":
-            weights = F.dropout(weights, self.p, training=self.training)
         y = self.out_proj((weights @ v).transpose(1, 2).reshape(B, T, D))
         if m == "no_dropout":
             return y
@@ -97,7 +95,6 @@ MUTANTS = [
     ("rotary-attention-tiled-heads", variant("tiled"), "tiled (kv.repeat) instead of grouped"),
     ("rotary-attention-width-scale", variant("width_scale"), "sqrt(d_model) instead of"),
     ("rotary-attention-no-dropout", variant("no_dropout"), "never dropped out"),
-    ("rotary-attention-weights-dropped", variant("attention_dropout"), "weights are dropped out"),
     ("rotary-attention-dropout-in-eval", variant("dropout_in_eval"), "dropout is active in eval"),
 ]
 
