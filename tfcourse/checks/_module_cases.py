@@ -161,3 +161,18 @@ def eval_dropout_case(
                 ),
             )
         chk.compare(case, say("output", "输出"), first, reference(x), variants=variants)
+
+
+def dropout_acts(chk: Checker, case: str, out_train, out_eval, p: float, looks_like: str) -> None:
+    """Fail, naming ``looks_like``, if the train-mode output equals the eval-mode one under
+    dropout ``p`` (outputs of another shape are left to the comparisons)."""
+    same_shape = isinstance(out_train, torch.Tensor) and out_train.shape == out_eval.shape
+    if same_shape and torch.allclose(out_train, out_eval):
+        chk.fail(
+            case,
+            say(
+                f"with dropout={p} the train-mode output equals the eval-mode output",
+                f"dropout={p} 时，训练模式的输出与评估模式的输出相同",
+            ),
+            looks_like=looks_like,
+        )

@@ -9,7 +9,7 @@ import torch
 from ..language import say
 from ..nn import block as reference_block
 from ._harness import Checker, describe_call, mistake
-from ._module_cases import eval_dropout_case, inplace_case, module_case
+from ._module_cases import dropout_acts, eval_dropout_case, inplace_case, module_case
 from ._parameters import build, load_reference, randomize_
 from .mlp import _feedforward_width
 
@@ -339,19 +339,12 @@ def _dropout_acts_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor)
     with torch.no_grad():
         out_eval = learner.eval()(x)
         out_train = chk.call(case, _in_train_mode(), learner.train(), x)
-    if torch.allclose(out_train, out_eval):
-        chk.fail(
-            case,
-            say(
-                f"with dropout={P_DROP} the train-mode output equals the eval-mode output",
-                f"dropout={P_DROP} 时，训练模式的输出与评估模式的输出相同",
-            ),
-            looks_like=mistake(
-                "dropout is never applied (the dropout argument is "
-                "not passed on to the attention and the MLP)",
-                "随机失活（dropout）从未生效（dropout 参数没有传给注意力和 MLP）",
-            ),
-        )
+    not_passed_on = mistake(
+        "dropout is never applied (the dropout argument is not passed on to the attention and "
+        "the MLP)",
+        "随机失活（dropout）从未生效（dropout 参数没有传给注意力和 MLP）",
+    )
+    dropout_acts(chk, case, out_train, out_eval, P_DROP, not_passed_on)
 
 
 def _no_shared_norm(chk, case, learner) -> None:

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from ..language import say
 from ..nn import mlp as reference_mlp
 from ._harness import Checker, describe_call, mistake
-from ._module_cases import eval_dropout_case, inplace_case, module_case
+from ._module_cases import dropout_acts, eval_dropout_case, inplace_case, module_case
 from ._parameters import build, load_reference, randomize_
 from .cases import case_int
 
@@ -227,20 +227,12 @@ def _dropout_on_output_case(chk: Checker, case: str, learner, x, first_layer: st
                 "训练模式输出的形状与评估模式输出的形状不同",
             ),
         )
-    if torch.allclose(out_train, out_eval):
-        chk.fail(
-            case,
-            say(
-                f"with dropout={P_DROP} the train-mode output equals the eval-mode output",
-                f"dropout={P_DROP} 时，训练模式的输出与评估模式的输出相同",
-            ),
-            looks_like=mistake(
-                "dropout is never applied (the dropout argument is ignored, or "
-                "F.dropout gets training=False)",
-                "随机失活（dropout）从未生效（忽略了 dropout 参数，或给 F.dropout "
-                "传了 training=False）",
-            ),
-        )
+    never = mistake(
+        "dropout is never applied (the dropout argument is ignored, or F.dropout gets "
+        "training=False)",
+        "随机失活（dropout）从未生效（忽略了 dropout 参数，或给 F.dropout 传了 training=False）",
+    )
+    dropout_acts(chk, case, out_train, out_eval, P_DROP, never)
     dropped = out_train == 0
     scaled = torch.where(dropped, torch.zeros_like(out_eval), out_eval / (1 - P_DROP))
     chk.compare(

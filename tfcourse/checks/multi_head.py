@@ -8,7 +8,7 @@ from ..language import say
 from ..nn import attention as reference_attention
 from ._attention_mistakes import _head_mistakes, _head_weights, _mha, _mha_mistakes
 from ._harness import Checker, describe_call, mistake
-from ._module_cases import backward_case
+from ._module_cases import backward_case, dropout_acts
 from ._parameters import build, load_reference, randomize_
 
 # d_model 24, 4 heads: sqrt(d_model), head_dim and sqrt(head_dim) all differ, so each wrong
@@ -179,20 +179,12 @@ def _dropout_train_case(chk: Checker, learner, reference, x: torch.Tensor) -> No
             )
         ],
     )
-    if out_train.shape == out_eval.shape and torch.allclose(out_train, out_eval):
-        chk.fail(
-            case,
-            say(
-                "with dropout=0.5 the train-mode output equals the eval-mode output",
-                "dropout=0.5 时，训练模式的输出与评估模式的输出相同",
-            ),
-            looks_like=mistake(
-                "dropout is never applied (the dropout argument is ignored, "
-                "or F.dropout gets training=False)",
-                "随机失活（dropout）从未生效（忽略了 dropout 参数，或给 "
-                "F.dropout 传了 training=False）",
-            ),
-        )
+    never = mistake(
+        "dropout is never applied (the dropout argument is ignored, or F.dropout gets "
+        "training=False)",
+        "随机失活（dropout）从未生效（忽略了 dropout 参数，或给 F.dropout 传了 training=False）",
+    )
+    dropout_acts(chk, case, out_train, out_eval, 0.5, never)
 
 
 def _dropout_in_eval() -> str:
