@@ -181,25 +181,20 @@ def check_gpt(cls) -> None:
             _gpt_case(chk, case, learner, reference, idx, seed)
             chk.ok()
 
-        config = GPT_CONFIGS[1]
-        case = say(
-            "GPT_CONFIGS[1] (1 layer, d_model 24, bias=False), idx (3, 8)",
-            "GPT_CONFIGS[1]（1 层，d_model 24，bias=False），idx (3, 8)",
+        further = (  # (config, batch, what is new in it)
+            (1, 3, say("1 layer, d_model 24, bias=False", "1 层，d_model 24，bias=False")),
+            (2, 2, say("positional='rope': no position table", "positional='rope'：没有位置表")),
         )
-        learner, reference = pair(case, config)
-        idx = torch.randint(config.vocab_size, (3, 8), generator=gen).to(chk.device)
-        _gpt_case(chk, case, learner, reference, idx, 2)
-        chk.ok()
-
-        config = GPT_CONFIGS[2]
-        case = say(
-            "GPT_CONFIGS[2] (positional='rope': no position table), idx (2, 8)",
-            "GPT_CONFIGS[2]（positional='rope'：没有位置表），idx (2, 8)",
-        )
-        learner, reference = pair(case, config)
-        idx = torch.randint(config.vocab_size, (2, 8), generator=gen).to(chk.device)
-        _gpt_case(chk, case, learner, reference, idx, 3)
-        chk.ok()
+        for index, batch, what in further:
+            config = GPT_CONFIGS[index]
+            case = say(
+                f"GPT_CONFIGS[{index}] ({what}), idx ({batch}, 8)",
+                f"GPT_CONFIGS[{index}]（{what}），idx ({batch}, 8)",
+            )
+            learner, reference = pair(case, config)
+            idx = torch.randint(config.vocab_size, (batch, 8), generator=gen).to(chk.device)
+            _gpt_case(chk, case, learner, reference, idx, index + 1)
+            chk.ok()
 
 
 def _no_table(chk: Checker, case: str, learner) -> None:
