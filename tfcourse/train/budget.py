@@ -21,7 +21,7 @@ from ..nn.model import GPT
 from ..runtime import seed_everything
 from . import capstone
 from .data import TextDataset
-from .loop import TrainConfig, Trainer, held_out_loss
+from .loop import Trainer, held_out_loss
 
 RUNS_FILE = Path(__file__).with_name("capstone_runs.json")
 
@@ -101,18 +101,8 @@ def build_model(data: TextDataset, setting: Setting, seed: int) -> GPT:
 def trainer_for(data, setting: Setting, steps: int, seed: int, device=None) -> Trainer:
     """A ``Trainer`` of a fresh model of ``setting`` for ``steps`` steps of its schedule (warmup
     a tenth of a short run, ten validations)."""
-    s = setting.schedule
-    config = TrainConfig(
-        steps=steps,
-        batch_size=s["batch_size"],
-        seq_len=s["seq_len"],
-        max_lr=s["lr"],
-        min_lr=s["min_lr"],
-        warmup_steps=min(s["warmup"], steps // 10),
-        weight_decay=s["weight_decay"],
-        eval_every=max(1, steps // 10),
-        eval_batches=8,
-        seed=seed,
+    config = capstone.schedule_config(
+        setting.schedule, steps, seed=seed, eval_every=max(1, steps // 10), eval_batches=8
     )
     return Trainer(build_model(data, setting, seed), data, config, device=device)
 

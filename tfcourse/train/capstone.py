@@ -136,6 +136,26 @@ def write(
     )
 
 
+def schedule_config(
+    schedule: dict, steps: int, *, seed: int, eval_every: int, eval_batches: int
+) -> TrainConfig:
+    """``steps`` steps of ``schedule`` (a training preset's keys) as a ``TrainConfig``: its
+    batches, rates and weight decay (``TrainConfig``'s when it names none), the warmup
+    shortened to a tenth of a short run."""
+    return TrainConfig(
+        steps=steps,
+        batch_size=schedule["batch_size"],
+        seq_len=schedule["seq_len"],
+        max_lr=schedule["lr"],
+        min_lr=schedule["min_lr"],
+        warmup_steps=min(schedule["warmup"], steps // 10),
+        weight_decay=schedule.get("weight_decay", TrainConfig.weight_decay),
+        eval_every=eval_every,
+        eval_batches=eval_batches,
+        seed=seed,
+    )
+
+
 def train_capstone(
     data: TextDataset,
     config: GPTConfig,
@@ -155,16 +175,9 @@ def train_capstone(
     many steps (default: eight times per run)."""
     seed_everything(seed)
     model = GPT(config)
-    train_config = TrainConfig(
-        steps=steps,
-        batch_size=SCHEDULE["batch_size"],
-        seq_len=SCHEDULE["seq_len"],
-        max_lr=SCHEDULE["lr"],
-        min_lr=SCHEDULE["min_lr"],
-        warmup_steps=min(SCHEDULE["warmup"], steps // 10),
-        eval_every=max(1, steps // 8) if eval_every is None else eval_every,
-        eval_batches=eval_batches,
-        seed=seed,
+    every = max(1, steps // 8) if eval_every is None else eval_every
+    train_config = schedule_config(
+        SCHEDULE, steps, seed=seed, eval_every=every, eval_batches=eval_batches
     )
     trainer = Trainer(model, data, train_config, device=device, amp=amp, compile=compile)
     samples: dict[int, str] = {}
