@@ -132,6 +132,11 @@ def fails(check, obj, *patterns):
     return message
 
 
+def named_mistake(message: str) -> str:
+    """What a check's failure names as the likely mistake: its first line after "looks like"."""
+    return message.splitlines()[0].partition("; looks like: ")[2]
+
+
 @pytest.fixture(scope="session")
 def separate_users():
     """The grader's second set-up, a fresh unprivileged user per worker (``--sandbox

@@ -22,7 +22,7 @@ from tfcourse.checks import (
 from tfcourse.train.data import TextDataset
 from tfcourse.train.inference_probe import GRADIENTS_ON, TRAINING_MODE
 
-from conftest import fails, passes
+from conftest import fails, named_mistake, passes
 
 # --------------------------------------------------------------------------- get_batch
 
@@ -80,7 +80,7 @@ def test_each_get_batch_mistake_fails_and_is_named(key, salt):
     else:
         with grading_cases(salt):
             message = fails(check_get_batch, make_get_batch(**changes), "get_batch [")
-    assert words in message.splitlines()[0].partition("; looks like: ")[2], message
+    assert words in named_mistake(message), message
 
 
 def test_get_batch_wrong_returns_are_named():
@@ -155,14 +155,14 @@ def test_every_estimate_mistake_has_a_wrong_function_here():
 def test_each_estimate_mistake_fails_and_is_named(key):
     changes, words = ESTIMATE_WRONG[key]
     message = fails(check_estimate_loss, make_estimate(**changes), "estimate_loss [")
-    assert words in message.splitlines()[0].partition("; looks like: ")[2], message
+    assert words in named_mistake(message), message
 
 
 @pytest.mark.parametrize("key", sorted(ESTIMATE_REFUSED))
 def test_each_estimate_refusal_fails_and_is_named(key):
     changes, words = ESTIMATE_REFUSED[key]
     message = fails(check_estimate_loss, make_estimate(**changes), "estimate_loss [", key)
-    assert words in message.splitlines()[0].partition("; looks like: ")[2], message
+    assert words in named_mistake(message), message
 
 
 def test_an_estimate_that_leaves_the_mode_changed_fails():

@@ -15,7 +15,7 @@ from tfcourse.checks.generate import MISTAKES, REFUSALS
 from tfcourse.course.sealed import protocol
 from tfcourse.train.inference_probe import GRADIENTS_ON, TOO_LONG, TRAINING_MODE
 
-from conftest import fails, passes
+from conftest import fails, named_mistake, passes
 
 
 def make_sampler(
@@ -109,14 +109,14 @@ def test_every_known_mistake_has_a_wrong_sampler_here():
 def test_each_mistake_fails_and_is_named(key):
     changes, words = WRONG[key]
     message = fails(check_generate, make_sampler(**changes), "generate [")
-    assert words in message.splitlines()[0].partition("; looks like: ")[2], message
+    assert words in named_mistake(message), message
 
 
 @pytest.mark.parametrize("key", sorted(REFUSED))
 def test_each_refusal_fails_and_is_named(key):
     changes, words = REFUSED[key]
     message = fails(check_generate, make_sampler(**changes), "generate [", key)
-    assert words in message.splitlines()[0].partition("; looks like: ")[2], message
+    assert words in named_mistake(message), message
 
 
 @pytest.mark.parametrize("salt", [1, 2**62 + 12345, *range(100, 110)])

@@ -17,7 +17,7 @@ from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.scan import scan
 
-from conftest import fails, passes
+from conftest import fails, named_mistake, passes
 from helpers import ROOT
 
 
@@ -162,7 +162,7 @@ def test_every_known_mistake_has_a_wrong_loop_here():
 def test_each_mistake_fails_and_is_named(mistake):
     changes, words = WRONG[mistake]
     message = fails(check_train_loop, make_loop(**changes), "train_loop [")
-    assert words in message.splitlines()[0].partition("; looks like: ")[2], message
+    assert words in named_mistake(message), message
 
 
 @pytest.mark.parametrize(
