@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from .checks._harness import first_line
 from .course import notebook_format
 from .course.progress import learner_folder_and_solutions
 from .course.restamp import restamp
@@ -168,20 +169,16 @@ def _exercise_cells(learner, exercise: str) -> list[str]:
     return cells
 
 
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
-
-
 class _Notebook:
-    """A learner notebook's namespace: its imports, ``tc`` and ``training`` as overlays."""
+    """A learner notebook (restamped), its solution, and its namespace: its imports, ``tc``
+    and ``training`` as overlays."""
 
-    def __init__(self, learner, overrides: dict[str, dict[str, object]]):
+    def __init__(self, learner, solution, overrides: dict[str, dict[str, object]]):
         import tfcourse
 
         from .train import loop
 
-        self.learner = learner
+        self.learner, self.solution = learner, solution
         code = next((c for c in learner.cells if c.get("cell_type") == "code"), None)
         self.namespace: dict = {"__name__": "__yours__", "device": tfcourse.default_device()}
         exec(_imports(code.get("source", "")) if code else "", self.namespace)
@@ -204,13 +201,12 @@ class Yours:
         self.loaded: dict[str, Loaded] = {}
         self.used: list[compose.Used] = []  # what filled the slots of the last gpt(config)
         self._overrides: dict[str, dict[str, object]] = {"tc": {}, "training": {}}
-        self._block_cls = None
         self._overrides["tc"]["make_norm"] = compose.norm_factory(self._pick, self.used)
         notebooks: dict[str, _Notebook | str] = {}
         for part in PARTS:
             if part.notebook not in notebooks:
                 notebooks[part.notebook] = self._open(part.notebook, solutions)
-            self._load(part, notebooks[part.notebook], solutions)
+            self._load(part, notebooks[part.notebook])
 
     # ------------------------------------------------------------------ reading
 
@@ -225,16 +221,16 @@ class Yours:
         except (ValueError, SyntaxError) as error:
             return say(f"{path.name} cannot be read: {error}", f"{path.name} 无法读取：{error}")
         try:
-            return _Notebook(learner, self._overrides)
+            return _Notebook(learner, solution, self._overrides)
         except Exception as error:  # noqa: BLE001 - the learner's imports: anything may fail
             return say(
-                f"the imports of {path.name} fail: {_first_line(error)}",
-                f"{path.name} 的 import 失败：{_first_line(error)}",
+                f"the imports of {path.name} fail: {first_line(error)}",
+                f"{path.name} 的 import 失败：{first_line(error)}",
             )
 
-    def _load(self, part: Part, notebook: _Notebook | str, solutions: Path) -> None:
+    def _load(self, part: Part, notebook: _Notebook | str) -> None:
         reference = _reference(part.name)
-        why = notebook if isinstance(notebook, str) else self._run(part, notebook, solutions)
+        why = notebook if isinstance(notebook, str) else self._run(part, notebook)
         value = reference if why else notebook.namespace[part.name]  # type: ignore[union-attr]
         self.loaded[part.exercise] = Loaded(part, value, why)
         if why:
@@ -242,20 +238,19 @@ class Yours:
                 notebook.namespace[part.name] = reference
             return
         if part.name == "TransformerBlock":
-            self._block_cls = value
-            self._overrides["tc"]["TransformerBlock"] = self._block_factory(self.used)
+            factory = compose.block_factory(value, self._pick, self.used)
+            self._overrides["tc"]["TransformerBlock"] = factory
         elif part.name == "lr_at":
             self._overrides["training"][part.name] = value
         elif part.notebook != "08_training":
             self._overrides["tc"][part.name] = value
 
-    def _run(self, part: Part, notebook: _Notebook, solutions: Path) -> str:
+    def _run(self, part: Part, notebook: _Notebook) -> str:
         """Run the learner's cells of ``part`` and its check; "" if it passed, else why not."""
         cells = _exercise_cells(notebook.learner, part.exercise)
         if not cells:
             return say("no exercise cell for it", "找不到它的练习单元格")
-        solution = notebook_format.read_notebook(solutions / f"{part.notebook}.ipynb")
-        calls, _ = checks_of(solution, part.exercise)
+        calls, _ = checks_of(notebook.solution, part.exercise)
         from . import checks
 
         shown = io.StringIO()
@@ -267,7 +262,7 @@ class Yours:
                     values = [eval(arg, notebook.namespace) for arg in args]
                     getattr(checks, check)(*values)
         except Exception as error:  # noqa: BLE001 - the learner's code: anything may be raised
-            text = _first_line(error)
+            text = first_line(error)
             if is_stub_message(str(error)) or isinstance(error, NotImplementedError):
                 return say("not started", "尚未开始")
             if isinstance(error, AssertionError):
@@ -287,9 +282,6 @@ class Yours:
         if loaded is None:  # a part not read yet: its check runs with the reference
             return _reference(name), say("not read yet", "尚未读取")
         return loaded.value, loaded.why
-
-    def _block_factory(self, used: list[compose.Used]):
-        return compose.block_factory(self._block_cls, self._pick, used)
 
     def gpt(self, config) -> torch.nn.Module:
         """The learner's ``GPT(config)`` built from the learner's parts (the reference's where
