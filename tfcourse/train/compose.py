@@ -46,7 +46,7 @@ class Used:
 
 class Overlay(types.ModuleType):
     """A module that reads through to ``real`` except for ``overrides`` (name -> object), and,
-    while a block is built, the slots of ``Slots.current()``."""
+    while ``block_factory`` builds a block, that block's ``Slots``."""
 
     def __init__(self, real: types.ModuleType, overrides: dict[str, object]):
         super().__init__(real.__name__, real.__doc__)
