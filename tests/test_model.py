@@ -307,3 +307,25 @@ def test_generate_restores_training_mode_when_the_forward_pass_raises(tiny_confi
     with pytest.raises(RuntimeError, match="boom"):
         model.generate(ids(tiny_config, T=3), 2)
     assert model.training
+
+
+def test_init_weights_gives_a_learners_gpt_the_reference_start():
+    """PyTorch's default initialization starts a learner's GPT far above ln V;
+    tfcourse.nn.model.init_weights brings it to about ln V, as tc.GPT starts."""
+    from tfcourse.nn.model import init_weights
+
+    from mutants.core import LearnerGPT
+
+    config = GPTConfig.preset("tiny")
+    idx = torch.randint(config.vocab_size, (4, 33), generator=torch.Generator().manual_seed(0))
+
+    def first_loss(model):
+        logits = model(idx[:, :-1])
+        return F.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten()).item()
+
+    torch.manual_seed(0)
+    model = LearnerGPT(config)
+    default = first_loss(model)
+    init_weights(model, config.n_layers)
+    assert default > math.log(config.vocab_size) + 1
+    assert abs(first_loss(model) - math.log(config.vocab_size)) < 0.1

@@ -16,6 +16,23 @@ from .norms import make_norm
 from .positional import LearnedPositionalEmbedding
 
 
+def init_weights(model: nn.Module, n_layers: int) -> None:
+    """GPT-2's initialization, in place: every ``Linear`` and ``Embedding`` weight from
+    N(0, 0.02), biases zero, and the projections that write into the residual stream
+    (``attn.out_proj``, ``mlp.fc_out``, ``mlp.down_proj``) from N(0, 0.02 / sqrt(2 * n_layers)),
+    so the stream's variance does not grow with depth. Norms keep their ones and zeros. Goes by
+    module type and parameter name, so it initializes any model with ``tc.GPT``'s names (a
+    learner's, notebook 12)."""
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+    for name, param in model.named_parameters():
+        if name.endswith(("attn.out_proj.weight", "mlp.fc_out.weight", "mlp.down_proj.weight")):
+            nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * n_layers))
+
+
 class GPT(nn.Module):
     """A decoder-only Transformer language model.
 
@@ -49,19 +66,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
         if config.tie_weights:
             self.lm_head.weight = self.tok_emb.weight  # shared Parameter, not a copy
-        self.apply(self._init_weights)
-        # GPT-2: scale the projections that write into the residual stream by
-        # 1/sqrt(2 * n_layers), so the stream's variance does not grow with depth.
-        for name, param in self.named_parameters():
-            if name.endswith(("attn.out_proj.weight", "mlp.fc_out.weight", "mlp.down_proj.weight")):
-                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
-
-    @staticmethod
-    def _init_weights(module: nn.Module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+        init_weights(self, config.n_layers)
 
     def num_params(self, non_embedding: bool = False) -> int:
         """Number of distinct parameters (a tied matrix counts once).
