@@ -1,0 +1,116 @@
+"""Notebook 12's run: the learner's GPT trained by the learner's loop on the learner's batches.
+
+``train_yours(parts, data, config, steps)`` takes the parts of ``tc.yours()`` (the learner's, or
+the reference's where theirs is missing or failing) and does what the capstone schedule says
+with them: ``parts.gpt(config)`` initialized as ``tc.GPT`` is (``nn.model.init_weights``;
+notebook 07 does not have the learner write it), ``parts.get_batch`` drawing every step's
+batch, the course's AdamW in two groups (``configure_optimizer``), and one call of
+``parts.train_loop`` for the whole run. The loop is not changed or wrapped: an optimizer step
+hook watches it, and at the checkpoints measures the held-out loss with
+``parts.estimate_loss`` and writes with ``parts.generate``. The time those take is left out of
+the run's training time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..nn.model import init_weights
+from ..runtime import seed_everything
+from .data import TextDataset
+from .optim import configure_optimizer
+from .presets import TRAINING_PRESETS
+
+SCHEDULE = TRAINING_PRESETS["capstone"]
+
+
+@dataclass
+class YourRun:
+    """What ``train_yours`` returns: the trained model, the loss of every step, the held-out
+    loss at each checkpoint as ``(step, minutes of training, loss)``, the training time, and
+    samples written along the way (step -> text)."""
+
+    model: torch.nn.Module
+    loss: list[float]
+    val: list[tuple[int, float, float]]
+    seconds: float
+    samples: dict[int, str] = field(default_factory=dict)
+
+
+def stacked_batches(get_batch, data: torch.Tensor, n: int, *, seed: int) -> torch.Tensor:
+    """``n`` batches of the schedule's shape drawn by ``get_batch`` from ``data`` (a token
+    stream), each ``x`` with the last target appended: ``(n, B, T + 1)``."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for _ in range(n):
+        x, y = get_batch(data, SCHEDULE["batch_size"], SCHEDULE["seq_len"], generator=generator)
+        rows.append(torch.cat([x, y[:, -1:]], dim=1))
+    return torch.stack(rows)
+
+
+def train_yours(
+    parts,
+    data: TextDataset,
+    config,
+    steps: int,
+    *,
+    seed: int = 0,
+    eval_every: int = 0,
+    eval_batches: int = 8,
+    samples_at: tuple[int, ...] = (),
+    device=None,
+) -> YourRun:
+    """Train ``parts.gpt(config)`` for ``steps`` steps of the capstone schedule with
+    ``parts.train_loop`` (see the module docstring). ``eval_every``: held-out loss every so
+    many steps (0: only after the last one); ``samples_at``: steps after which 200 tokens are
+    written (prompt a newline, temperature 0.8, seed 0)."""
+    device = torch.device(device or "cpu")
+    seed_everything(seed)
+    model = parts.gpt(config)
+    init_weights(model, config.n_layers)
+    model.to(device)
+    batches = stacked_batches(parts.get_batch, data.train, steps, seed=seed)[:, None]
+    val_batches = stacked_batches(parts.get_batch, data.val, eval_batches, seed=1).to(device)
+    optimizer = configure_optimizer(
+        model, lr=SCHEDULE["lr"], weight_decay=SCHEDULE.get("weight_decay", 0.1)
+    )
+    val: list[tuple[int, float, float]] = []
+    samples: dict[int, str] = {}
+    clock = {"step": 0, "started": time.perf_counter(), "paused": 0.0}
+    prompt = torch.tensor([data.tokenizer.encode("\n")], device=device)
+
+    def watch(*_) -> None:
+        clock["step"] += 1
+        step, now = clock["step"], time.perf_counter()
+        due = step == steps or (eval_every and step % eval_every == 0)
+        if due:
+            minutes = (now - clock["started"] - clock["paused"]) / 60
+            val.append((step, minutes, float(parts.estimate_loss(model, val_batches))))
+        if step in samples_at:
+            ids = parts.generate(
+                model,
+                prompt,
+                200,
+                temperature=0.8,
+                generator=torch.Generator(device).manual_seed(0),
+            )
+            samples[step] = data.tokenizer.decode(ids[0, 1:].tolist())
+        clock["paused"] += time.perf_counter() - now
+
+    hook = optimizer.register_step_post_hook(watch)
+    try:
+        loss = parts.train_loop(
+            model,
+            optimizer,
+            batches.to(device),
+            max_lr=SCHEDULE["lr"],
+            warmup_steps=min(SCHEDULE["warmup"], steps // 10),
+            max_norm=1.0,
+        )
+    finally:
+        hook.remove()
+    seconds = time.perf_counter() - clock["started"] - clock["paused"]
+    return YourRun(model, [float(v) for v in loss], val, seconds, samples)
