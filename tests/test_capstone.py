@@ -90,18 +90,3 @@ def test_steps_in_scales_with_the_budget(small_data):
     config = capstone.capstone_config(small_data, n_layers=1, d_model=32, n_heads=2)
     few, many = (capstone.steps_in(s, small_data, config, probe_steps=3) for s in (0.05, 5.0))
     assert 1 <= few < many
-
-
-@pytest.mark.parametrize("language", ["en", "zh"])
-def test_the_recorded_runs_table_speaks_the_language_and_lines_up(language):
-    from tfcourse.language import speaking, text_width
-
-    with speaking(language):
-        lines = capstone.recorded_runs_table().splitlines()
-    assert len(lines) == 1 + len(capstone.RECORDED_RUNS)
-    margin_column = {text_width(line) - text_width(line.split()[-1]) for line in lines}
-    assert len(margin_column) == 1, "the last column starts at the same width on every line"
-    body = "\n".join(lines)
-    assert ("modern" in body) == (language == "en") and ("现代块" in body) == (language == "zh")
-    best = min(capstone.RECORDED_RUNS, key=lambda run: run[-1])
-    assert f"{capstone.RECORDED_NGRAM - best[-1]:+.3f}" in body

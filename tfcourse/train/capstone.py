@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..language import pad, say, text_width
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 from ..runtime import seed_everything
@@ -27,68 +26,10 @@ from .sample import sample_text
 SCHEDULE = TRAINING_PRESETS["capstone"]
 VAL_BLOCK = SCHEDULE["val_block"]  # characters per held-out block (one block in ten)
 
-# The runs that chose the preset: one seed each, on this corpus and split, the capstone
-# schedule, 4 blocks of width 192; the held-out loss as ``held_out_loss`` measures it.
-# "minutes" is steps times the time of a step measured alone on an idle 2-core CPU (the
-# runs themselves shared the machine), except the last row's, its own. Re-run a row with
-# benchmarks/capstone_budget.py.
-RECORDED_RUNS = (
-    # (block, tokens, dropout, steps, minutes, held-out nats/char)
-    ("gpt2", "chars", 0.0, 1300, 2.8, 1.392),
-    ("modern", "chars", 0.0, 1300, 3.3, 1.272),
-    ("modern", "bpe512", 0.0, 1300, 3.3, 1.312),
-    ("modern", "chars", 0.1, 1300, 5.0, 1.287),
-    ("modern", "chars", 0.0, 3200, 8.1, 1.280),
-    ("modern", "chars", 0.2, 3200, 13.7, 1.235),
-    # notebook 12's own run with this preset at 2,000 steps (its time measured in the run)
-    ("modern", "chars", 0.2, 2000, 8.6, 1.292),
-)
-# The best counting model on the same split, found by notebook 12's sweep: order 16,
-# discount 0.95 (order 24 reaches 1.2431, past where the sweep stops).
+# The best counting model on this split, found by notebook 12's sweep: order 16, discount
+# 0.95 (order 24 reaches 1.2431, past where the sweep stops). The budget sweep's margins
+# (``budget.recorded_runs_table``) are measured against it.
 RECORDED_NGRAM = 1.2459
-_RUN_NAMES = {
-    "gpt2": (
-        "GPT-2 (LayerNorm, GELU, learned positions)",
-        "GPT-2 块（LayerNorm、GELU、可学习位置编码）",
-    ),
-    "modern": (
-        "modern (RMSNorm, SwiGLU, rotary, no biases)",
-        "现代块（RMSNorm、SwiGLU、旋转位置编码、无偏置）",
-    ),
-    "chars": ("characters", "字符"),
-    "bpe512": ("byte pairs (512 merges)", "字节对（512 次合并）"),
-}
-
-
-def recorded_runs_table() -> str:
-    """``RECORDED_RUNS`` as an aligned table in the reader's language, each row with its
-    margin over ``RECORDED_NGRAM`` (positive: the GPT is better)."""
-    rows = [
-        (
-            say(*_RUN_NAMES[block]),
-            say(*_RUN_NAMES[tokens]),
-            f"{dropout:g}",
-            say(f"{steps:,} steps", f"{steps:,} 步"),
-            say(f"{minutes:.1f} min", f"{minutes:.1f} 分钟"),
-            f"{loss:.3f}",
-            f"{RECORDED_NGRAM - loss:+.3f}",
-        )
-        for block, tokens, dropout, steps, minutes, loss in RECORDED_RUNS
-    ]
-    header = (
-        say("block", "块"),
-        say("tokens", "词元"),
-        say("dropout", "随机失活"),
-        say("steps", "步数"),
-        say("time", "时间"),
-        say("nats/char", "nats/字符"),
-        say("margin", "差距"),
-    )
-    widths = [max(text_width(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(pad(cell, width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    )
 
 
 @dataclass

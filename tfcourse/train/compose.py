@@ -96,7 +96,7 @@ class Slots:
 
     def norm(self, d_model: int, *args, **kwargs):
         kind = self.kwargs.get("norm", "layernorm")
-        cls = self._take("norm", "RMSNorm" if kind == "rmsnorm" else "LayerNorm")
+        cls = self._take(say("norm", "归一化"), "RMSNorm" if kind == "rmsnorm" else "LayerNorm")
         eps = self.kwargs.get("norm_eps")
         return cls(d_model) if eps is None else cls(d_model, eps=eps)
 
@@ -104,7 +104,7 @@ class Slots:
         k = self.kwargs
         rope, n_kv, bias = k.get("rope_base"), k.get("n_kv_heads"), k.get("bias", True)
         if rope is not None:  # notebook 10's attention
-            cls = self._take("attention", "RotaryAttention")
+            cls = self._take(say("attention", "注意力"), "RotaryAttention")
             return cls(
                 d_model,
                 n_heads,
@@ -122,7 +122,7 @@ class Slots:
                 "分组的键/值头配可学习位置：你的 MultiHeadAttention 没有单独的键/值头，"
                 "你的 RotaryAttention 总要做旋转",
             )
-        cls = self._take("attention", "MultiHeadAttention", why_not)
+        cls = self._take(say("attention", "注意力"), "MultiHeadAttention", why_not)
         if why_not:
             return cls(
                 d_model,
@@ -183,7 +183,9 @@ def norm_factory(pick: Callable[[str], tuple[object, str]], used: list[Used]):
     def make_norm(kind: str, d_model: int, eps: float | None = None, **_):
         slots = Slots({"norm": kind, "norm_eps": eps}, pick)
         norm = slots.norm(d_model)
-        used.extend(Used("final norm", u.part, u.yours, u.why) for u in slots.used)
+        used.extend(
+            Used(say("final norm", "最终归一化"), u.part, u.yours, u.why) for u in slots.used
+        )
         return norm
 
     return make_norm

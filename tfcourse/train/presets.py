@@ -20,12 +20,12 @@ GENERIC = {
 }
 
 TRAINING_PRESETS: dict[str, dict] = {
-    # Notebook 12: the whole capstone corpus (repeated paragraphs kept once), one block of
-    # 5,000 characters in ten held out, context 128, AdamW with warmup and cosine, 16 x 128
-    # characters per step. The model (nn/config.py "capstone") and the step count are the
-    # best of the runs in capstone.RECORDED_RUNS that fit in ten minutes: 1,300 steps
-    # without dropout, about 3.3 minutes on an idle 2-core CPU. More steps without dropout
-    # overfit; dropout (70 % slower a step on the CPU) paid off only past ten minutes.
+    # Notebook 12's schedule: the whole capstone corpus (repeated paragraphs kept once), one
+    # block of 5,000 characters in ten held out, context 128, AdamW with warmup and cosine,
+    # 16 x 128 characters per step, for "steps" steps (the model: nn/config.py "capstone", no
+    # dropout), about 3.3 minutes on an idle 2-core CPU with the reference parts; more steps
+    # without dropout overfit. What other settings reach in ten minutes:
+    # benchmarks/capstone_budget.py and its table, tfcourse/train/capstone_runs.json.
     "capstone": {
         "steps": 1300,
         "batch_size": 16,

@@ -51,6 +51,18 @@ def stacked_batches(get_batch, data: torch.Tensor, n: int, *, seed: int) -> torc
     return torch.stack(rows)
 
 
+def write(
+    generate, model, tokenizer, n: int, *, temperature: float = 0.8, seed: int = 0, prompt="\n"
+) -> str:
+    """``n`` tokens sampled by ``generate`` (the learner's sampler, notebook 08) after ``prompt``,
+    decoded without the prompt."""
+    device = next(model.parameters()).device
+    idx = torch.tensor([tokenizer.encode(prompt)], device=device)
+    generator = torch.Generator(device).manual_seed(seed)
+    ids = generate(model, idx, n, temperature=temperature, generator=generator)
+    return tokenizer.decode(ids[0, idx.shape[1] :].tolist())
+
+
 def train_yours(
     parts,
     data: TextDataset,
@@ -80,7 +92,6 @@ def train_yours(
     val: list[tuple[int, float, float]] = []
     samples: dict[int, str] = {}
     clock = {"step": 0, "started": time.perf_counter(), "paused": 0.0}
-    prompt = torch.tensor([data.tokenizer.encode("\n")], device=device)
 
     def watch(*_) -> None:
         clock["step"] += 1
@@ -90,14 +101,7 @@ def train_yours(
             minutes = (now - clock["started"] - clock["paused"]) / 60
             val.append((step, minutes, float(parts.estimate_loss(model, val_batches))))
         if step in samples_at:
-            ids = parts.generate(
-                model,
-                prompt,
-                200,
-                temperature=0.8,
-                generator=torch.Generator(device).manual_seed(0),
-            )
-            samples[step] = data.tokenizer.decode(ids[0, 1:].tolist())
+            samples[step] = write(parts.generate, model, data.tokenizer, 200)
         clock["paused"] += time.perf_counter() - now
 
     hook = optimizer.register_step_post_hook(watch)
