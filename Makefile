@@ -129,7 +129,7 @@ execute: setup
 	$(BIN)/tfcourse execute $(call NOT_CAPSTONE,solutions/zh)
 	$(BIN)/tfcourse build-notebooks
 
-# Notebook 12 in full (about nine minutes on an idle 2-core CPU, a few of them training) in a
+# Notebook 12 in full (about ten minutes on an idle 2-core CPU, half of them training) in a
 # copy under build/capstone/; prints its verdicts.
 capstone: setup
 	mkdir -p build/capstone
