@@ -14,7 +14,8 @@ from tfcourse.train.loop import held_out_loss
 
 
 def test_a_setting_names_what_differs_from_the_preset():
-    assert budget.Setting().describe() == "the preset"
+    assert budget.Setting().describe() == "tokens=chars"
+    assert budget.Setting(dropout=0.3).describe() == "tokens=chars, dropout=0.3"
     setting = budget.Setting(tokens="bpe512", dropout=0.2, lr=1e-3)
     assert setting.describe() == "tokens=bpe512, dropout=0.2, lr=0.001"
     assert setting.schedule["lr"] == 1e-3 and setting.schedule["min_lr"] == 1e-4
@@ -71,7 +72,22 @@ def test_the_table_is_best_first_with_its_margin_in_the_readers_language():
     runs = [_row(0, 1.30, dropout=0.1), _row(0, 1.20, dropout=0.2)]
     lines = budget.recorded_runs_table(1.25, runs).splitlines()
     assert lines[0].split() == ["setting", "steps", "time", "seeds", "nats/char", "margin"]
-    assert lines[1].startswith("dropout=0.2") and lines[1].endswith("+0.050")
+    assert lines[1].startswith("tokens=chars, dropout=0.2") and lines[1].endswith("+0.050")
     assert lines[2].endswith("-0.050")
     with speaking("zh"):
         assert "分钟" in budget.recorded_runs_table(1.25, runs)
+
+
+def test_the_best_run_is_the_lowest_mean_and_sets_notebook_12s_model(tmp_path):
+    runs = [_row(0, 1.30, dropout=0.1), _row(0, 1.20, dropout=0.2, tokens="bpe20")]
+    best = budget.best_run(runs)
+    assert best.setting.dropout == 0.2
+    with pytest.raises(ValueError, match="no run is recorded"):
+        budget.best_run([])
+    recorded = budget.best_run()  # the shipped file has rows
+    assert recorded.mean == min(r.mean for r in budget.recorded_runs())
+    chars = capstone.capstone_data()
+    data = budget.setting_data(best.setting, chars)
+    config = budget.model_config(data, best.setting)
+    assert (config.vocab_size, config.dropout) == (256 + 20, 0.2)
+    assert budget.setting_data(budget.Setting(), chars) is chars

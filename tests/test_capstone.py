@@ -84,6 +84,10 @@ def test_byte_pair_text_holds_the_same_split_in_fewer_tokens(small_data):
     assert torch.equal(torch.tensor(pairs.tokenizer.encode(val_text)), pairs.val)
     x, y = pairs.batch(2, 16)
     assert x.shape == y.shape == (2, 16) and int(x.max()) < pairs.vocab_size
+    other = capstone.BytePairText.encoded(pairs.tokenizer, "the train zorblax", "the val")
+    assert other.tokenizer is pairs.tokenizer and other.vocab_size == pairs.vocab_size
+    assert pairs.tokenizer.decode(other.train.tolist()) == "the train zorblax"
+    assert pairs.tokenizer.decode(other.val.tolist()) == "the val"
 
 
 def test_steps_in_scales_with_the_budget(small_data):

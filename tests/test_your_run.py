@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tfcourse.train import capstone
-from tfcourse.train.your_run import SCHEDULE, stacked_batches, train_yours
+from tfcourse.train.your_run import SCHEDULE, stacked_batches, steps_that_fit, train_yours
 from tfcourse.yours import yours
 
 from helpers import ROOT
@@ -49,3 +49,13 @@ def test_watching_the_loop_does_not_change_what_it_trains(parts, data):
     assert sorted(watched.samples) == [3, 6] and all(watched.samples.values())
     assert abs(watched.loss[0] - math.log(data.vocab_size)) < 0.2
     assert watched.model.training  # the learner's loop leaves it training; evaluation restores
+
+
+def test_the_clock_counts_training_time_only_and_sizes_a_budget(parts, data):
+    run = train_yours(parts, data, small(data), 4, eval_every=1, eval_batches=2)
+    assert len(run.clock) == 4 and run.clock == sorted(run.clock)
+    assert run.clock[-1] <= run.seconds
+    assert run.val[-1][1] == pytest.approx(run.clock[-1] / 60)
+    per_step = (run.clock[-1] - run.clock[0]) / 3
+    fit = steps_that_fit(parts, data, small(data), 100 * per_step, probe_steps=3)
+    assert 20 <= fit <= 500  # about 100 steps: a probe is noisy, not ten times off

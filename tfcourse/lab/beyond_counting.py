@@ -2,26 +2,32 @@
 
 A ``CharNGram`` of order ``n`` predicts from the last ``n - 1`` characters and from counts
 made on the training text; a GPT predicts from its whole context window, including text it
-has never seen before. Each test below picks held-out characters where that difference
-should show, scores both models on exactly those characters, and judges the paired
-difference against a threshold with its noise (``paired_verdict``):
+has never seen before. The GPT may read characters or byte pairs. Every test scores both
+models on the same characters: spans of held-out text that start and end at token
+boundaries (``HeldOut``), where the GPT's summed token losses and the n-gram's summed
+character losses are both ``-log P(span | the text before it)``. Losses are in nats per
+character. Each test judges its statistic against a threshold with its noise (``Verdict``):
 
-- ``position_losses`` / ``ngram_position_losses``: the loss at each position of
-  non-overlapping windows. Past ``n - 1`` characters the n-gram's context stops growing;
-  whatever the GPT gains after that comes from farther back.
-- ``repeated_identifiers``: identifiers that never occur in the training text but occur
-  twice in a held-out window. The second time, the GPT can copy from its context; the
-  n-gram only knows the training counts.
-- ``bracket_closers``: closing brackets and quotes whose opener lies farther back than the
-  n-gram can see.
-- ``sample_scores``: the same yardsticks applied to written samples.
-
-Every loss is in nats per character and every test here works on character-level models.
+- ``WindowLosses``: the loss at each position of non-overlapping windows. Past ``n - 1``
+  characters the n-gram's context stops growing; whatever the GPT gains after that comes
+  from farther back (``context_fall``).
+- ``repeats``: names that never occur in the training text but occur twice in a held-out
+  window, each occurrence scored without its first character. The statistic is a
+  difference in differences (``copy_gains``): how much more the GPT gains from the first
+  occurrence to the second than the n-gram does, one value per distinct name.
+- ``closer_spans``: closing brackets and quotes; those whose opener lies beyond the
+  n-gram's sight against those within it (``difference_verdict``).
+- ``with_recurring_names``: text in which a share of paragraphs renames one repeated word
+  to a random name, the data that rewards copying.
+- ``sample_scores``: yardsticks applied to written samples.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
+import random
 import re
 from dataclasses import dataclass
 
@@ -34,12 +40,15 @@ from .language import CharNGram, real_word_fraction
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 BRACKETS = {")": "(", "]": "[", "}": "{"}
+# A sample with at least this share of its characters inside 30-character runs found
+# verbatim in the training text is reported as recited (memorised), not written.
+RECITED = 0.25
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A paired comparison: ``margin`` is the mean difference over ``count`` cases (positive:
-    the GPT is better), ``noise`` twice its standard error."""
+    """A statistic judged against a threshold: ``margin`` its value (positive: the GPT is
+    better), ``noise`` twice its standard error, over ``count`` cases."""
 
     margin: float
     noise: float
@@ -67,116 +76,291 @@ class Verdict:
         )
 
 
+def _one_d(name: str, values: torch.Tensor) -> torch.Tensor:
+    if not isinstance(values, torch.Tensor) or values.dim() != 1:
+        raise ValueError(f"{name} must be a 1-D tensor, got {getattr(values, 'shape', values)!r}")
+    return values.double()
+
+
+def mean_verdict(values: torch.Tensor, threshold: float) -> Verdict:
+    """Judge "the mean of ``values (n,)`` is at least ``threshold``"; the noise is twice the
+    standard error of the mean."""
+    values = _one_d("values", values)
+    n = len(values)
+    if n < 2:
+        return Verdict(float(values.mean()) if n else math.nan, math.inf, threshold, n)
+    return Verdict(float(values.mean()), 2 * float(values.std()) / math.sqrt(n), threshold, n)
+
+
 def paired_verdict(larger: torch.Tensor, smaller: torch.Tensor, threshold: float) -> Verdict:
-    """Judge the claim "``larger`` exceeds ``smaller`` by at least ``threshold``" from two
-    1-D tensors with one entry per case (for a loss: the n-gram's first, the GPT's second).
-    The noise is twice the standard error of the mean of ``larger - smaller``."""
+    """Judge "``larger`` exceeds ``smaller`` by at least ``threshold``" from two 1-D tensors
+    with one entry per case (for a loss: the n-gram's first, the GPT's second)."""
     if larger.shape != smaller.shape or larger.dim() != 1:
         raise ValueError(
             f"expected two 1-D tensors of one shape, got {tuple(larger.shape)} "
             f"and {tuple(smaller.shape)}"
         )
-    diff = (larger - smaller).double()
-    n = len(diff)
-    if n < 2:
-        return Verdict(float(diff.mean()) if n else math.nan, math.inf, threshold, n)
-    return Verdict(float(diff.mean()), 2 * float(diff.std()) / math.sqrt(n), threshold, n)
+    return mean_verdict(larger.double() - smaller.double(), threshold)
+
+
+def difference_verdict(cases: torch.Tensor, control: torch.Tensor, threshold: float) -> Verdict:
+    """Judge "the mean of ``cases`` exceeds the mean of ``control`` by at least
+    ``threshold``" for two independent sets of cases; the noise is twice the standard error
+    of the difference of the means."""
+    cases, control = _one_d("cases", cases), _one_d("control", control)
+    count = len(cases) + len(control)
+    if min(len(cases), len(control)) < 2:
+        return Verdict(math.nan, math.inf, threshold, count)
+    se = math.sqrt(cases.var() / len(cases) + control.var() / len(control))
+    return Verdict(float(cases.mean() - control.mean()), 2 * se, threshold, count)
+
+
+# -- held-out text and its tokens ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """Held-out ``text`` and its token ``ids (N,)``; ``offsets`` (N + 1 entries): token ``i``
+    spells ``text[offsets[i]:offsets[i + 1]]``. For a character tokenizer every character
+    is a token."""
+
+    text: str
+    ids: torch.Tensor
+    offsets: tuple[int, ...]
+
+    @classmethod
+    def encode(cls, tokenizer, text: str) -> HeldOut:
+        """``text`` in ``tokenizer``'s tokens (a ``ByteBPE`` or a ``CharTokenizer``). A token
+        boundary inside a character's UTF-8 bytes counts from that character's start."""
+        ids = tokenizer.encode(text)
+        if tokenizer.decode(ids) != text:
+            raise ValueError("the tokenizer does not spell the text back exactly")
+        spell = getattr(tokenizer, "token_bytes", None)
+        char_of_byte = [i for i, c in enumerate(text) for _ in c.encode("utf-8")] + [len(text)]
+        offsets, at = [0], 0
+        for t in ids:
+            at += len(spell(t)) if spell else len(tokenizer.decode([t]).encode("utf-8"))
+            offsets.append(char_of_byte[at])
+        return cls(text, torch.tensor(ids, dtype=torch.long), tuple(offsets))
+
+    def token_holding(self, char: int) -> int:
+        """The index of the token that spells character ``char``."""
+        return bisect.bisect_right(self.offsets, char) - 1
+
+    def inner_span(self, start: int, end: int) -> tuple[int, int]:
+        """The characters ``[a, b)`` of the tokens that lie wholly inside ``[start, end)``
+        (``a == b`` if none does)."""
+        i = bisect.bisect_left(self.offsets, start)
+        j = max(bisect.bisect_right(self.offsets, end) - 1, i)
+        return self.offsets[i], self.offsets[j]
+
+
+def span_losses(losses: torch.Tensor, offsets, spans) -> torch.Tensor:
+    """Mean loss per character over each span ``(a, b)`` of characters: ``losses (N - 1,)``
+    holds the loss of unit ``i`` at ``i - 1`` (as ``held_out_losses`` and
+    ``CharNGram.char_losses`` return them), unit ``i`` spelling characters
+    ``offsets[i]..offsets[i + 1]``. Each span must start and end at unit boundaries, after
+    the first unit. ``(n_spans,)``."""
+    unit = {o: i for i, o in enumerate(offsets)}
+    total = torch.cat([torch.zeros(1, dtype=torch.float64), losses.double().cumsum(0)])
+    out = []
+    for a, b in spans:
+        if a not in unit or b not in unit or not 0 < a < b:
+            raise ValueError(f"span ({a}, {b}) does not start and end at token boundaries")
+        out.append(float(total[unit[b] - 1] - total[unit[a] - 1]) / (b - a))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def char_offsets(text: str) -> range:
+    """The offsets of ``text`` read one character a token (for the n-gram's losses)."""
+    return range(len(text) + 1)
+
+
+# -- context beyond the n-gram's reach ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WindowLosses:
+    """Non-overlapping windows of ``context`` tokens of held-out text, each read from its own
+    start. Entry ``[w, t]`` is about token ``t + 1`` of window ``w``: ``loss`` its loss (summed
+    over its characters), ``chars`` its characters, ``before`` the characters of the window
+    before it. Each ``(windows, context)``."""
+
+    loss: torch.Tensor
+    chars: torch.Tensor
+    before: torch.Tensor
+
+    @classmethod
+    def layout(cls, held: HeldOut, context: int, loss: torch.Tensor) -> WindowLosses:
+        validate.positive_int("context", context)
+        offsets = torch.tensor(held.offsets)
+        n_windows = (len(held.ids) - 1) // context
+        first = torch.arange(n_windows)[:, None] * context  # each window's first token
+        target = first + torch.arange(1, context + 1)  # the tokens each window predicts
+        return cls(
+            loss.double(), offsets[target + 1] - offsets[target], offsets[target] - offsets[first]
+        )
+
+    def per_char(self, where: torch.Tensor) -> torch.Tensor:
+        """Each window's loss per character over the tokens ``where (windows, context)``
+        marks (NaN for a window with none)."""
+        return (self.loss * where).sum(1) / (self.chars * where).sum(1)
+
+    def curve(self, width: int) -> tuple[list[float], list[float]]:
+        """Loss per character against characters of context, in bins of ``width``
+        characters (each bin's midpoint), over all windows."""
+        xs, ys = [], []
+        top = int(self.before.max()) + 1
+        for low in range(0, top, width):
+            inside = (self.before >= low) & (self.before < low + width)
+            if inside.any():
+                xs.append(low + width / 2)
+                ys.append(float((self.loss * inside).sum() / (self.chars * inside).sum()))
+        return xs, ys
 
 
 @torch.no_grad()
-def position_losses(
-    model, tokens: torch.Tensor, context: int | None = None, batch_size: int = 32
-) -> torch.Tensor:
-    """The loss at each position of non-overlapping windows of ``tokens (N,)``:
-    ``(n_windows, context)``, entry ``[w, t]`` the loss of predicting token ``t + 1`` of
-    window ``w`` from its tokens ``0..t`` (so ``t + 1`` characters of context)."""
+def gpt_windows(model, held: HeldOut, context: int | None = None, batch_size: int = 32):
+    """``WindowLosses`` of ``model`` on ``held`` (windows of ``model.config.max_seq_len``
+    tokens unless ``context`` is given)."""
     context = model.config.max_seq_len if context is None else context
     validate.positive_int("context", context)
-    n_windows = (len(tokens) - 1) // context
+    n_windows = (len(held.ids) - 1) // context
     if n_windows < 1:
-        raise ValueError(f"tokens must hold more than context={context} ids, got {len(tokens)}")
+        raise ValueError(f"held-out text must hold more than {context} tokens, got {len(held.ids)}")
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     rows = []
     for first in range(0, n_windows, batch_size):
         starts = range(first * context, min(first + batch_size, n_windows) * context, context)
-        seq = torch.stack([tokens[s : s + context + 1] for s in starts]).to(device)
-        rows.append(
-            F.cross_entropy(
-                model(seq[:, :-1]).float().transpose(1, 2), seq[:, 1:], reduction="none"
-            )
-            .cpu()
-            .double()
-        )
+        seq = torch.stack([held.ids[s : s + context + 1] for s in starts]).to(device)
+        logits = model(seq[:, :-1]).float()
+        rows.append(F.cross_entropy(logits.transpose(1, 2), seq[:, 1:], reduction="none").cpu())
     model.train(was_training)
-    return torch.cat(rows)
+    return WindowLosses.layout(held, context, torch.cat(rows))
 
 
-def ngram_position_losses(ngram: CharNGram, text: str, context: int) -> torch.Tensor:
-    """``position_losses`` for the n-gram on the same windows of ``text``: its context is
-    cut at the window's start too."""
+def ngram_windows(ngram: CharNGram, held: HeldOut, context: int) -> WindowLosses:
+    """``WindowLosses`` of the n-gram on the GPT's windows of ``held``: each token's
+    characters scored with the n-gram's context cut at the window's start."""
     validate.positive_int("context", context)
-    n_windows = (len(text) - 1) // context
+    n_windows = (len(held.ids) - 1) // context
     rows = []
     for w in range(n_windows):
-        window = text[w * context : (w + 1) * context + 1]
-        rows.append(ngram.char_losses(window))
-    return torch.tensor(rows, dtype=torch.float64).reshape(n_windows, context)
+        first = held.offsets[w * context]
+        window = held.text[first : held.offsets[(w + 1) * context + 1]]
+        total = [0.0, *itertools.accumulate(ngram.char_losses(window))]
+        rows.append(
+            [
+                total[held.offsets[t + 1] - first - 1] - total[held.offsets[t] - first - 1]
+                for t in range(w * context + 1, (w + 1) * context + 1)
+            ]
+        )
+    return WindowLosses.layout(held, context, torch.tensor(rows, dtype=torch.float64))
 
 
-def repeated_identifiers(
-    text: str, train_text: str, *, min_length: int = 6, max_span: int = 128
-) -> list[tuple[int, int, int]]:
-    """Identifiers of ``text`` never seen in ``train_text`` that occur again within
-    ``max_span`` characters: ``(first, second, length)`` start positions, each repeat once
-    (consecutive occurrences)."""
+def context_fall(windows: WindowLosses, reach: int, band: int = 16) -> torch.Tensor:
+    """Per window: the loss per character of the tokens just past ``reach`` characters of
+    context (``band`` characters of them) minus that of the window's last quarter of
+    tokens. ``(windows,)``, NaN where a window has no token in either part."""
+    context = windows.loss.shape[1]
+    near = (windows.before >= reach) & (windows.before < reach + band)
+    far = torch.zeros_like(near)
+    far[:, 3 * context // 4 :] = True
+    return windows.per_char(near) - windows.per_char(far)
+
+
+# -- copying a name ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A name and the two spans that score its occurrences (each without its first
+    character, at token boundaries)."""
+
+    name: str
+    first: tuple[int, int]
+    second: tuple[int, int]
+
+
+def repeats(
+    held: HeldOut, train_text: str, *, min_length: int = 6, within: int = 64
+) -> list[Repeat]:
+    """Names (identifiers of ``min_length`` characters or more) that never occur in
+    ``train_text`` and occur again in ``held`` with the whole first occurrence among the
+    ``within`` tokens before the second one's last token: consecutive occurrences, each
+    scored over the tokens that lie inside it after its first character. ``within``: half
+    the GPT's context, the least context ``held_out_losses`` gives a token."""
     known = set(_IDENTIFIER.findall(train_text))
     last: dict[str, int] = {}
     found = []
-    for match in _IDENTIFIER.finditer(text):
+    for match in _IDENTIFIER.finditer(held.text):
         name, start = match.group(), match.start()
         if len(name) < min_length or name in known:
             continue
-        if name in last and start + len(name) - last[name] <= max_span:
-            found.append((last[name], start, len(name)))
+        if name in last:
+            first = held.inner_span(last[name] + 1, last[name] + len(name))
+            second = held.inner_span(start + 1, start + len(name))
+            if (
+                first[0] < first[1]
+                and second[0] < second[1]
+                and held.token_holding(second[1] - 1) - held.token_holding(last[name]) <= within
+            ):
+                found.append(Repeat(name, first, second))
         last[name] = start
     return found
 
 
-@torch.no_grad()
-def span_losses(model, tokens: torch.Tensor, spans, context: int | None = None) -> torch.Tensor:
-    """The GPT's mean loss on the characters ``[start + 1, start + length)`` of each span
-    (the first character left out: nothing announces that a name comes back), each scored in
-    the window of ``context`` tokens that ends with the span. ``(n_spans,)``."""
-    context = model.config.max_seq_len if context is None else context
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    out = []
-    for start, length in spans:
-        end = start + length  # one past the span's last char
-        w = max(0, end - 1 - context)
-        seq = tokens[w:end].to(device)[None]
-        losses = F.cross_entropy(
-            model(seq[:, :-1]).float().transpose(1, 2), seq[:, 1:], reduction="none"
-        )[0]  # target k sits at k - w - 1
-        out.append(float(losses[start + 1 - w - 1 : end - w - 1].double().mean()))
-    model.train(was_training)
-    return torch.tensor(out, dtype=torch.float64)
+def copy_gains(
+    found: list[Repeat], gpt_losses: torch.Tensor, ngram_losses: torch.Tensor, held: HeldOut
+) -> torch.Tensor:
+    """Per distinct name: how much more the GPT's loss falls from the first occurrence to
+    the second than the n-gram's does (nats per character, averaged over the name's
+    repeats): positive when the GPT copies. ``gpt_losses`` per token of ``held``,
+    ``ngram_losses`` per character (each as ``span_losses`` takes them)."""
 
-
-def ngram_span_losses(ngram: CharNGram, text: str, spans) -> torch.Tensor:
-    """``span_losses`` for the n-gram, each character with its full n-gram context."""
-    n = ngram.order - 1
-    out = []
-    for start, length in spans:
-        chars = range(start + 1, start + length)
-        out.append(
-            sum(-math.log(ngram.probability(text[max(0, k - n) : k], text[k])) for k in chars)
-            / len(chars)
+    def fall(losses, offsets):
+        return span_losses(losses, offsets, [r.first for r in found]) - span_losses(
+            losses, offsets, [r.second for r in found]
         )
-    return torch.tensor(out, dtype=torch.float64)
+
+    gains = fall(gpt_losses, held.offsets) - fall(ngram_losses, char_offsets(held.text))
+    by_name: dict[str, list[float]] = {}
+    for r, gain in zip(found, gains.tolist(), strict=True):
+        by_name.setdefault(r.name, []).append(gain)
+    return torch.tensor([sum(v) / len(v) for v in by_name.values()], dtype=torch.float64)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def with_recurring_names(
+    text: str, share: float, *, seed: int, min_length: int = 5, name_length: int = 8
+) -> tuple[str, list[str]]:
+    """``text`` with, in a ``share`` of its paragraphs (blank-line separated), one word of
+    ``min_length`` letters or more that occurs there at least twice renamed everywhere in
+    the paragraph to a random name of ``name_length`` lowercase letters. Returns the text
+    and the names, in order. Nothing predicts such a name but an earlier occurrence."""
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise ValueError(f"share must be a number in [0, 1], got {share!r}")
+    rng = random.Random(seed)
+    word = re.compile(rf"\b[A-Za-z]{{{min_length},}}\b")
+    paragraphs, names = [], []
+    for paragraph in text.split("\n\n"):
+        if rng.random() < share:
+            seen = word.findall(paragraph)
+            twice = sorted({w for w in seen if seen.count(w) >= 2})
+            if twice:
+                old = rng.choice(twice)
+                name = "".join(rng.choice(_LETTERS) for _ in range(name_length))
+                paragraph = re.sub(rf"\b{old}\b", name, paragraph)
+                names.append(name)
+        paragraphs.append(paragraph)
+    return "\n\n".join(paragraphs), names
+
+
+# -- brackets ------------------------------------------------------------------------------
 
 
 def bracket_closers(text: str, *, quotes: bool = False) -> list[tuple[int, int]]:
@@ -203,6 +387,20 @@ def bracket_closers(text: str, *, quotes: bool = False) -> list[tuple[int, int]]
                     stack.clear()
         offset += len(paragraph) + 2
     return sorted(pairs)
+
+
+def closer_spans(held: HeldOut, closers: list[int]) -> list[tuple[int, int]]:
+    """For each closing character, the characters of the token that spells it (itself, for
+    a character model); closers in the first token are left out."""
+    spans = []
+    for k in closers:
+        i = held.token_holding(k)
+        if i > 0:
+            spans.append((held.offsets[i], held.offsets[i + 1]))
+    return spans
+
+
+# -- samples ------------------------------------------------------------------------------
 
 
 def unmatched_share(sample: str) -> float:
@@ -234,3 +432,11 @@ def sample_scores(sample: str, train_text: str, known: set[str]) -> dict[str, fl
         "unmatched brackets": unmatched_share(sample),
         "copied from training": copied_share(sample, train_text),
     }
+
+
+def separates(mine: list[float], theirs: list[float]) -> bool | None:
+    """Whether two models' scores on a yardstick do not overlap; ``None`` when a score is
+    NaN (a sample the yardstick cannot measure), so the answer never depends on order."""
+    if any(math.isnan(v) for v in (*mine, *theirs)):
+        return None
+    return max(mine) < min(theirs) or max(theirs) < min(mine)

@@ -70,28 +70,33 @@ class Setting:
         return {**changes, "dropout": self.dropout, "max_seq_len": self.schedule["seq_len"]}
 
     def describe(self) -> str:
-        """The fields that differ from the preset, as ``name=value``."""
+        """The tokens, then the fields that differ from the preset, as ``name=value``."""
         default = Setting()
         changed = [
             f"{f.name}={getattr(self, f.name)}"
             for f in dataclasses.fields(self)
-            if getattr(self, f.name) != getattr(default, f.name)
+            if f.name == "tokens" or getattr(self, f.name) != getattr(default, f.name)
         ]
-        return ", ".join(changed) or "the preset"
+        return ", ".join(changed)
 
 
-def setting_data(setting: Setting) -> TextDataset:
-    """The capstone split in the setting's tokens."""
-    chars = capstone.capstone_data()
+def setting_data(setting: Setting, chars: TextDataset | None = None) -> TextDataset:
+    """The capstone split (``chars``, read afresh if not given) in the setting's tokens."""
+    chars = capstone.capstone_data() if chars is None else chars
     if setting.tokens == "chars":
         return chars
     return capstone.BytePairText(chars, int(setting.tokens[3:]))
 
 
+def model_config(data: TextDataset, setting: Setting) -> GPTConfig:
+    """The capstone model of ``setting`` for ``data``'s vocabulary."""
+    return GPTConfig.preset("capstone", vocab_size=data.vocab_size, **setting.model_changes())
+
+
 def build_model(data: TextDataset, setting: Setting, seed: int) -> GPT:
     """A fresh capstone GPT of ``setting`` for ``data``'s vocabulary, its weights from ``seed``."""
     seed_everything(seed)
-    model = GPT(GPTConfig.preset("capstone", vocab_size=data.vocab_size, **setting.model_changes()))
+    model = GPT(model_config(data, setting))
     for module in model.modules():
         if isinstance(module, MultiHeadAttention):
             module.dropout = setting.attn_dropout  # the residual dropout stays config.dropout
@@ -212,6 +217,14 @@ def record_run(run: RecordedRun, path: Path = RUNS_FILE) -> RecordedRun:
         encoding="utf-8",
     )
     return run
+
+
+def best_run(runs: list[RecordedRun] | None = None) -> RecordedRun:
+    """The recorded run with the lowest mean held-out loss: the setting notebook 12 trains."""
+    runs = recorded_runs() if runs is None else runs
+    if not runs:
+        raise ValueError("no run is recorded: run benchmarks/capstone_budget.py")
+    return min(runs, key=lambda r: r.mean)
 
 
 def recorded_runs_table(ngram: float, runs: list[RecordedRun] | None = None) -> str:

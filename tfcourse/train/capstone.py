@@ -149,17 +149,28 @@ class BytePairText(TextDataset):
     """The split of ``chars`` (a character-level ``TextDataset``) in byte-pair tokens: a
     ``ByteBPE`` of ``n_merges`` merges trained on the training text only, which then
     encodes the training and the held-out text (a loss per token converts to nats per
-    character as ``loss * (tokens - 1) / (characters - 1)``: notebook 12's tokens cell)."""
+    character as ``loss * (tokens - 1) / (characters - 1)``). ``BytePairText.encoded`` puts
+    other texts in an existing tokenizer's tokens."""
 
     def __init__(self, chars: TextDataset, n_merges: int):
-        train_text = chars.tokenizer.decode(chars.train)
-        val_text = chars.tokenizer.decode(chars.val)
+        train_text, val_text = (chars.tokenizer.decode(part) for part in (chars.train, chars.val))
+        self._encode(ByteBPE.train(train_text, n_merges), train_text, val_text)
         self.text = chars.text
-        self.tokenizer = ByteBPE.train(train_text, n_merges)
-        self.vocab_size = self.tokenizer.vocab_size
+
+    @classmethod
+    def encoded(cls, tokenizer: ByteBPE, train_text: str, val_text: str) -> BytePairText:
+        """``train_text`` and ``val_text`` in ``tokenizer``'s tokens (no merges are learned)."""
+        data = cls.__new__(cls)
+        data._encode(tokenizer, train_text, val_text)
+        data.text = train_text + val_text
+        return data
+
+    def _encode(self, tokenizer: ByteBPE, train_text: str, val_text: str) -> None:
+        self.tokenizer = tokenizer
+        self.vocab_size = tokenizer.vocab_size
         self.loss_floor = None
-        self.train = torch.tensor(self.tokenizer.encode(train_text), dtype=torch.long)
-        self.val = torch.tensor(self.tokenizer.encode(val_text), dtype=torch.long)
+        self.train = torch.tensor(tokenizer.encode(train_text), dtype=torch.long)
+        self.val = torch.tensor(tokenizer.encode(val_text), dtype=torch.long)
 
 
 def steps_in(

@@ -30,14 +30,15 @@ SCHEDULE = TRAINING_PRESETS["capstone"]
 @dataclass
 class YourRun:
     """What ``train_yours`` returns: the trained model, the loss of every step, the held-out
-    loss at each checkpoint as ``(step, minutes of training, loss)``, the training time, and
-    samples written along the way (step -> text)."""
+    loss at each checkpoint as ``(step, minutes of training, loss)``, the training time,
+    samples written along the way (step -> text), and the training time after each step."""
 
     model: torch.nn.Module
     loss: list[float]
     val: list[tuple[int, float, float]]
     seconds: float
     samples: dict[int, str] = field(default_factory=dict)
+    clock: list[float] = field(default_factory=list)
 
 
 def stacked_batches(get_batch, data: torch.Tensor, n: int, *, seed: int) -> torch.Tensor:
@@ -91,15 +92,16 @@ def train_yours(
     )
     val: list[tuple[int, float, float]] = []
     samples: dict[int, str] = {}
-    clock = {"step": 0, "started": time.perf_counter(), "paused": 0.0}
+    clock = {"started": time.perf_counter(), "paused": 0.0}
+    after_step: list[float] = []  # seconds of training after each step
 
     def watch(*_) -> None:
-        clock["step"] += 1
-        step, now = clock["step"], time.perf_counter()
+        now = time.perf_counter()
+        after_step.append(now - clock["started"] - clock["paused"])
+        step = len(after_step)
         due = step == steps or (eval_every and step % eval_every == 0)
         if due:
-            minutes = (now - clock["started"] - clock["paused"]) / 60
-            val.append((step, minutes, float(parts.estimate_loss(model, val_batches))))
+            val.append((step, after_step[-1] / 60, float(parts.estimate_loss(model, val_batches))))
         if step in samples_at:
             samples[step] = write(parts.generate, model, data.tokenizer, 200)
         clock["paused"] += time.perf_counter() - now
@@ -117,4 +119,15 @@ def train_yours(
     finally:
         hook.remove()
     seconds = time.perf_counter() - clock["started"] - clock["paused"]
-    return YourRun(model, [float(v) for v in loss], val, seconds, samples)
+    return YourRun(model, [float(v) for v in loss], val, seconds, samples, after_step)
+
+
+def steps_that_fit(
+    parts, data: TextDataset, config, seconds: float, *, device=None, probe_steps: int = 20
+) -> int:
+    """How many steps of ``train_yours`` fit in ``seconds`` of training here: a probe run of
+    ``probe_steps`` steps after two untimed ones (allocation and warm-up), the rule the
+    budget sweep applies to the reference parts (``capstone.steps_in``)."""
+    probe = train_yours(parts, data, config, probe_steps + 2, eval_batches=1, device=device)
+    per_step = (probe.clock[-1] - probe.clock[1]) / probe_steps
+    return max(1, int(seconds / per_step))
