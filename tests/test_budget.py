@@ -90,4 +90,6 @@ def test_the_best_run_is_the_lowest_mean_and_sets_notebook_12s_model(tmp_path):
     data = budget.setting_data(best.setting, chars)
     config = budget.model_config(data, best.setting)
     assert (config.vocab_size, config.dropout) == (256 + 20, 0.2)
+    assert config.max_seq_len == capstone.SCHEDULE["seq_len"]
+    assert (config.attn_impl, config.fused_norms, config.positional) == ("sdpa", True, "rope")
     assert budget.setting_data(budget.Setting(), chars) is chars

@@ -1,6 +1,4 @@
-"""The capstone's shared functions (notebook 12, benchmarks/capstone_budget.py) on a tiny run."""
-
-import math
+"""The capstone's shared data and scoring (notebook 12, benchmarks/capstone_budget.py)."""
 
 import pytest
 import torch
@@ -12,26 +10,6 @@ from tfcourse.train.data import TextDataset, stdlib_docstrings
 @pytest.fixture(scope="module")
 def small_data():
     return TextDataset(stdlib_docstrings(30_000), val_block=2000)
-
-
-def test_a_short_capstone_run_trains_samples_and_measures(small_data):
-    config = capstone.capstone_config(small_data, n_layers=1, d_model=48, n_heads=4)
-    run = capstone.train_capstone(
-        small_data, config, 3, samples_at=(1, 3), eval_every=3, eval_batches=1
-    )
-    assert run.history.step == [0, 1, 2] and run.history.val_step == [3]
-    assert sorted(run.samples) == [1, 3] and all(len(s) == 200 for s in run.samples.values())
-    assert run.tokens_per_second > 0
-    assert math.isfinite(capstone.final_loss(run.model, small_data, n_batches=1))
-    text = capstone.write(run.model, small_data, 50, prompt="The ")
-    assert len(text) == 50 and set(text) <= set(small_data.tokenizer.chars)
-
-
-def test_the_capstone_config_follows_the_data_and_the_schedule(small_data):
-    config = capstone.capstone_config(small_data)
-    assert config.vocab_size == small_data.vocab_size
-    assert config.max_seq_len == capstone.SCHEDULE["seq_len"]
-    assert (config.attn_impl, config.fused_norms) == ("sdpa", True)
 
 
 def _brute_force_held_out(model, tokens, context):
@@ -88,9 +66,3 @@ def test_byte_pair_text_holds_the_same_split_in_fewer_tokens(small_data):
     assert other.tokenizer is pairs.tokenizer and other.vocab_size == pairs.vocab_size
     assert pairs.tokenizer.decode(other.train.tolist()) == "the train zorblax"
     assert pairs.tokenizer.decode(other.val.tolist()) == "the val"
-
-
-def test_steps_in_scales_with_the_budget(small_data):
-    config = capstone.capstone_config(small_data, n_layers=1, d_model=32, n_heads=2)
-    few, many = (capstone.steps_in(s, small_data, config, probe_steps=3) for s in (0.05, 5.0))
-    assert 1 <= few < many

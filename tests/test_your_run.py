@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tfcourse.train import capstone
+from tfcourse.train import budget, capstone
 from tfcourse.train.your_run import SCHEDULE, stacked_batches, steps_that_fit, train_yours
 from tfcourse.yours import yours
 
@@ -24,7 +24,7 @@ def data():
 
 
 def small(data):
-    return capstone.capstone_config(data, n_layers=1, d_model=48, n_heads=2, dropout=0.3)
+    return budget.model_config(data, budget.Setting(n_layers=1, d_model=48, n_heads=2, dropout=0.3))
 
 
 def test_batches_are_windows_of_the_stream_with_their_next_token(parts, data):

@@ -20,12 +20,13 @@ GENERIC = {
 }
 
 TRAINING_PRESETS: dict[str, dict] = {
-    # Notebook 12's schedule: the whole capstone corpus (repeated paragraphs kept once), one
+    # The capstone schedule: the whole capstone corpus (repeated paragraphs kept once), one
     # block of 5,000 characters in ten held out, context 128, AdamW with warmup and cosine,
-    # 16 x 128 characters per step, for "steps" steps (the model: nn/config.py "capstone", no
-    # dropout), about 3.3 minutes on an idle 2-core CPU with the reference parts; more steps
-    # without dropout overfit. What other settings reach in ten minutes:
-    # benchmarks/capstone_budget.py and its table, tfcourse/train/capstone_runs.json.
+    # batches of 16 x 128 tokens. `tfcourse train --preset capstone` trains characters for
+    # "steps" steps (the model: nn/config.py "capstone", no dropout), about 3.3 minutes on an
+    # idle 2-core CPU with the reference parts; more steps without dropout overfit. Notebook 12
+    # keeps the batches, rates and warmup but takes its tokens, dropout and steps from the
+    # ten-minute sweep: benchmarks/capstone_budget.py, tfcourse/train/capstone_runs.json.
     "capstone": {
         "steps": 1300,
         "batch_size": 16,

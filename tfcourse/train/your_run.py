@@ -127,7 +127,7 @@ def steps_that_fit(
 ) -> int:
     """How many steps of ``train_yours`` fit in ``seconds`` of training here: a probe run of
     ``probe_steps`` steps after two untimed ones (allocation and warm-up), the rule the
-    budget sweep applies to the reference parts (``capstone.steps_in``)."""
+    budget sweep applies to the reference parts (``budget.seconds_per_step``)."""
     probe = train_yours(parts, data, config, probe_steps + 2, eval_batches=1, device=device)
     per_step = (probe.clock[-1] - probe.clock[1]) / probe_steps
     return max(1, int(seconds / per_step))
