@@ -441,6 +441,20 @@ def test_unreadable_or_unmatched_notebooks_are_reported_not_raised(tmp_path, cap
     assert "broken.ipynb: NOT GRADED — " in capsys.readouterr().out
 
 
+def test_a_deeply_nested_notebook_is_one_line_and_the_class_goes_on(tmp_path, capsys):
+    """JSON nested past Python's recursion limit makes ``json.loads`` raise RecursionError,
+    which is no ValueError: it must not end the class run."""
+    (tmp_path / "99_fixture.ipynb").write_text('{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    (tmp_path / "other.ipynb").write_text("{not json")
+    code = cli.main(["grade", str(tmp_path), "--solutions", str(SOLUTIONS), "--unsealed"])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "99_fixture.ipynb: NOT GRADED — " in out and "cannot read notebook" in out
+    assert "other.ipynb: NOT GRADED — " in out
+    with pytest.raises(ValueError, match="cannot read notebook"):
+        notebook_format.read_notebook(tmp_path / "99_fixture.ipynb")
+
+
 # --- sealed workers ---------------------------------------------------------------------
 
 

@@ -105,7 +105,7 @@ def _raw(path: Path):
     """The JSON of ``path``, or None (the grader reports unreadable notebooks itself)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deeply
         return None
 
 

@@ -91,7 +91,8 @@ def read_notebook(path: str | Path, *, require_ids: bool = True) -> nbformat.Not
     path = Path(path)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        # RecursionError: JSON nested deeper than Python's recursion limit (a hostile file)
         raise ValueError(f"{path}: cannot read notebook: {error}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
         # A file's content, not an argument's type: ValueError like every other bad file.
