@@ -378,8 +378,9 @@ def test_sanitize_rewrites_machine_text_and_is_idempotent(text, expected):
 def test_nbval_sanitize_file_matches_the_package_patterns():
     cfg = TESTS / "nbval_sanitize.cfg"
     assert cfg.read_text() == nbval_config(), (
-        "tests/nbval_sanitize.cfg is out of date; regenerate it with: python -c 'import "
-        'tfcourse.sanitize as s; print(s.nbval_config(), end="")\' > tests/nbval_sanitize.cfg'
+        "tests/nbval_sanitize.cfg is out of date; regenerate it with: python -c 'from "
+        'tfcourse.course import sanitize; print(sanitize.nbval_config(), end="")\' '
+        "> tests/nbval_sanitize.cfg"
     )
     from nbval.plugin import get_sanitize_patterns
 

@@ -67,7 +67,8 @@ def nbval_config() -> str:
     """``SANITIZE_PATTERNS`` in the format of nbval's ``--nbval-sanitize-with`` file."""
     lines = [
         "# Generated from tfcourse/course/sanitize.py (SANITIZE_PATTERNS); keep them in sync:",
-        "#   python -c 'import tfcourse.sanitize as s; print(s.nbval_config(), end=\"\")' \\",
+        "#   python -c 'from tfcourse.course import sanitize; "
+        'print(sanitize.nbval_config(), end="")\' \\',
         "#     > tests/nbval_sanitize.cfg",
         "",
     ]

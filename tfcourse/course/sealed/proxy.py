@@ -298,7 +298,8 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
     """A module of the check's own (an ``nn.Linear``, the reference attention) sent as its
     class, constructor arguments and weights, rebuilt in the worker. The arguments are read
     back from the attributes the constructor stored; a rebuild that does not reproduce the
-    module here is refused (the exercise is then judged in the kernel)."""
+    module here is refused (``SealedUnsupported``: the exercise cannot be judged sealed and
+    earns nothing)."""
     cls = type(module)
     if not cls.__module__.startswith(("torch.nn.", "tfcourse.")):
         raise SealedUnsupported(

@@ -1,8 +1,9 @@
 """A sealed copy of ``tfcourse``: the package with some references replaced by stubs.
 
-The worker that runs a learner's code for one exercise puts the folder returned here
-first on ``sys.path``, so ``import tfcourse`` (and ``import tfcourse.nn.norms``, and
-everything inside the package that imports the hidden name) finds this copy, in which:
+The worker that runs a learner's code receives the folder built here as a tar archive
+(``sealed_archive``), unpacks it into its own folder and puts that first on ``sys.path``,
+so ``import tfcourse`` (and ``import tfcourse.nn.norms``, and everything inside the package
+that imports the hidden name) finds this copy, in which:
 
 - each **module-level** ``def NAME`` / ``class NAME`` / ``NAME = ...`` with ``NAME`` in
   ``hide`` is a stub of the same kind (a function taking anything; a class whose
