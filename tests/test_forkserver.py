@@ -71,7 +71,7 @@ def next_session(first: pool.Session) -> tuple[bool, dict]:
 LOOK_AROUND = """
     import os
     others = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
-    assert others == [1, os.getppid(), os.getpid()], others
+    assert others == [1, os.getpid()] and os.getppid() == 1, others
     assert sorted(os.listdir("/tmp")) == sorted(sandbox_tmp), os.listdir("/tmp")
     assert "planted" not in os.listdir("/tmp/session"), os.listdir("/tmp/session")
     assert os.listdir("/dev/shm") == [], os.listdir("/dev/shm")
@@ -143,10 +143,23 @@ def test_the_servers_memory_is_out_of_reach():
     session.kill()
 
 
-@pytest.mark.parametrize("signal_name", ["SIGSTOP", "SIGKILL"])
-def test_a_learner_who_stops_or_kills_the_server_only_costs_time(monkeypatch, signal_name):
+@pytest.mark.parametrize("signal_name", ["SIGSTOP", "SIGKILL", "SIGINT", "SIGTERM"])
+def test_no_signal_from_a_learner_reaches_the_server(monkeypatch, signal_name):
+    """The server is process 1 of the sandbox and handles no signal: what a learner sends
+    it never arrives, and the next learner is served by the same server."""
     monkeypatch.setattr(pool, "ANSWER_SECONDS", 2)
-    first, _ = run_cells(f"import os, signal\nos.kill(os.getppid(), signal.{signal_name})")
+    first, ran = run_cells(f"import os, signal\nos.kill(1, signal.{signal_name})")
+    assert ran[0]["ok"], ran
+    same_server, looked = next_session(first)
+    assert same_server and looked["ok"], looked
+
+
+def test_a_learner_who_kills_the_server_from_outside_only_costs_time(monkeypatch):
+    """Should the server end anyway (here: killed by the grader's side), the next learner
+    gets a fresh one."""
+    monkeypatch.setattr(pool, "ANSWER_SECONDS", 2)
+    first, _ = run_cells("x = 1")
+    first.server.process.kill()
     same_server, looked = next_session(first)
     assert not same_server and looked["ok"], looked
 
@@ -179,4 +192,43 @@ def test_the_server_refuses_to_serve_outside_a_pid_namespace_of_its_own():
         env=dict(os.environ, OMP_NUM_THREADS="1"),
         check=True,
     )
-    assert "not alone in a PID namespace" in result.stdout
+    assert "not process 1 of a PID namespace" in result.stdout
+
+
+def test_process_1_is_out_of_reach():
+    """The red team's hijack: trace process 1 (the only process that outlives a session),
+    or write its memory, and every later learner of the sandbox runs patched code. Its
+    files (``/proc/1/fd/2`` was the grader's log on the host) are out of reach too."""
+    session, ran = run_cells("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        PTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206
+        for request in (PTRACE_ATTACH, PTRACE_SEIZE):
+            assert libc.ptrace(request, 1, 0, 0) == -1, "traced process 1"
+        for path, mode in [("/proc/1/mem", "r+b"), ("/proc/1/fd/2", "ab"), ("/proc/1/fd/2", "")]:
+            try:
+                os.readlink(path) if not mode else open(path, mode)
+            except OSError:
+                continue
+            raise AssertionError(f"reached {path}")
+    """)
+    assert ran[0]["ok"], ran[0]["error"]
+    session.kill()
+
+
+def test_what_the_kernel_would_keep_cannot_be_made():
+    """Keys, System V IPC objects and message queues outlive the process that made them:
+    each call that makes or reaches one fails with EPERM (``syscalls.DENIED``), and so
+    does each call that reaches another process's memory."""
+    first, ran = run_cells("""
+        import ctypes, errno, pyseccomp
+        import syscalls
+        libc = ctypes.CDLL(None, use_errno=True)
+        arch = pyseccomp.system_arch()
+        for name in syscalls.DENIED:
+            number = pyseccomp.resolve_syscall(arch, name)
+            assert libc.syscall(number, 0, 0, 0, 0, 0) == -1, name
+            assert ctypes.get_errno() == errno.EPERM, (name, ctypes.get_errno())
+    """)
+    assert ran[0]["ok"], ran[0]["error"]
+    first.kill()

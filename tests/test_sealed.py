@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import struct
+import time
 
 import pytest
 import torch
@@ -573,6 +575,54 @@ def test_the_gradient_probe_is_judged_sealed_with_its_side_effects(body, expecte
         assert verdict.status == "passed", verdict
     else:
         assert verdict.status == "failed" and expected in verdict.output, verdict
+
+
+class _Unread:
+    """A worker's process that never reads its channel nor answers (a stopped process)."""
+
+    def __init__(self):
+        into, self._out = os.pipe(), os.pipe()
+        self.stdin, self._into = os.fdopen(into[1], "wb"), into[0]
+        self.stdout = os.fdopen(self._out[0], "rb")
+        self.killed = False
+
+    def poll(self):
+        return 0 if self.killed else None
+
+    def kill(self):
+        self.killed = True
+
+
+@pytest.mark.parametrize("budget, error", [(math.inf, proxy.TimedOut), (0.5, proxy.OutOfTime)])
+def test_a_worker_that_stops_reading_holds_the_grader_no_longer_than_its_time(budget, error):
+    """A message larger than the pipe, to a worker that reads nothing: the grader gives up
+    after a reply's timeout, or sooner when the notebook's budget ends first."""
+    process = _Unread()
+    worker = proxy.Worker(process, timeout=1.0, budget=proxy.Budget.starting_now(budget))
+    started = time.monotonic()
+    with pytest.raises(error):
+        worker.send({"op": "call"}, {"x": torch.zeros(2**20)})
+    assert time.monotonic() - started < 5 and process.killed
+
+
+@pytest.mark.slow
+def test_a_cell_that_sleeps_deaf_to_alarms_costs_its_notebook_only_its_budget(solution):
+    """The red team's stall: a cell that ignores the per-cell alarm and sleeps (so no CPU
+    limit fires either), padded with hundreds of cells. The notebook's budget
+    (``Setup.notebook_seconds``, whatever its number of cells) ends it, and says so."""
+    nb = solve(make_learner(solution, "99_fixture"), solution)
+    index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex-rmsnorm")
+    deaf = "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ntime.sleep(3600)"
+    nb.cells[index:index] = [
+        new_code_cell(deaf, id="deaf"),
+        *(new_code_cell(f"pad = {n}", id=f"pad-{n}") for n in range(300)),
+    ]
+    setup = Setup(env=grading_env(1), timeout=2)
+    started = time.monotonic()
+    verdict = grade_exercise(restamp(nb, solution)[0], solution, "RMSNorm", setup)
+    assert (verdict.status, verdict.reason) == ("failed", "timeout"), verdict
+    assert "time ran out" in verdict.output, verdict.output
+    assert time.monotonic() - started < setup.notebook_seconds + 30
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tfcourse.course.run import grading_env
-from tfcourse.course.sealed import protocol, proxy
+from tfcourse.course.sealed import pool, protocol, proxy
 from tfcourse.course.sealed.seal import sealed_archive
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ CELLS = [
 
 def start(folder: Path, cells: list[str]) -> tuple[subprocess.Popen, dict]:
     """A worker in ``folder`` that ran ``cells`` (one second per cell); its first report."""
-    for name in ("worker.py", "protocol.py"):
+    for name in pool.WORKER_FILES:
         shutil.copyfile(HERE / name, folder / name)
     env = dict(grading_env(1), MPLBACKEND="Agg", HOME=str(folder), TMPDIR=str(folder))
     process = subprocess.Popen(

@@ -30,7 +30,7 @@ from . import grade
 from .judge import NotebookGrade
 from .report import format_report, json_report, probe_output, write_outputs
 from .run import grading_env
-from .sealed import users
+from .sealed import syscalls, users
 from .sealed.sandbox import sandbox
 from .sealed.session import SandboxKind, Setup, secrets
 from .secret import secret_path
@@ -143,6 +143,15 @@ def check_arguments(args: argparse.Namespace) -> list[str]:
                 "apt-get install bubblewrap）并以可以创建命名空间的用户评分，或者以 root 身份评分、"
                 "并让评分器的文件只有 root 可读（见 docs/grading.md），或者使用 --unsealed "
                 "在没有沙箱的情况下评分（报告的每一行都会注明成绩未经隔离）",
+            )
+        )
+    elif kind != "none" and (unfiltered := syscalls.unavailable()):
+        problems.append(
+            say(
+                f"cannot filter the learners' system calls here ({unfiltered}): install "
+                "libseccomp (Debian/Ubuntu: apt-get install libseccomp2), or pass --unsealed",
+                f"无法在这里过滤学员代码的系统调用（{unfiltered}）：请安装 libseccomp"
+                "（Debian/Ubuntu：apt-get install libseccomp2），或者使用 --unsealed",
             )
         )
     return problems
@@ -342,9 +351,8 @@ def run(args: argparse.Namespace) -> int:
         salt = learner_salt(args.secret)
     except (ValueError, OSError) as error:
         problems.append(say(f"the grading secret: {error}", f"评分密钥：{error}"))
-    if problems:
-        for problem in problems:
-            print(say(f"error: {problem}", f"错误：{problem}"), file=sys.stderr)
+    if problems:  # the first only, as argparse does: one fix at a time
+        print(say(f"error: {problems[0]}", f"错误：{problems[0]}"), file=sys.stderr)
         return 2
     setup = Setup(
         env=grading_env(int(args.threads) or None),

@@ -1,9 +1,10 @@
 """A fork server in the sandbox: the imports paid once, a fresh worker per session.
 
 Started by the grader (``pool.py``) under bubblewrap like a worker, its folder read-only,
-as ``python -I forkserver.py FD``, where FD is its end of a Unix socket to the grader. It
-imports what every worker needs (torch, IPython, matplotlib: seconds that a worker
-started from nothing pays each time) and then serves one session at a time:
+as the sandbox's process 1 (``python -I forkserver.py FD``, where FD is its end of a Unix
+socket to the grader). It imports what every worker needs (torch, IPython, matplotlib:
+seconds that a worker started from nothing pays each time) and then serves one session
+at a time:
 
 - ``fork``, with the two ends of the session's channel: fork a worker into a new, empty
   folder under ``/tmp``, with the session's environment, running ``worker.serve`` on that
@@ -15,11 +16,14 @@ started from nothing pays each time) and then serves one session at a time:
 
 Why learners may share a server, one after another and never at once: each worker is a
 fork of a process that never ran a learner's code; whatever a worker leaves behind is
-gone before the next fork, or the server ends; the server is not dumpable (no worker can
-read or write its memory), holds no writable memory shared with its children, and will
-not start outside a PID namespace of its own (where ``kill(-1)`` reaches only the
-sandbox). A worker that stops or kills the server only costs time: the grader notices
-and starts another. (``session.py`` never gives one server two learners at a time.)
+gone before the next fork, or the server ends (what the kernel would keep beyond
+processes and files, a worker cannot make: ``syscalls.py``). The server is the only
+process that outlives a session, and no worker can reach it: it is not dumpable (no
+worker can trace it, or read or write its memory or its files through ``/proc/1``),
+holds no writable memory shared with its children, and, as process 1 of its PID
+namespace, receives from inside only the signals it handles, and it handles none. It
+will not start anywhere else (``kill(-1)`` must reach only the sandbox).
+(``session.py`` never gives one server two learners at a time.)
 """
 
 import ctypes
@@ -46,7 +50,7 @@ from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
 WRITABLE = ("/tmp", "/dev/shm")
 SESSION = "/tmp/session"  # a forked worker's folder (pool.py sets its HOME there)
-PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
+PR_SET_DUMPABLE = 4
 SWEEP_SECONDS = 10
 
 
@@ -56,15 +60,16 @@ def _prctl(option: int, value: int) -> None:
 
 
 def _others() -> list[int]:
-    """Every process in this PID namespace but its init (bwrap) and this server."""
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+    """Every process in this PID namespace but this server."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
 
 
 def _refuse_to_start() -> str:
-    """Why this process must not serve ("" when it may): ``kill(-1)`` has to reach the
-    sandbox only, and no page may be shared writable with the workers."""
-    if os.getpid() == 1 or _others():
-        return "not alone in a PID namespace of its own"
+    """Why this process must not serve ("" when it may): it has to be process 1 of a PID
+    namespace of its own (``kill(-1)`` reaches the sandbox only, and no worker can
+    signal it), and no page may be shared writable with the workers."""
+    if os.getpid() != 1 or _others():
+        return "not process 1 of a PID namespace of its own"
     if len(os.listdir("/proc/self/task")) > 1:
         return "more than one thread (a fork would copy a lock held by another)"
     with open("/proc/self/maps", encoding="utf-8") as maps:
@@ -106,7 +111,7 @@ def _sweep(clean: dict[str, tuple]) -> bool:
     while _others():
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)  # atomic against fork: no process slips through
-        while True:  # orphans come to us (a subreaper): reap them
+        while True:  # orphans come to process 1: reap them
             try:
                 if os.waitpid(-1, os.WNOHANG)[0] == 0:
                     break
@@ -129,9 +134,18 @@ def _sweep(clean: dict[str, tuple]) -> bool:
     return _state() == clean
 
 
-def _worker(fds: list[int], env: dict[str, str]) -> None:
-    """The forked child: a folder, environment and channel of its own, then the worker."""
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+def _caught() -> list[signal.Signals]:
+    """The signals this process handles (``SigCgt`` in ``/proc/self/status``)."""
+    with open("/proc/self/status", encoding="utf-8") as status:
+        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigCgt:"))
+    return [s for s in signal.Signals if mask >> (s - 1) & 1]
+
+
+def _worker(fds: list[int], env: dict[str, str], handlers: dict) -> None:
+    """The forked child: a folder, environment, signal handlers and channel of its own,
+    then the worker."""
+    for number, handler in handlers.items():
+        signal.signal(number, handler)
     os.mkdir(SESSION, 0o700)
     os.chdir(SESSION)
     os.environ.clear()
@@ -150,7 +164,9 @@ def serve(control: socket.socket) -> None:
     if why:
         sys.exit(f"fork server: {why}")
     _prctl(PR_SET_DUMPABLE, 0)
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    handlers = {number: signal.getsignal(number) or signal.SIG_DFL for number in _caught()}
+    for number in handlers:  # the workers get them back (_worker)
+        signal.signal(number, signal.SIG_IGN)
     clean = _state()
     control.send(json.dumps({"ready": True}).encode())
     while True:
@@ -162,7 +178,7 @@ def serve(control: socket.socket) -> None:
             pid = os.fork()
             if pid == 0:
                 try:
-                    _worker(fds, request.get("env", {}))
+                    _worker(fds, request.get("env", {}), handlers)
                 finally:
                     os._exit(0)
             for fd in fds:

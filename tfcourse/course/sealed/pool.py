@@ -32,7 +32,8 @@ from .proxy import WorkerFailed
 from .sandbox import WORK, launch
 
 HERE = Path(__file__).resolve().parent
-FILES = ("worker.py", "protocol.py", "forkserver.py")
+WORKER_FILES = ("worker.py", "protocol.py", "syscalls.py")  # a worker started on its own
+FILES = (*WORKER_FILES, "forkserver.py")
 START_SECONDS = 120  # importing torch on a loaded machine, with room to spare
 ANSWER_SECONDS = 20  # a fork, or clearing the sandbox after a session
 SESSION = "/tmp/session"  # a forked worker's folder, inside the sandbox (forkserver.py)
@@ -72,6 +73,7 @@ class ForkServer:
                     env=dict(env, **SERVER_ENV),
                     hide=hide,
                     writable=False,
+                    init=True,
                     stderr=stderr,
                     pass_fds=(theirs.fileno(),),
                 ).result()

@@ -41,10 +41,15 @@ class ProtocolError(Exception):
     """The peer sent something that is not a well-formed message."""
 
 
-def write_message(stream, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
+def encode_message(header: dict, tensors: dict[str, torch.Tensor] | None = None) -> bytes:
+    """One message as bytes: the header's length and JSON, the tensors' length and blob."""
     body = json.dumps(header, allow_nan=False).encode()
     blob = save_tensors(tensors) if tensors else b""
-    stream.write(struct.pack(">Q", len(body)) + body + struct.pack(">Q", len(blob)) + blob)
+    return struct.pack(">Q", len(body)) + body + struct.pack(">Q", len(blob)) + blob
+
+
+def write_message(stream, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
+    stream.write(encode_message(header, tensors))
     stream.flush()
 
 

@@ -13,8 +13,13 @@ comparison and diagnosis happen here, and the worker only ever computes.
 from __future__ import annotations
 
 import inspect
+import math
+import os
 import queue
+import select
 import threading
+import time
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
@@ -55,6 +60,10 @@ class TimedOut(WorkerFailed):
     """The worker did not answer in time (the learner's code hung or ran too long)."""
 
     reason = "timeout"
+
+
+class OutOfTime(TimedOut):
+    """The notebook's budget of wall time (``Budget``) ran out while the worker ran."""
 
 
 class ProtocolBroken(WorkerFailed):
@@ -107,14 +116,77 @@ def _broken(english: str, chinese: str) -> ProtocolBroken:
     )
 
 
-class Worker:
-    """One worker process and its channel; ``request`` waits at most ``timeout`` seconds."""
+@dataclass(frozen=True)
+class Budget:
+    """A notebook's wall time for its workers, all of them together: ``seconds`` in all,
+    until ``at`` (``time.monotonic``). Unbounded by default."""
 
-    def __init__(self, process, timeout: float):
-        self.process, self.timeout = process, timeout
+    seconds: float = math.inf
+    at: float = math.inf
+
+    @classmethod
+    def starting_now(cls, seconds: float) -> Budget:
+        return cls(seconds, time.monotonic() + seconds)
+
+
+class Worker:
+    """One worker process and its channel. Every wait on it (a reply, or a message the
+    worker is slow to read) lasts at most ``timeout`` seconds, and ends when the
+    notebook's ``budget`` does."""
+
+    def __init__(self, process, timeout: float, budget: Budget = Budget()):
+        self.process, self.timeout, self.budget = process, timeout, budget
         self.trapped: list[str] = []
         self._replies: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
+
+    def _wait(self, timeout: float | None) -> tuple[float, bool]:
+        """``(seconds to wait, whether the notebook's budget is what ends the wait)``."""
+        timeout = self.timeout if timeout is None else timeout
+        left = max(0.0, self.budget.at - time.monotonic())
+        return min(timeout, left), left < timeout
+
+    def _late(self, seconds: float, out_of_budget: bool) -> TimedOut:
+        """Kill the worker; the error that says why."""
+        self.kill()
+        if out_of_budget:
+            return OutOfTime(
+                say(
+                    f"the notebook's time ran out ({self.budget.seconds:g} s of wall time for "
+                    "all of its cells and checks)",
+                    f"这个 notebook 的时间用完了（它的全部单元格和检查一共只有 "
+                    f"{self.budget.seconds:g} 秒）",
+                )
+            )
+        return TimedOut(
+            say(
+                f"no answer within {seconds:g} s (the learner's code hung or ran too long)",
+                f"{seconds:g} 秒内没有应答（学员的代码卡住了或运行时间过长）",
+            )
+        )
+
+    def send(self, header: dict, tensors: dict | None = None) -> None:
+        """Write one message. Non-blocking, so that a worker that stops reading (a stopped
+        process, a cell that took over the channel) holds the grader no longer than a
+        reply may take. Raises ``WorkerFailed``."""
+        data = memoryview(protocol.encode_message(header, tensors))
+        seconds, out_of_budget = self._wait(None)
+        end = time.monotonic() + seconds
+        try:
+            fd = self.process.stdin.fileno()
+            os.set_blocking(fd, False)
+            while data:
+                left = end - time.monotonic()
+                if left <= 0 or not select.select([], [fd], [], left)[1]:
+                    raise self._late(seconds, out_of_budget)
+                try:
+                    data = data[os.write(fd, data) :]
+                except BlockingIOError:
+                    continue
+        except (OSError, ValueError) as error:  # ValueError: the channel was closed here
+            raise WorkerFailed(
+                say(f"the worker stopped ({error})", f"隔离进程已停止（{error}）")
+            ) from None
 
     def _read(self) -> None:
         try:
@@ -124,17 +196,11 @@ class Worker:
             self._replies.put(error)
 
     def receive(self, timeout: float | None = None) -> tuple[dict, dict]:
-        timeout = self.timeout if timeout is None else timeout
+        seconds, out_of_budget = self._wait(timeout)
         try:
-            reply = self._replies.get(timeout=timeout)
+            reply = self._replies.get(timeout=seconds)
         except queue.Empty:
-            self.kill()
-            raise TimedOut(
-                say(
-                    f"no answer within {timeout:g} s (the learner's code hung or ran too long)",
-                    f"{timeout:g} 秒内没有应答（学员的代码卡住了或运行时间过长）",
-                )
-            ) from None
+            raise self._late(seconds, out_of_budget) from None
         if isinstance(reply, protocol.ProtocolError):
             self.kill()
             raise _broken(str(reply), str(reply))
@@ -156,12 +222,7 @@ class Worker:
         return header, tensors
 
     def request(self, header: dict, tensors: dict | None = None) -> tuple[dict, dict]:
-        try:
-            protocol.write_message(self.process.stdin, header, tensors)
-        except (BrokenPipeError, OSError) as error:
-            raise WorkerFailed(
-                say(f"the worker stopped ({error})", f"隔离进程已停止（{error}）")
-            ) from None
+        self.send(header, tensors)
         reply, blob = self.receive()
         if "error" in reply:
             raised = reply["error"]

@@ -166,10 +166,19 @@ FLAGS = ("--unshare-all", "--new-session", "--die-with-parent", "--cap-drop", "A
 
 
 def command(
-    bwrap: str, argv: list[str], *, work: str, hide: list[str], writable: bool = True
+    bwrap: str,
+    argv: list[str],
+    *,
+    work: str,
+    hide: list[str],
+    writable: bool = True,
+    init: bool = False,
 ) -> list[str]:
-    """The full command line that runs ``argv`` (paths as seen inside) in the sandbox."""
-    return [bwrap, *FLAGS, *view(work, hide, writable), *READ_ONLY, "--", *argv]
+    """The full command line that runs ``argv`` (paths as seen inside) in the sandbox;
+    with ``init``, as the PID namespace's process 1 (bubblewrap's own process 1 would
+    be a process of the learner's uid that outlives every session in the sandbox)."""
+    pid_1 = ["--as-pid-1"] if init else []
+    return [bwrap, *FLAGS, *pid_1, *view(work, hide, writable), *READ_ONLY, "--", *argv]
 
 
 # ------------------------------------------------------------------------------ probe
@@ -323,13 +332,15 @@ def launch(
     env: dict[str, str],
     hide: list[Path],
     writable: bool = True,
+    init: bool = False,
     stderr=None,
     pass_fds: tuple[int, ...] = (),
 ) -> subprocess.Popen:
     """Start ``argv`` sealed, with ``stdin``/``stdout`` as pipes.
 
     ``argv`` names the worker's files as it sees them, under ``WORK``; ``work`` is the
-    grader's folder behind it (read-only inside unless ``writable``). Raises
+    grader's folder behind it (read-only inside unless ``writable``); ``init``: ``argv``
+    is the sandbox's process 1 (``command``). Raises
     ``RuntimeError`` when the sandbox is unavailable: never a silent downgrade.
     """
     found = sandbox()
@@ -337,7 +348,12 @@ def launch(
         raise RuntimeError(found.reason)
     real_work = os.path.realpath(work)
     line = command(
-        found.bwrap, argv, work=real_work, hide=[os.fspath(p) for p in hide], writable=writable
+        found.bwrap,
+        argv,
+        work=real_work,
+        hide=[os.fspath(p) for p in hide],
+        writable=writable,
+        init=init,
     )
     return subprocess.Popen(
         line,

@@ -44,12 +44,15 @@ from ... import checks
 from ...language import say, speaking
 from .. import notebook_format, references
 from ..judge import Reason
-from . import pool, protocol, proxy, users
+from . import pool, proxy, users
 from .seal import package_dir, sealed_archive
 
 HERE = Path(__file__).resolve().parent
 MEMORY_BYTES = 8 * 2**30  # per worker (RLIMIT_DATA): far above what any exercise needs
 FILE_BYTES = 64 * 2**20  # per file the worker writes (RLIMIT_FSIZE)
+# A notebook's wall time, in cell timeouts (--timeout): 10 minutes at the default 120 s,
+# where the course's own notebooks take seconds.
+NOTEBOOK_TIMEOUTS = 5
 
 
 # builtin: the learner's code called a function that does the whole exercise.
@@ -94,6 +97,12 @@ class Setup:
     @property
     def unsealed(self) -> bool:
         return self.sandbox == "none"
+
+    @property
+    def notebook_seconds(self) -> float:
+        """The wall time one notebook's workers get in all, whatever its number of cells
+        and exercises: ``NOTEBOOK_TIMEOUTS`` times a cell's."""
+        return NOTEBOOK_TIMEOUTS * self.timeout
 
 
 def check_calls(source: str) -> list[tuple[str, list[str]]]:
@@ -255,7 +264,7 @@ def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh
         )
     work = folder / "work"  # the worker's; ``folder`` stays the grader's
     work.mkdir()
-    for name in ("worker.py", "protocol.py"):
+    for name in pool.WORKER_FILES:
         shutil.copyfile(HERE / name, work / name)
     env = dict(env, HOME=str(work), MPLCONFIGDIR=f"{work}/.matplotlib", TMPDIR=str(work))
     argv = [sys.executable, "-I", str(work / "worker.py")]
@@ -289,36 +298,40 @@ def _start(
     watch: list[str],
     folder: Path,
     setup: Setup,
+    budget: proxy.Budget,
 ) -> tuple[proxy.Worker, list[dict]]:
     """Start a worker (``_launch``) and run ``cells`` there; return it and the cells'
     results. Raises ``proxy.WorkerFailed``."""
     # The worker's home and temporary files are its own (matplotlib draws nothing there).
     env = dict(setup.env, MPLBACKEND="Agg")
     limits = {
-        "cpu_seconds": int(setup.timeout * (len(cells) + 10)),
+        # CPU time: the whole budget (a cell's wall time is limited in the worker, and all
+        # of them together by ``budget``)
+        "cpu_seconds": int(min(setup.notebook_seconds, budget.seconds)) + 1,
         "memory_bytes": MEMORY_BYTES,
         "file_bytes": FILE_BYTES,
     }
     package = torch.frombuffer(bytearray(sealed_archive(hide)), dtype=torch.uint8)
+    first = {
+        "cells": cells,
+        "builtins": builtins,
+        "watch": watch,
+        "threads": 1,
+        "cell_seconds": setup.timeout,
+        "limits": limits,
+        "sealed": not setup.unsealed,
+    }
     # A worker that ends before reading its first message has run nothing of the
     # learner's: under bubblewrap, its server is dropped and a fresh one forks another.
     for fresh in (False, True):
         process = _launch(env, limits, folder, setup, fresh=fresh)
+        worker = proxy.Worker(process, setup.timeout, budget)
         try:
-            protocol.write_message(
-                process.stdin,
-                {
-                    "cells": cells,
-                    "builtins": builtins,
-                    "watch": watch,
-                    "threads": 1,
-                    "cell_seconds": setup.timeout,
-                    "limits": limits,
-                },
-                {"package": package},
-            )
+            worker.send(first, {"package": package})
             break
-        except OSError as error:
+        except proxy.TimedOut:
+            raise
+        except proxy.WorkerFailed as error:
             if isinstance(process, pool.Session):
                 said = process.discard()
                 if not fresh:
@@ -333,10 +346,9 @@ def _start(
                 )
                 + (f" ({said})" if said else "")
             ) from None
-    worker = proxy.Worker(process, setup.timeout)
-    # Each cell has its own limit inside the worker; this one only catches a worker that
-    # stopped answering altogether (startup included).
-    reply, _ = worker.receive(timeout=setup.timeout * (len(cells) + 1) + 60)
+    # Each cell has its own limit inside the worker; this wait only catches a worker that
+    # stopped answering altogether: the notebook's budget is the bound.
+    reply, _ = worker.receive(timeout=budget.seconds)
     ran = reply.get("cells")
     if not (
         isinstance(ran, list) and len(ran) == len(cells) and all(isinstance(r, dict) for r in ran)
@@ -420,10 +432,17 @@ def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str], salt
 
 
 def _session(
-    learner, solution, seal: list[str], judged: list[str], setup: Setup, identity: str
+    learner,
+    solution,
+    seal: list[str],
+    judged: list[str],
+    setup: Setup,
+    identity: str,
+    budget: proxy.Budget,
 ) -> dict[str, SealedVerdict]:
     """One worker, sealed for every exercise in ``seal``, running the learner's cells up to
-    the last of them; a verdict for each exercise in ``judged``, on ``identity``'s cases."""
+    the last of them, within the notebook's ``budget``; a verdict for each exercise in
+    ``judged``, on ``identity``'s cases."""
     hide = frozenset().union(*(hidden_names(solution, name)[0] for name in seal))
     builtins = sorted({b for name in seal for b in hidden_names(solution, name)[1]})
     watch = sorted({f for name in seal for f in references.watched(name)})
@@ -431,7 +450,7 @@ def _session(
     with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
         try:
             worker, ran = _start(
-                [source for _, source in sent], hide, builtins, watch, Path(folder), setup
+                [source for _, source in sent], hide, builtins, watch, Path(folder), setup, budget
             )
         except proxy.WorkerFailed as error:
             failed = SealedVerdict(
@@ -476,8 +495,10 @@ def grade_exercises(
 ) -> dict[str, SealedVerdict]:
     """Sealed verdicts on ``exercises`` of one notebook, fast when they pass (see the
     module docstring: one shared worker, then one worker per exercise whose verdict there
-    could depend on its neighbours, ``_neighbours_may_matter``). ``identity``: the learner
-    whose cases are drawn (``Setup.salt``)."""
+    could depend on its neighbours, ``_neighbours_may_matter``), all within the notebook's
+    wall time (``Setup.notebook_seconds``). ``identity``: the learner whose cases are
+    drawn (``Setup.salt``)."""
+    budget = proxy.Budget.starting_now(setup.notebook_seconds)
     verdicts = {
         name: SealedVerdict("failed", output=why, reason="not-gradeable")
         for name in exercises
@@ -489,7 +510,7 @@ def grade_exercises(
             {
                 name: verdict
                 for name, verdict in _session(
-                    learner, solution, shared, shared, setup, identity
+                    learner, solution, shared, shared, setup, identity, budget
                 ).items()
                 if not _neighbours_may_matter(verdict)
             }
@@ -501,7 +522,7 @@ def grade_exercises(
     with ThreadPoolExecutor(max_workers=max(1, len(retry))) as pool:
         alone = pool.map(
             lambda name: contexts[name].run(
-                _session, learner, solution, [name], [name], setup, identity
+                _session, learner, solution, [name], [name], setup, identity, budget
             ),
             retry,
         )

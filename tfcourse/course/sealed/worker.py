@@ -28,6 +28,7 @@ from typing import Any, cast
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # protocol.py beside us
 
 import protocol
+import syscalls
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -456,6 +457,11 @@ def serve() -> None:
     header, tensors = protocol.read_message(_CHANNEL_IN)
     _unpack(tensors)
     _limit(header.get("limits", {}))
+    try:
+        syscalls.deny()
+    except (ImportError, OSError) as error:
+        if header.get("sealed", True):  # the grader probed it (syscalls.unavailable)
+            raise SystemExit(f"cannot filter system calls: {error}") from None
     global _cell_seconds
     _cell_seconds = float(header.get("cell_seconds", 120))
     torch.set_num_threads(int(header.get("threads", 1)))
