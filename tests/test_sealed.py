@@ -22,7 +22,7 @@ from tfcourse.course.build import make_learner, solve
 from tfcourse.course.grade import grade
 from tfcourse.course.restamp import restamp
 from tfcourse.course.run import grading_env
-from tfcourse.course.sealed import pool, protocol, proxy, session
+from tfcourse.course.sealed import channel, pool, protocol, proxy, session
 from tfcourse.course.sealed.session import Setup, cells_for, check_calls, grade_exercise
 
 from helpers import FIXTURE, ROOT
@@ -395,18 +395,18 @@ def test_the_learners_own_errors_stay_the_learners(solution, source):
 
 def test_errors_from_the_worker_are_told_from_the_checks_own():
     from_worker = RuntimeError("the learner's")
-    setattr(from_worker, proxy._FROM_WORKER, True)
+    setattr(from_worker, channel.FROM_WORKER, True)
     try:
         try:
             raise from_worker
         except RuntimeError as error:
             raise ValueError("a check re-raised it") from error
     except ValueError as chained:
-        assert proxy.from_worker(chained)
-    assert proxy.from_worker(proxy.TimedOut("no answer"))
-    assert proxy.from_worker(protocol.ProtocolError("bad frame"))
-    assert not proxy.from_worker(KeyError("the check's own"))
-    assert not proxy.from_worker(None)
+        assert channel.from_worker(chained)
+    assert channel.from_worker(channel.TimedOut("no answer"))
+    assert channel.from_worker(protocol.ProtocolError("bad frame"))
+    assert not channel.from_worker(KeyError("the check's own"))
+    assert not channel.from_worker(None)
 
 
 @pytest.mark.slow
@@ -483,7 +483,7 @@ def test_a_reported_trap_cannot_be_taken_back():
 
     worker = proxy.Worker(Process(), timeout=5)
     assert worker.receive()[0]["trapped"] == ["torch.nn.functional.rms_norm"]
-    with pytest.raises(proxy.ProtocolBroken, match="shrank"):
+    with pytest.raises(channel.ProtocolBroken, match="shrank"):
         worker.receive()
 
 
@@ -506,7 +506,7 @@ def test_huge_declared_shapes_allocate_nothing():
                 "training": True,
             }, {}
 
-    with pytest.raises(proxy.ProtocolBroken, match="does not add up"):
+    with pytest.raises(channel.ProtocolBroken, match="does not add up"):
         proxy.RemoteModule(FakeWorker(), {"$handle": 1, "kind": "module"})
 
 
@@ -520,7 +520,7 @@ def test_a_description_whose_buffers_do_not_add_up_is_refused(buffers, transient
         def request(self, header, tensors=None):
             return {"params": [], "buffers": buffers, "transient": transient, "training": True}, {}
 
-    with pytest.raises(proxy.ProtocolBroken, match="does not add up"):
+    with pytest.raises(channel.ProtocolBroken, match="does not add up"):
         proxy.RemoteModule(FakeWorker(), {"$handle": 1, "kind": "module"})
 
 
@@ -593,12 +593,12 @@ class _Unread:
         self.killed = True
 
 
-@pytest.mark.parametrize("budget, error", [(math.inf, proxy.TimedOut), (0.5, proxy.OutOfTime)])
+@pytest.mark.parametrize("budget, error", [(math.inf, channel.TimedOut), (0.5, channel.OutOfTime)])
 def test_a_worker_that_stops_reading_holds_the_grader_no_longer_than_its_time(budget, error):
     """A message larger than the pipe, to a worker that reads nothing: the grader gives up
     after a reply's timeout, or sooner when the notebook's budget ends first."""
     process = _Unread()
-    worker = proxy.Worker(process, timeout=1.0, budget=proxy.Budget.starting_now(budget))
+    worker = proxy.Worker(process, timeout=1.0, budget=channel.Budget.starting_now(budget))
     started = time.monotonic()
     with pytest.raises(error):
         worker.send({"op": "call"}, {"x": torch.zeros(2**20)})

@@ -7,7 +7,7 @@ forks a fresh worker per session; ``end`` then clears the sandbox for the next l
 (or the server ends, and a fresh one is started). This module keeps idle servers for
 the grading run and hands each session one of its own, never shared by two sessions at
 once: ``start(...)`` returns an object with the parts of ``subprocess.Popen`` that
-``proxy.Worker`` uses (``stdin``, ``stdout``, ``poll``, ``kill``); ``kill`` ends the
+``channel.Channel`` uses (``stdin``, ``stdout``, ``poll``, ``kill``); ``kill`` ends the
 session and gives the server back.
 
 Only sealed grading uses servers; ``--unsealed`` starts each worker from nothing, as
@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ...language import say
-from .proxy import WorkerFailed
+from .channel import WorkerFailed
 from .sandbox import WORK, launch
 
 HERE = Path(__file__).resolve().parent
@@ -138,7 +138,7 @@ class ForkServer:
 
 
 class Session:
-    """A forked worker as ``proxy.Worker`` sees a process; ``kill`` ends the session."""
+    """A forked worker as ``channel.Channel`` sees a process; ``kill`` ends the session."""
 
     def __init__(self, server: ForkServer, key: tuple, env: dict[str, str]):
         self.server, self.key = server, key

@@ -13,234 +13,20 @@ comparison and diagnosis happen here, and the worker only ever computes.
 from __future__ import annotations
 
 import inspect
-import math
-import os
-import queue
-import select
-import threading
-import time
-from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 from torch import nn
 
 from ...language import say
-from ..judge import Reason
 from . import protocol
-
-# Exceptions a learner's code may raise that a check treats by type; others arrive as
-# RuntimeError("TypeName: message").
-_BUILTIN_ERRORS = {
-    cls.__name__: cls
-    for cls in (
-        ValueError,
-        TypeError,
-        RuntimeError,
-        NotImplementedError,
-        AssertionError,
-        IndexError,
-        KeyError,
-        AttributeError,
-        ZeroDivisionError,
-        ArithmeticError,
-        OverflowError,
-    )
-}
-
-
-class WorkerFailed(Exception):
-    """The worker died or stopped answering (not the learner's exception). ``reason`` is
-    the report's word for it."""
-
-    reason: ClassVar[Reason] = "worker-died"
-
-
-class TimedOut(WorkerFailed):
-    """The worker did not answer in time (the learner's code hung or ran too long)."""
-
-    reason = "timeout"
-
-
-class OutOfTime(TimedOut):
-    """The notebook's budget of wall time (``Budget``) ran out while the worker ran."""
-
-
-class ProtocolBroken(WorkerFailed):
-    """A reply that does not add up (counts, shapes, dtypes, sizes): data from an adversary."""
-
-    reason = "protocol"
-
-
-class SealedUnsupported(WorkerFailed):
-    """The check asked for something the stand-ins cannot forward: the exercise cannot be
-    judged sealed, so it earns nothing (there is no other way to judge it)."""
-
-    reason = "not-gradeable"
-
+from .channel import Channel, SealedUnsupported, broken
 
 # What one module may declare: far above any check's module, far below the grader's memory.
 MAX_ELEMENTS = 2**26
 
 
-def reason_of(error: BaseException | None) -> Reason:
-    """The report's reason for a failed check: the worker's failure found anywhere in the
-    exception's chain, else "error" (the check's own verdict)."""
-    while error is not None:
-        if isinstance(error, WorkerFailed):
-            return error.reason
-        if isinstance(error, protocol.ProtocolError):
-            return ProtocolBroken.reason
-        error = error.__cause__ or error.__context__
-    return "error"
-
-
-_FROM_WORKER = "tfcourse_raised_in_worker"
-
-
-def from_worker(error: BaseException | None) -> bool:
-    """Whether ``error``, or an exception in its chain, came from the worker: the learner's
-    code raised it, or the worker failed. A check that raises anything else has a bug."""
-    while error is not None:
-        if getattr(error, _FROM_WORKER, False) or isinstance(
-            error, (WorkerFailed, protocol.ProtocolError)
-        ):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
-
-
-def _broken(english: str, chinese: str) -> ProtocolBroken:
-    return ProtocolBroken(
-        say(f"the worker's reply does not add up: {english}", f"隔离进程的应答对不上：{chinese}")
-    )
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A notebook's wall time for its workers, all of them together: ``seconds`` in all,
-    until ``at`` (``time.monotonic``). Unbounded by default."""
-
-    seconds: float = math.inf
-    at: float = math.inf
-
-    @classmethod
-    def starting_now(cls, seconds: float) -> Budget:
-        return cls(seconds, time.monotonic() + seconds)
-
-
-class Worker:
-    """One worker process and its channel. Every wait on it (a reply, or a message the
-    worker is slow to read) lasts at most ``timeout`` seconds, and ends when the
-    notebook's ``budget`` does."""
-
-    def __init__(self, process, timeout: float, budget: Budget = Budget()):
-        self.process, self.timeout, self.budget = process, timeout, budget
-        self.trapped: list[str] = []
-        self._replies: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _wait(self, timeout: float | None) -> tuple[float, bool]:
-        """``(seconds to wait, whether the notebook's budget is what ends the wait)``."""
-        timeout = self.timeout if timeout is None else timeout
-        left = max(0.0, self.budget.at - time.monotonic())
-        return min(timeout, left), left < timeout
-
-    def _late(self, seconds: float, out_of_budget: bool) -> TimedOut:
-        """Kill the worker; the error that says why."""
-        self.kill()
-        if out_of_budget:
-            return OutOfTime(
-                say(
-                    f"the notebook's time ran out ({self.budget.seconds:g} s of wall time for "
-                    "all of its cells and checks)",
-                    f"这个 notebook 的时间用完了（它的全部单元格和检查一共只有 "
-                    f"{self.budget.seconds:g} 秒）",
-                )
-            )
-        return TimedOut(
-            say(
-                f"no answer within {seconds:g} s (the learner's code hung or ran too long)",
-                f"{seconds:g} 秒内没有应答（学员的代码卡住了或运行时间过长）",
-            )
-        )
-
-    def send(self, header: dict, tensors: dict | None = None) -> None:
-        """Write one message. Non-blocking, so that a worker that stops reading (a stopped
-        process, a cell that took over the channel) holds the grader no longer than a
-        reply may take. Raises ``WorkerFailed``."""
-        data = memoryview(protocol.encode_message(header, tensors))
-        seconds, out_of_budget = self._wait(None)
-        end = time.monotonic() + seconds
-        try:
-            fd = self.process.stdin.fileno()
-            os.set_blocking(fd, False)
-            while data:
-                left = end - time.monotonic()
-                if left <= 0 or not select.select([], [fd], [], left)[1]:
-                    raise self._late(seconds, out_of_budget)
-                try:
-                    data = data[os.write(fd, data) :]
-                except BlockingIOError:
-                    continue
-        except (OSError, ValueError) as error:  # ValueError: the channel was closed here
-            raise WorkerFailed(
-                say(f"the worker stopped ({error})", f"隔离进程已停止（{error}）")
-            ) from None
-
-    def _read(self) -> None:
-        try:
-            while True:
-                self._replies.put(protocol.read_message(self.process.stdout))
-        except BaseException as error:  # noqa: BLE001 - reported to the waiting request
-            self._replies.put(error)
-
-    def receive(self, timeout: float | None = None) -> tuple[dict, dict]:
-        seconds, out_of_budget = self._wait(timeout)
-        try:
-            reply = self._replies.get(timeout=seconds)
-        except queue.Empty:
-            raise self._late(seconds, out_of_budget) from None
-        if isinstance(reply, protocol.ProtocolError):
-            self.kill()
-            raise _broken(str(reply), str(reply))
-        if isinstance(reply, BaseException):
-            raise WorkerFailed(
-                say(
-                    f"the worker stopped ({type(reply).__name__}: {reply})",
-                    f"隔离进程已停止（{type(reply).__name__}: {reply}）",
-                )
-            )
-        header, tensors = reply
-        trapped = header.get("trapped", [])
-        if not (isinstance(trapped, list) and all(isinstance(t, str) for t in trapped)):
-            raise _broken("trapped calls", "被拦截的调用")
-        # A trap, once sprung, stays on record: a worker cannot take one back.
-        if trapped[: len(self.trapped)] != self.trapped:
-            raise _broken("the record of trapped calls shrank", "被拦截调用的记录变少了")
-        self.trapped = list(trapped)
-        return header, tensors
-
-    def request(self, header: dict, tensors: dict | None = None) -> tuple[dict, dict]:
-        self.send(header, tensors)
-        reply, blob = self.receive()
-        if "error" in reply:
-            raised = reply["error"]
-            if not isinstance(raised, dict):
-                raise _broken("an error that is not an object", "错误信息不是一个对象")
-            kind = _BUILTIN_ERRORS.get(str(raised.get("type")))
-            message = str(raised.get("message", ""))
-            learners = (
-                RuntimeError(f"{raised.get('type')}: {message}") if kind is None else kind(message)
-            )
-            # Marked: the grader tells the learner's errors from a bug in its own checks.
-            setattr(learners, _FROM_WORKER, True)
-            raise learners
-        return reply, blob
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
+class Worker(Channel):
+    """A worker as the checks see it: ``Channel`` and the stand-ins' requests."""
 
     # -- what the stand-ins use --------------------------------------------------------
 
@@ -296,7 +82,7 @@ class Worker:
         )
         modules_after = reply.get("modules_after", [])
         if not isinstance(modules_after, list) or len(modules_after) != len(by_value):
-            raise _broken("the modules' state after the call", "调用之后各模块的状态")
+            raise broken("the modules' state after the call", "调用之后各模块的状态")
         for local, after in zip(by_value, modules_after, strict=True):
             _mirror_module_state(local, after)
         if "graph" not in reply:
@@ -312,7 +98,7 @@ class Worker:
                 and all(isinstance(i, int) and 0 <= i < len(produced) for i in chosen)
             )
         ):
-            raise _broken("what needs a gradient", "哪些量需要梯度")
+            raise broken("what needs a gradient", "哪些量需要梯度")
         differentiable = [produced[i] for i in chosen]
         linked = _RemoteGradient.apply(self, reply["graph"], differentiable, *leaves)
         return _replace(result, dict(zip(chosen, linked, strict=True)))
@@ -326,7 +112,7 @@ class Worker:
         reply, tensors = self.request({"op": "backward", "graph": graph}, blob)
         keys = reply.get("grads")
         if not (isinstance(keys, list) and len(keys) == len(leaves)):
-            raise _broken("the number of gradients", "梯度的个数")
+            raise broken("the number of gradients", "梯度的个数")
         found: list[torch.Tensor | None] = []
         for key, leaf in zip(keys, leaves, strict=True):
             if key is None:  # no gradient flows to this leaf
@@ -334,7 +120,7 @@ class Worker:
                 continue
             grad = tensors.get(key) if isinstance(key, str) else None
             if grad is None or grad.shape != leaf.shape or not grad.is_floating_point():
-                raise _broken("a gradient's shape or type", "某个梯度的形状或类型")
+                raise broken("a gradient's shape or type", "某个梯度的形状或类型")
             found.append(grad)
         return found
 
@@ -556,7 +342,7 @@ class RemoteModule(nn.Module):
         # Nothing is allocated from what the worker declares: every parameter arrives as a
         # tensor in the (size-capped) blob, and its declared shape and dtype must match it.
         if sum(t.numel() for t in tensors.values()) > MAX_ELEMENTS:
-            raise _broken(
+            raise broken(
                 f"a module of more than {MAX_ELEMENTS} numbers", f"模块的数值超过 {MAX_ELEMENTS} 个"
             )
         for spec in reply.get("params", []):
@@ -568,7 +354,7 @@ class RemoteModule(nn.Module):
                 or not value.is_floating_point()
                 or not isinstance(spec.get("tie"), int)
             ):
-                raise _broken("a parameter's name, shape or type", "某个参数的名字、形状或类型")
+                raise broken("a parameter's name, shape or type", "某个参数的名字、形状或类型")
             if spec["tie"] not in tied:
                 tied[spec["tie"]] = nn.Parameter(
                     value, requires_grad=bool(spec.get("requires_grad"))
@@ -581,7 +367,7 @@ class RemoteModule(nn.Module):
             and isinstance(transient, list)
             and all(isinstance(name, str) and name in buffers for name in transient)
         ):
-            raise _broken("the module's buffers", "模块的缓冲区")
+            raise broken("the module's buffers", "模块的缓冲区")
         for name, node_value in buffers.items():
             owner, leaf = self._owner(name)
             owner.register_buffer(

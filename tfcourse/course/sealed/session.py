@@ -44,7 +44,7 @@ from ... import checks
 from ...language import say, speaking
 from .. import notebook_format, references
 from ..judge import Reason
-from . import pool, proxy, users
+from . import channel, pool, proxy, users
 from .seal import package_dir, sealed_archive
 
 HERE = Path(__file__).resolve().parent
@@ -254,7 +254,7 @@ def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh
     """A worker process for one session, not yet told anything. Under bubblewrap, it is
     forked by a server in the sandbox (``pool.py``; an idle one unless ``fresh``); else it
     is a process of its own in ``folder``: as a fresh user (``users.py``, which adds its
-    process limit to ``limits``), or unsealed. Raises ``proxy.WorkerFailed``."""
+    process limit to ``limits``), or unsealed. Raises ``channel.WorkerFailed``."""
     if setup.sandbox == "bubblewrap":
         return pool.start(
             env,
@@ -272,7 +272,7 @@ def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh
         try:
             if setup.sandbox == "users":
                 if why := users.probe(secrets(setup.hide), work):
-                    raise proxy.WorkerFailed(why)
+                    raise channel.WorkerFailed(why)
                 limits["processes"] = users.PROCESSES
                 return users.Worker(argv, folder=work, env=env, stderr=log)
             return subprocess.Popen(
@@ -286,7 +286,7 @@ def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh
                 close_fds=True,
             )
         except (OSError, RuntimeError) as error:
-            raise proxy.WorkerFailed(
+            raise channel.WorkerFailed(
                 say(f"the worker did not start: {error}", f"隔离进程没有启动：{error}")
             ) from None
 
@@ -298,10 +298,10 @@ def _start(
     watch: list[str],
     folder: Path,
     setup: Setup,
-    budget: proxy.Budget,
+    budget: channel.Budget,
 ) -> tuple[proxy.Worker, list[dict]]:
     """Start a worker (``_launch``) and run ``cells`` there; return it and the cells'
-    results. Raises ``proxy.WorkerFailed``."""
+    results. Raises ``channel.WorkerFailed``."""
     # The worker's home and temporary files are its own (matplotlib draws nothing there).
     env = dict(setup.env, MPLBACKEND="Agg")
     limits = {
@@ -329,9 +329,9 @@ def _start(
         try:
             worker.send(first, {"package": package})
             break
-        except proxy.TimedOut:
+        except channel.TimedOut:
             raise
-        except proxy.WorkerFailed as error:
+        except channel.WorkerFailed as error:
             if isinstance(process, pool.Session):
                 said = process.discard()
                 if not fresh:
@@ -339,7 +339,7 @@ def _start(
             else:
                 said = ""
                 process.kill()
-            raise proxy.WorkerFailed(
+            raise channel.WorkerFailed(
                 say(
                     f"the worker ended before it started ({error})",
                     f"隔离进程在开始前就结束了（{error}）",
@@ -354,7 +354,7 @@ def _start(
         isinstance(ran, list) and len(ran) == len(cells) and all(isinstance(r, dict) for r in ran)
     ):
         worker.kill()
-        raise proxy.ProtocolBroken(
+        raise channel.ProtocolBroken(
             say(
                 "the worker's report on your cells does not add up",
                 "隔离进程关于你的单元格的报告对不上",
@@ -399,11 +399,11 @@ def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str], salt
         status, output, reason = "passed", printed.getvalue(), ""
     except Exception as error:  # noqa: BLE001 - sorted below: the learner's, or the course's
         status = "failed"
-        if isinstance(error, (AssertionError, checks.CheckArgumentError)) or proxy.from_worker(
+        if isinstance(error, (AssertionError, checks.CheckArgumentError)) or channel.from_worker(
             error
         ):
             # A check's verdict, the learner's code raising, or the worker's end.
-            reason = proxy.reason_of(error)
+            reason = channel.reason_of(error)
             output = printed.getvalue() + f"{type(error).__name__}: {error}"
         else:
             # Raised by the check itself: the learner earns nothing (nothing was judged),
@@ -438,7 +438,7 @@ def _session(
     judged: list[str],
     setup: Setup,
     identity: str,
-    budget: proxy.Budget,
+    budget: channel.Budget,
 ) -> dict[str, SealedVerdict]:
     """One worker, sealed for every exercise in ``seal``, running the learner's cells up to
     the last of them, within the notebook's ``budget``; a verdict for each exercise in
@@ -452,10 +452,10 @@ def _session(
             worker, ran = _start(
                 [source for _, source in sent], hide, builtins, watch, Path(folder), setup, budget
             )
-        except proxy.WorkerFailed as error:
+        except channel.WorkerFailed as error:
             failed = SealedVerdict(
                 "failed",
-                reason=proxy.reason_of(error),
+                reason=channel.reason_of(error),
                 output=say(f"while running your cells, {error}", f"运行你的单元格时，{error}"),
             )
             return {name: failed for name in judged}
@@ -498,7 +498,7 @@ def grade_exercises(
     could depend on its neighbours, ``_neighbours_may_matter``), all within the notebook's
     wall time (``Setup.notebook_seconds``). ``identity``: the learner whose cases are
     drawn (``Setup.salt``)."""
-    budget = proxy.Budget.starting_now(setup.notebook_seconds)
+    budget = channel.Budget.starting_now(setup.notebook_seconds)
     verdicts = {
         name: SealedVerdict("failed", output=why, reason="not-gradeable")
         for name in exercises

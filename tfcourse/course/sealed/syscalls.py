@@ -62,7 +62,11 @@ def unavailable() -> str:
     code = f"import sys; sys.path.insert(0, {here!r}); import syscalls; syscalls.deny()"
     try:
         result = subprocess.run(
-            [sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60
+            [sys.executable, "-I", "-c", code],
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=60,
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         return str(error)

@@ -144,7 +144,7 @@ def _as_user(uid: int) -> dict:
 
 
 class Worker:
-    """A worker process running as a fresh user, as ``proxy.Worker`` sees a process
+    """A worker process running as a fresh user, as ``channel.Channel`` sees a process
     (``stdin``, ``stdout``, ``poll``, ``kill``); ``kill`` also ends everything the user
     started and removes what it left (``end_user``)."""
 
