@@ -69,6 +69,28 @@ def pytest_collection_modifyitems(items):
     items.sort(key=place)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """Skipped tests, one line per reason with their number (pytest's own ``-rs`` would
+    give one line per test function: dozens for a machine without the sandbox)."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"SKIPPED {count} test{'s' * (count > 1)}: {reason}")
+
+
+@pytest.fixture(autouse=True)
+def _sandbox(request):
+    """A test marked ``sandbox`` runs only where the grader can seal a worker: elsewhere it
+    is skipped, one line for all of them (``helpers.needs_sandbox``)."""
+    if request.node.get_closest_marker("sandbox"):
+        from helpers import needs_sandbox
+
+        needs_sandbox()
+
+
 @pytest.fixture(autouse=True)
 def _seed_torch():
     """Every test starts from the same global RNG state, whatever ran before it."""
@@ -77,10 +99,14 @@ def _seed_torch():
 
 @pytest.fixture
 def grading_setup():
-    """How the tests start sealed workers: one thread, a 60 s limit per cell, the sandbox."""
+    """How the tests start sealed workers: one thread, a 60 s limit per cell, the sandbox
+    (skipped without it, ``helpers.needs_sandbox``)."""
     from tfcourse.course.run import grading_env
     from tfcourse.course.sealed.session import Setup
 
+    from helpers import needs_sandbox
+
+    needs_sandbox()
     return Setup(env=grading_env(1), timeout=60)
 
 

@@ -194,12 +194,21 @@ def chromium_executable() -> str:
 REQUIRE_SANDBOX_ENV = "TFCOURSE_REQUIRE_SANDBOX"  # .ci/run sets it: there a missing sandbox fails
 
 
-def needs_bubblewrap(found) -> None:
-    """Skip, in one line saying what to install, where bubblewrap cannot run (``found``:
-    ``sandbox.sandbox()``); fail instead where ``TFCOURSE_REQUIRE_SANDBOX=1`` (CI)."""
-    if found.bwrap is not None:
+def needs_sandbox() -> None:
+    """Skip where ``tfcourse grade`` cannot seal a worker here (bubblewrap, and the worker's
+    system-call filter); fail instead where ``TFCOURSE_REQUIRE_SANDBOX=1`` (CI). Every test
+    marked ``sandbox`` calls it (conftest.py), so pytest's summary says in one line how many
+    were skipped and what to install."""
+    from tfcourse.course.sealed import sandbox, syscalls
+
+    found = sandbox.sandbox()
+    why = found.reason if found.bwrap is None else syscalls.unavailable()
+    if not why:
         return
-    why = f"needs a working bubblewrap: apt-get install bubblewrap ({found.reason})"
+    why = (
+        "needs the grading sandbox: apt-get install bubblewrap libseccomp2 "
+        f"(here: {why.splitlines()[0]})"
+    )
     if os.environ.get(REQUIRE_SANDBOX_ENV) == "1":
         pytest.fail(why)
     pytest.skip(why)

@@ -173,6 +173,7 @@ def test_grade_refuses_bad_flags_and_a_missing_sandbox_in_chinese(
 
 @pytest.mark.slow
 @pytest.mark.notebooks
+@pytest.mark.sandbox
 def test_a_chinese_notebook_scores_what_the_english_one_scores(
     tmp_path, solution, learner, grading_setup
 ):
@@ -197,6 +198,7 @@ def test_a_chinese_notebook_scores_what_the_english_one_scores(
 
 @pytest.mark.slow
 @pytest.mark.notebooks
+@pytest.mark.sandbox
 def test_a_chinese_notebook_is_graded_against_the_chinese_solution(
     tmp_path, solution, learner, grading_setup
 ):

@@ -21,15 +21,12 @@ from tfcourse.course.run import grading_env
 from tfcourse.course.sealed import pool, protocol, sandbox
 from tfcourse.course.sealed.seal import sealed_archive
 
-from helpers import needs_bubblewrap
-
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
 ENV = dict(grading_env(1), MPLBACKEND="Agg")
 
 
 @pytest.fixture(autouse=True)
 def _own_servers():
-    needs_bubblewrap(sandbox.sandbox())
     pool.close_all()
     yield
     pool.close_all()

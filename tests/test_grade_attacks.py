@@ -168,6 +168,7 @@ def test_solved_and_unsolved_notebooks_have_no_findings(solution):
         pytest.param("users", marks=pytest.mark.long(50)),
     ],
 )
+@pytest.mark.sandbox
 def test_every_attack_scores_nothing_for_what_it_attacks(tmp_path, solution, sandbox, request):
     """In both set-ups: bubblewrap, and a fresh user per worker (as root: containers)."""
     if sandbox == "users":

@@ -86,6 +86,7 @@ def plant(folder: Path, solution, name: str = FIXTURE.stem) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.notebooks
+@pytest.mark.sandbox
 def test_a_key_planted_beside_a_course_notebook_is_not_used(
     tmp_path, monkeypatch, capsys, grading_setup
 ):

@@ -122,6 +122,7 @@ NOTEBOOK_05 = Path(__file__).resolve().parents[1] / "solutions" / "05_block.ipyn
     ],
     ids=["shared-norm", "tanh-gelu"],
 )
+@pytest.mark.sandbox
 def test_the_sealed_grader_names_the_block_mistakes(old, new, cause, grading_setup):
     solution = notebook_format.read_notebook(NOTEBOOK_05)
     nb = solve(make_learner(solution, NOTEBOOK_05.stem), solution)

@@ -177,6 +177,7 @@ def test_solution_passes_nbval(solution_path, train_memo):
 @pytest.mark.parametrize("solution_path", CASES)
 @pytest.mark.slow
 @pytest.mark.notebooks
+@pytest.mark.sandbox
 def test_learner_notebook_fails_at_every_exercise(solution_path):
     solution = notebook_format.read_notebook(solution_path)
     learner, _ = learner_of(solution_path)
@@ -195,6 +196,7 @@ def test_learner_notebook_fails_at_every_exercise(solution_path):
 @pytest.mark.parametrize("solution_path", BOTH)
 @pytest.mark.slow
 @pytest.mark.notebooks
+@pytest.mark.sandbox
 def test_solved_learner_notebook_passes_grading(solution_path):
     solution = notebook_format.read_notebook(solution_path)
     learner, _ = learner_of(solution_path)

@@ -243,6 +243,7 @@ def test_an_optimizer_with_state_or_foreign_parameters_is_not_sent():
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_solved_and_unsolved_exercises(solution):
     solved = solve(make_learner(solution, "99_fixture"), solution)
     for exercise, line in (
@@ -276,6 +277,7 @@ def _dead_forks(monkeypatch, how_many: int) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_a_worker_gone_before_its_first_message_is_replaced_on_a_fresh_server(
     solution, monkeypatch
 ):
@@ -289,6 +291,7 @@ def test_a_worker_gone_before_its_first_message_is_replaced_on_a_fresh_server(
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_a_worker_that_never_starts_fails_the_exercise_and_says_so(solution, monkeypatch):
     _dead_forks(monkeypatch, 2)
     verdict = _sealed(solution, solve(make_learner(solution, "99_fixture"), solution), "RMSNorm")
@@ -296,6 +299,7 @@ def test_a_worker_that_never_starts_fails_the_exercise_and_says_so(solution, mon
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_the_reference_is_out_of_reach_even_by_a_route_no_scan_sees(solution):
     nb = _rmsnorm_replaced(solution, "RMSNorm = getattr(tc, 'RMS' + 'Norm')")
     verdict = _sealed(solution, nb, "RMSNorm")
@@ -307,6 +311,7 @@ def test_the_reference_is_out_of_reach_even_by_a_route_no_scan_sees(solution):
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_a_hidden_builtin_is_trapped(solution):
     source = (
         "class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
@@ -353,6 +358,7 @@ RMSNORM_THAT_PRINTS = """class RMSNorm(torch.nn.Module):
         ("self.weight * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)", "passed"),
     ],
 )
+@pytest.mark.sandbox
 def test_what_the_learners_code_prints_never_reaches_the_verdict(solution, body, status):
     """The learner's prints go to the worker's own log, never into what the grader compares
     (the checks' own output): a wrong RMSNorm that prints the pass line fails, and a right one
@@ -367,6 +373,7 @@ def test_what_the_learners_code_prints_never_reaches_the_verdict(solution, body,
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_a_check_that_breaks_on_its_own_is_reported_as_the_courses_bug(solution, monkeypatch):
     from tfcourse import checks
 
@@ -388,6 +395,7 @@ def test_a_check_that_breaks_on_its_own_is_reported_as_the_courses_bug(solution,
         "class RMSNorm(torch.nn.Module):\n    def __init__(self, *a, **k):\n        1 / 0\n",
     ],
 )
+@pytest.mark.sandbox
 def test_the_learners_own_errors_stay_the_learners(solution, source):
     verdict = _sealed(solution, _rmsnorm_replaced(solution, source), "RMSNorm")
     assert (verdict.status, verdict.reason) == ("failed", "error")
@@ -410,6 +418,7 @@ def test_errors_from_the_worker_are_told_from_the_checks_own():
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_a_hanging_exercise_times_out_and_the_grade_says_so(solution):
     source = (
         "class RMSNorm(torch.nn.Module):\n    def __init__(self, *a, **k):\n"
@@ -420,6 +429,7 @@ def test_a_hanging_exercise_times_out_and_the_grade_says_so(solution):
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_grade_is_sealed_and_reports_its_isolation(solution, tmp_path):
     result, _ = grade(
         solve(make_learner(solution, "99_fixture"), solution),
@@ -457,6 +467,7 @@ _protocol.write_message = _lie
         'header.update(cells="all fine") if "cells" in header else None',  # the cells' report
     ],
 )
+@pytest.mark.sandbox
 def test_a_worker_that_lies_fails_the_exercise_with_protocol_broken(solution, change):
     nb = solve(make_learner(solution, "99_fixture"), solution)
     nb = _rmsnorm_replaced(
@@ -565,6 +576,7 @@ _PROBE_SOLUTION = """\
         ),
     ],
 )
+@pytest.mark.sandbox
 def test_the_gradient_probe_is_judged_sealed_with_its_side_effects(body, expected):
     solution = notebook_format.read_notebook(PROBE)
     nb = solve(make_learner(solution, PROBE.stem), solution)
@@ -606,6 +618,7 @@ def test_a_worker_that_stops_reading_holds_the_grader_no_longer_than_its_time(bu
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_a_cell_that_sleeps_deaf_to_alarms_costs_its_notebook_only_its_budget(solution):
     """The red team's stall: a cell that ignores the per-cell alarm and sleeps (so no CPU
     limit fires either), padded with hundreds of cells. The notebook's budget
@@ -626,6 +639,7 @@ def test_a_cell_that_sleeps_deaf_to_alarms_costs_its_notebook_only_its_budget(so
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_the_workers_limits_hold_and_cannot_be_raised(solution):
     """The worker sets its limits before any learner code runs; the learner's code can
     neither raise them nor write past them."""
@@ -647,6 +661,7 @@ def test_the_workers_limits_hold_and_cannot_be_raised(solution):
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
 def test_a_neighbours_seal_never_costs_a_point(solution, grading_setup):
     """RMSNorm that (oddly, but legitimately) uses the course's causal_mask: sealed away in
     the worker shared by both exercises, so RMSNorm is judged again alone and passes. The
@@ -748,6 +763,7 @@ SHORTCUTS = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook, cell_id, exercise, source, status", SHORTCUTS)
+@pytest.mark.sandbox
 def test_course_helpers_and_builtin_aliases_earn_nothing(
     notebook, cell_id, exercise, source, status, monkeypatch
 ):

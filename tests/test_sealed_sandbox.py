@@ -24,14 +24,8 @@ import pytest
 from tfcourse.course.sealed import sandbox
 from tfcourse.course.sealed.seal import package_dir
 
-from helpers import needs_bubblewrap
-
+pytestmark = pytest.mark.sandbox
 FOUND = sandbox.sandbox()
-
-
-@pytest.fixture(autouse=True)
-def _needs_bubblewrap():
-    needs_bubblewrap(FOUND)
 
 
 LOOK = """

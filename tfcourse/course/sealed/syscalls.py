@@ -23,6 +23,7 @@ Run by the worker, beside which this file is copied: the standard library and
 """
 
 import errno
+import functools
 
 DENIED = (
     "ptrace",
@@ -51,9 +52,10 @@ def deny() -> None:
     syscalls.load()
 
 
+@functools.cache
 def unavailable() -> str:
-    """Why this machine cannot filter a worker's system calls ("" when it can), tried in
-    a child process so that the grader itself stays unfiltered."""
+    """Why this machine cannot filter a worker's system calls ("" when it can), tried once
+    per process, in a child process so that the grader itself stays unfiltered."""
     import os
     import subprocess
     import sys
