@@ -4,13 +4,13 @@ Every attack below is a way a learner could make ``check_rmsnorm`` (or every che
 its pass line without writing RMSNorm. Two kinds:
 
 - ``ATTACKS`` answer the exercise with the course's reference or a built-in that does the
-  whole job: the grader's static scan names each one (fast tests), and the sealed worker
-  stubs the reference and traps the built-in;
+  whole job: the sealed worker stubs the reference (the report says "reference") and traps
+  the built-in ("builtin");
 - ``SANDBOXED`` reach for the grader itself (replace the check, patch the checks module or
   the harness, IPython hooks, ``sys.modules``, builtins, generated code, a shell line).
-  The checks run in the grader, not in the learner's process, so these change nothing and
-  the scan no longer looks for them: they must score nothing for RMSNorm and must not cost
-  the neighbouring exercise its point.
+  The checks run in the grader, not in the learner's process, so these change nothing:
+  they must score nothing for RMSNorm and must not cost the neighbouring exercise its
+  point.
 
 The slow test grades them all through ``tfcourse grade``.
 """
@@ -27,18 +27,17 @@ from nbformat.v4 import new_code_cell
 
 from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
-from tfcourse.course.restamp import restamp
-from tfcourse.course.scan import scan
 
 from helpers import SOLUTIONS
 
 PASS_LINE = 'print("RMSNorm: 6/6 checks passed")'
 
 # name -> (code replacing the RMSNorm exercise cell, code of an extra cell before it or None,
-#          the finding expected: (exercise, kind))
+#          the verdict expected: (exercise, the report's reason))
 ATTACKS = {
     "alias": ("RMSNorm = tc.RMSNorm", None, ("RMSNorm", "reference")),
-    "alias elsewhere": (None, "RMSNorm = tc.RMSNorm", ("RMSNorm", "reference")),
+    # The stub below the alias, left as given, replaces it: the exercise is not done.
+    "alias elsewhere": (None, "RMSNorm = tc.RMSNorm", ("RMSNorm", "error")),
     "import the reference": ("from tfcourse import RMSNorm", None, ("RMSNorm", "reference")),
     "subclass": ("class RMSNorm(tc.RMSNorm):\n    pass", None, ("RMSNorm", "reference")),
     "wrap through an alias": (
@@ -115,47 +114,9 @@ def attacked(solution, name: str):
     return nb
 
 
-@pytest.mark.parametrize("name", sorted(ATTACKS))
-def test_the_scan_names_each_attack(solution, name):
-    stamped, _ = restamp(attacked(solution, name), solution)
-    found = {(f.exercise, f.kind) for f in scan(solution, stamped)}
-    assert ATTACKS[name][2] in found, found
-
-
-@pytest.mark.parametrize("name", sorted(SANDBOXED))
-def test_the_scan_leaves_reaching_for_the_grader_to_the_sandbox(solution, name):
-    stamped, _ = restamp(attacked(solution, name), solution)
-    assert scan(solution, stamped) == []
-
-
 def test_there_are_at_least_twelve_distinct_attacks():
     routes = {(r, e) for r, e, _ in ATTACKS.values()} | set(SANDBOXED.values())
     assert len(routes) >= 12
-
-
-@pytest.mark.parametrize(
-    "code",
-    [
-        # compare
-        "x = torch.randn(2, 3, 8)\nprint((RMSNorm(8)(x) - tc.RMSNorm(8)(x)).abs().max())",
-        "ref = torch.nn.functional.rms_norm(torch.ones(2, 4), (4,))",  # try the built-in
-        "import inspect as _inspect_not_used_by_rmsnorm",  # an import alone
-        "from IPython.display import display\ndisplay('hello')",
-    ],
-)
-def test_honest_scratch_cells_are_not_findings(solution, code):
-    nb = solve(make_learner(solution, "99_fixture"), solution)
-    nb.cells.append(new_code_cell(code, id="scratch"))
-    stamped, _ = restamp(nb, solution)
-    assert scan(solution, stamped) == []
-
-
-def test_solved_and_unsolved_notebooks_have_no_findings(solution):
-    for nb in (
-        make_learner(solution, "99_fixture"),
-        solve(make_learner(solution, "99_fixture"), solution),
-    ):
-        assert scan(solution, restamp(nb, solution)[0]) == []
 
 
 @pytest.mark.slow
@@ -213,9 +174,15 @@ def test_every_attack_scores_nothing_for_what_it_attacks(tmp_path, solution, san
     assert result.returncode == 1
     assert grades["honest.ipynb"]["passed"] == 2, grades["honest.ipynb"]
     for file, name in files.items():
-        # A shortcut is named by the scan; reaching for the grader leaves the stub to fail
-        # its check. Neither costs the neighbouring exercise its point.
-        kind = ATTACKS[name][2][1] if name in ATTACKS else "error"
+        # A shortcut meets the sealed stub or a trap; reaching for the grader leaves the
+        # exercise's own stub to fail its check. Neither costs the neighbouring exercise its point.
+        kind = (
+            ATTACKS[name][2][1]
+            if name in ATTACKS
+            else "reference"
+            if name in ("generated code", "globals")  # the reference, reached by a detour
+            else "error"
+        )
         verdicts = {e["name"]: (e["passed"], e["reason"]) for e in grades[file]["exercises"]}
         assert verdicts["RMSNorm"] == (False, kind), (name, verdicts)
         assert verdicts["Causal mask"] == (True, ""), (name, verdicts)

@@ -2,9 +2,10 @@
 
 The grade is kept honest by the sealed worker (the checks run in the grader), so nothing a
 learner does in a scratch cell (time a call, peek at ``vars(cfg)``, list packages with
-``!pip list``) may cost a point. The fast tests read notebooks with the static scan and
-turn the worker's notes into report lines; the slow one grades one notebook that holds
-every honest variant at once (a worker imports torch: seconds, not milliseconds).
+``!pip list``, test their answer against the course's reference) may cost a point. The
+fast tests turn the worker's notes into report lines; the slow one grades one notebook
+that holds every honest variant at once (a worker imports torch: seconds, not
+milliseconds).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from nbformat.v4 import new_code_cell
 
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.restamp import restamp
-from tfcourse.course.scan import scan
 from tfcourse.course.sealed.session import _raised, cells_for
 from tfcourse.language import speaking
 
@@ -34,6 +34,15 @@ SCRATCH = {
 }
 
 
+SELF_TEST = """
+x = torch.randn(2, 3, 8)
+try:
+    print((RMSNorm(8)(x) - tc.RMSNorm(8)(x)).abs().max())
+except Exception as error:
+    print("no reference to compare with:", error)
+"""
+
+
 def _cell(nb, cell_id: str):
     return next(cell for cell in nb.cells if cell.get("id") == cell_id)
 
@@ -44,37 +53,6 @@ def _with_cells(solution, cells: dict[str, str]):
     index = nb.cells.index(_cell(nb, "ex-rmsnorm"))
     nb.cells[index:index] = [new_code_cell(source, id=cell_id) for cell_id, source in cells.items()]
     return nb
-
-
-# --- the scan (fast) ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("cell_id", sorted(SCRATCH))
-def test_scratch_cells_with_ipython_syntax_are_not_findings(solution, cell_id):
-    stamped, _ = restamp(_with_cells(solution, {cell_id: SCRATCH[cell_id]}), solution)
-    assert scan(solution, stamped) == []
-
-
-@pytest.mark.parametrize(
-    "source",
-    [
-        "%matplotlib inline\nRMSNorm = tc.RMSNorm",
-        "!pip list\nclass RMSNorm(tc.RMSNorm):\n    pass",
-        "%%time\nRMSNorm = tc.RMSNorm",
-        "%%capture out\nfrom tfcourse import RMSNorm",
-    ],
-)
-def test_a_magic_line_does_not_hide_a_shortcut_from_the_scan(solution, source):
-    """IPython syntax no longer makes a cell unreadable: the Python around it is read."""
-    nb = solve(make_learner(solution, "99_fixture"), solution)
-    _cell(nb, "ex-rmsnorm").source = source
-    stamped, _ = restamp(nb, solution)
-    assert {(f.exercise, f.kind) for f in scan(solution, stamped)} == {("RMSNorm", "reference")}
-
-
-def test_a_shell_cell_magic_holds_no_python_to_read(solution):
-    nb = _with_cells(solution, {"bash": "%%bash\nRMSNorm = tc.RMSNorm"})
-    assert scan(solution, restamp(nb, solution)[0]) == []
 
 
 # --- what the worker runs, and the report's notes (fast) -------------------------------------
@@ -150,8 +128,10 @@ def test_honest_notebook_with_magics_shell_lines_and_peeks_scores_full_marks(sol
     exercise = _cell(nb, "ex-causal-mask")
     exercise.source = "%%time\n" + exercise.source
     _cell(nb, "setup").source = "%matplotlib inline\n" + _cell(nb, "setup").source
-    # The RMSNorm stub left as given, the answer typed into a new cell right below it.
-    answer = _cell(nb, "ex-rmsnorm").source
+    # The RMSNorm stub left as given, the answer typed into a new cell right below it, with
+    # a self-test against the course's reference (sealed in grading: it fails inside the
+    # learner's own try, and costs nothing).
+    answer = _cell(nb, "ex-rmsnorm").source + SELF_TEST
     _cell(nb, "ex-rmsnorm").source = _cell(
         make_learner(solution, "99_fixture"), "ex-rmsnorm"
     ).source

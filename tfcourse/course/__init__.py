@@ -6,7 +6,7 @@ and ``glossary`` keep the Chinese edition in step, ``run`` executes a notebook c
 cell, ``execute`` refreshes stored outputs, ``restamp`` puts check cells back, ``grade``
 grades submissions (every exercise through ``sealed/``, the one grading path) and
 ``grade_command`` is its command line (``progress`` the learner's: every exercise of a
-folder), ``judge`` holds a grade's records, ``scan``,
+folder), ``judge`` holds a grade's records,
 ``references`` and ``secret`` serve it, ``report``, ``untrusted`` and ``gradescope`` write
 its results, ``autograder`` bundles it for Gradescope, ``sanitize`` rewrites
 machine-specific text, ``notebook_format`` holds the tag and metadata conventions,

@@ -33,9 +33,9 @@ from ..language import current, say, speaking
 from . import installed, notebook_format
 from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
 from .restamp import restamp
-from .scan import Finding, scan
 from .sealed import users
 from .sealed.sandbox import Sandbox, measures, sandbox
+from .sealed.seal import met_the_seal
 from .sealed.session import (
     FILE_BYTES,
     MEMORY_BYTES,
@@ -140,7 +140,6 @@ def grade(
             _result(name, verdicts[name], solution, sealed=not setup.unsealed) for name in names
         ]
         result.isolation = isolation(setup)
-        refuse(result.exercises, scan(solution, notebook))
         if not result.exercises:
             result.error = say(
                 "the solution notebook has no exercises", "参考答案 notebook 中没有练习"
@@ -182,6 +181,8 @@ def _result(name: str, verdict: SealedVerdict, solution, *, sealed: bool) -> Exe
     if result.passed:
         return result
     result.reason = "builtin" if verdict.status == "builtin" else verdict.reason
+    if result.reason == "error" and met_the_seal(verdict.output):
+        result.reason = "reference"
     try:
         result.expected = checks_of(solution, name)[1].rstrip("\n")
     except (ValueError, SyntaxError):
@@ -190,19 +191,6 @@ def _result(name: str, verdict: SealedVerdict, solution, *, sealed: bool) -> Exe
     if is_stub_message(result.got):
         result.got += not_implemented()
     return result
-
-
-def refuse(exercises: list[ExerciseResult], findings: list[Finding]) -> None:
-    """No points where the static scan found the reference or a built-in that does the
-    whole exercise, whatever the checks said."""
-    for result in exercises:
-        mine = [f for f in findings if f.exercise == result.name]
-        if mine:
-            result.passed, result.reason = False, mine[0].kind
-            result.got = "\n".join(finding.describe() for finding in mine)
-            result.expected = result.expected or say(
-                "your own implementation, judged by its check", "你自己的实现，由检查来评判"
-            )
 
 
 def edition(solution: Path, language: str) -> Path:

@@ -36,8 +36,9 @@ _SKIP = {
 # the check printed something else (mismatch), the check failed or the learner's code raised
 # (error), the worker hung (timeout), died (worker-died) or sent a reply that does not add
 # up (protocol), the solution marks the exercise unsealable (not-gradeable), or the check
-# itself broke (check-bug: the course's bug). The static scan (scan.py): the course's own
-# implementation (reference) or a built-in that does the whole exercise (builtin).
+# itself broke (check-bug: the course's bug); the learner's code called the course's own
+# implementation, sealed away (reference), or a built-in that does the whole exercise
+# (builtin).
 Reason = Literal[
     "",
     "mismatch",

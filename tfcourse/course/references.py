@@ -1,8 +1,8 @@
 """What does an exercise for the learner: the one list the grader keeps.
 
 For each exercise, the **reference names** are sealed away in the grading worker (a stub
-that refuses to run, in every module of the sealed package copy) and refused by the static
-scan; the **built-ins** are trapped in the worker and refused by the scan:
+that refuses to run, in every module of the sealed package copy); the **built-ins** are
+trapped in the worker:
 
 - reference names: what the solution's exercise cell defines, the solution's metadata
   ``tfcourse.reference`` (a teacher's own exercise), and ``COURSE_HELPERS`` below: course

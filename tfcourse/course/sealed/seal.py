@@ -78,15 +78,24 @@ def package_dir() -> Path:
 # --------------------------------------------------------------------------- stubs
 
 
+# How every sealed stub's message begins, in each language (``met_the_seal``).
+SEALED = ("sealed: the course's reference ", "sealed：为这个练习评分期间，课程的参考实现 ")
+
+
 def _message(name: str) -> str:
     """The stub's message, as Python source, in the language of the grade being built."""
     return repr(
         say(
-            f"sealed: the course's reference {name} is not available while this "
-            f"exercise is graded; write your own",
-            f"sealed：为这个练习评分期间，课程的参考实现 {name} 不可用；请自己实现",
+            f"{SEALED[0]}{name} is not available while this exercise is graded; write your own",
+            f"{SEALED[1]}{name} 不可用；请自己实现",
         )
     )
+
+
+def met_the_seal(output: str) -> bool:
+    """Whether a verdict's output holds a sealed stub's message: the learner's code called
+    the course's reference (or printed those words, which earns nothing either)."""
+    return any(start in output for start in SEALED)
 
 
 def stub_lines(kind: str, name: str, indent: str = "") -> list[str]:
