@@ -58,6 +58,24 @@ def _with_cells(solution, cells: dict[str, str]):
 # --- what the worker runs, and the report's notes (fast) -------------------------------------
 
 
+def test_a_scratch_copy_of_the_check_above_the_exercise_is_not_the_check(solution):
+    """A Colab file (no cell ids) with ``check_rmsnorm(RMSNorm)`` tried above the exercise:
+    the check is the copy below the exercise, nothing was edited, and the scratch copy
+    stays the learner's (its stored output cleared)."""
+    nb = solve(make_learner(solution, "99_fixture"), solution)
+    index = nb.cells.index(_cell(nb, "ex-rmsnorm"))
+    nb.cells.insert(index, new_code_cell("check_rmsnorm(RMSNorm)"))
+    for cell in nb.cells:
+        cell.pop("id", None)
+    stamped, repairs = restamp(nb, solution)
+    assert repairs == []
+    sources = [cell.source for cell in stamped.cells]
+    check_at = next(i for i, c in enumerate(stamped.cells) if c.get("id") == "check-rmsnorm")
+    assert sources[check_at - 1].startswith("class RMSNorm(")
+    assert sources[check_at - 2] == "check_rmsnorm(RMSNorm)"
+    assert stamped.cells[check_at - 2].get("id") != "check-rmsnorm"
+
+
 def test_a_solution_below_the_untouched_stub_is_sent_to_the_worker(solution):
     nb = make_learner(solution, "99_fixture")
     index = nb.cells.index(_cell(nb, "ex-rmsnorm"))

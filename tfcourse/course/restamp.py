@@ -7,7 +7,8 @@ every check cell of the solution is put back: same source, same id, same stored 
 Cell ids cannot be trusted to find them: notebooks round-tripped through another editor
 (Colab, nbformat 4.4 files, "Save as") lose or regenerate ids. So a solution check cell
 is found in the learner notebook by, in this order: identical source; the same id; a
-check tag for the same exercise. One that is missing is restored right after the
+check tag for the same exercise (of several cells found by one rule, the first after the
+learner's exercise cell: a scratch copy of the check above it is not the check). One that is missing is restored right after the
 learner's exercise cell of that exercise (found by its exercise tag, else by the
 function or class it defines), else after the nearest earlier cell that was found,
 else at the end. Everything the learner wrote elsewhere is left alone.
@@ -61,7 +62,7 @@ def restamp(learner, solution) -> tuple[object, list[Restamp]]:
         if not notebook_format.is_check(reference):
             continue
         exercise = notebook_format.exercise_name(reference)
-        index = _find_check(nb, reference, stamped_ids)
+        index = _find_check(nb, solution, reference, stamped_ids)
         if index is None:
             index = _insert_position(nb, solution, reference, stamped_ids)
             nb.cells.insert(index, learner_check_cell(reference))
@@ -90,14 +91,17 @@ def restamp(learner, solution) -> tuple[object, list[Restamp]]:
     return nb, repairs
 
 
-def _find_check(nb, reference, taken: set[str]) -> int | None:
-    """Where the learner notebook holds ``reference`` (a solution check cell), or None."""
+def _find_check(nb, solution, reference, taken: set[str]) -> int | None:
+    """Where the learner notebook holds ``reference`` (a solution check cell), or None.
+    Of several cells that match the same rule (a scratch copy of the check, in a file that
+    lost its ids), the first one after the learner's exercise cell, else the last."""
     candidates = [
         (index, cell)
         for index, cell in enumerate(nb.cells)
         if cell.get("cell_type") == "code" and cell.get("id") not in taken
     ]
     exercise = notebook_format.exercise_name(reference)
+    exercise_at = _exercise_index(nb, solution, exercise)
 
     def same_source(cell):
         return cell.get("source", "").strip() == reference.source.strip()
@@ -111,9 +115,10 @@ def _find_check(nb, reference, taken: set[str]) -> int | None:
         ),
     )
     for rule in rules:
-        for index, cell in candidates:
-            if rule(cell):
-                return index
+        found = [index for index, cell in candidates if rule(cell)]
+        if found:
+            after = [index for index in found if exercise_at is not None and index > exercise_at]
+            return (after or found[-1:])[0]
     return None
 
 
@@ -130,10 +135,9 @@ def defined_names(source: str) -> set[str]:
     }
 
 
-def _insert_position(nb, solution, reference, stamped_ids: set[str]) -> int:
-    """Right after the learner's exercise cell for this check, else after the nearest
-    earlier solution cell the learner still has, else at the end."""
-    exercise = notebook_format.exercise_name(reference)
+def _exercise_index(nb, solution, exercise: str | None) -> int | None:
+    """The learner's cell of ``exercise``: the last with its exercise tag, else the last
+    that defines what the solution's exercise cell defines; None if neither."""
     solution_exercise = next(
         (
             cell
@@ -155,9 +159,16 @@ def _insert_position(nb, solution, reference, stamped_ids: set[str]) -> int:
         and wanted
         and wanted <= defined_names(cell.get("source", ""))
     ]
-    for found in (by_tag, by_definition):
-        if found:
-            return _after_own_checks(nb, found[-1], stamped_ids)
+    found = by_tag or by_definition
+    return found[-1] if found else None
+
+
+def _insert_position(nb, solution, reference, stamped_ids: set[str]) -> int:
+    """Right after the learner's exercise cell for this check, else after the nearest
+    earlier solution cell the learner still has, else at the end."""
+    exercise_at = _exercise_index(nb, solution, notebook_format.exercise_name(reference))
+    if exercise_at is not None:
+        return _after_own_checks(nb, exercise_at, stamped_ids)
     position = {cell.get("id"): index for index, cell in enumerate(nb.cells)}
     solution_ids = [cell.get("id") for cell in solution.cells]
     for earlier in reversed(solution_ids[: solution_ids.index(reference.id)]):
