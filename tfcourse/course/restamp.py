@@ -11,7 +11,8 @@ check tag for the same exercise (of several cells found by one rule, the first a
 learner's exercise cell: a scratch copy of the check above it is not the check). One
 that is missing is restored right after the learner's exercise cell of that exercise
 (found by its exercise tag, else by the function or class it defines), else after the
-nearest earlier cell that was found, else at the end. Everything the learner wrote elsewhere is left alone.
+nearest earlier cell that was found, else at the end. Everything the learner wrote
+elsewhere is left alone.
 
 Other code cells lose their stored outputs, so that ``pytest --nbval-lax`` on the
 restamped notebook compares exactly what ``tfcourse grade`` judges: the check cells
