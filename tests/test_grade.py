@@ -13,6 +13,7 @@ import copy
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -752,3 +753,31 @@ def test_honest_variants_score_full_marks_and_a_neighbour_cannot_harm_them(
         name: ((0, 2, "") if name == "attacker.ipynb" else (2, 2, "")) for name in names
     }
     assert all(json.loads((folder / name).read_text()) for name in names)  # none emptied
+
+
+def missing_tests(text: str) -> list[str]:
+    """The tests ``text`` names (```tests/test_x.py``` and ```test_name```) that do not
+    exist: a file that is not there, or a test function no test file defines."""
+    root = Path(__file__).resolve().parent
+    defined = {
+        name
+        for path in root.glob("test_*.py")
+        for name in re.findall(r"^def (test_\w+)\(", path.read_text(encoding="utf-8"), re.M)
+    }
+    files = re.findall(r"`tests/(test_\w+\.py)`", text)
+    names = re.findall(r"`(test_\w+)`", text)
+    return [f for f in files if not (root / f).is_file()] + [n for n in names if n not in defined]
+
+
+def test_every_promise_names_tests_that_exist():
+    """SECURITY.md promises four things, each with the tests that attack it."""
+    text = (Path(__file__).resolve().parents[1] / "SECURITY.md").read_text(encoding="utf-8")
+    promises = re.findall(r"^\d\. \*\*(.+?)\*\*", text, re.M | re.S)
+    assert len(promises) == 4, promises
+    sections = re.split(r"^\d\. \*\*", text.split("## What is not promised")[0], flags=re.M)[1:]
+    assert all("Tests: `tests/" in section for section in sections)
+    assert missing_tests(text) == []
+    assert missing_tests("`tests/test_nowhere.py` (`test_a_promise_nobody_tests`)") == [
+        "test_nowhere.py",
+        "test_a_promise_nobody_tests",
+    ]

@@ -638,6 +638,36 @@ def test_a_cell_that_sleeps_deaf_to_alarms_costs_its_notebook_only_its_budget(so
     assert time.monotonic() - started < setup.notebook_seconds + 30
 
 
+DENIED_CALLS = """
+import ctypes, errno, pyseccomp, syscalls
+libc = ctypes.CDLL(None, use_errno=True)
+made = [
+    name
+    for name in syscalls.DENIED
+    if libc.syscall(pyseccomp.resolve_syscall(pyseccomp.system_arch(), name), 0, 0, 0, 0, 0) != -1
+    or ctypes.get_errno() != errno.EPERM
+]
+assert not made, made
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+@pytest.mark.parametrize("kind", ["bubblewrap", "users"])
+def test_what_would_outlive_a_learner_cannot_be_made_in_either_set_up(solution, kind, request):
+    """Keys, System V IPC, message queues, another process's memory: refused in the
+    learner's cells (``syscalls.DENIED``), as a fresh user (as root) as under bubblewrap."""
+    if kind == "users":
+        request.getfixturevalue("separate_users")
+    nb = solve(make_learner(solution, "99_fixture"), solution)
+    index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex-rmsnorm")
+    nb.cells.insert(index, new_code_cell(DENIED_CALLS, id="denied"))
+    setup = Setup(env=grading_env(1), timeout=60, sandbox=kind)
+    verdict = grade_exercise(restamp(nb, solution)[0], solution, "RMSNorm", setup)
+    assert verdict.status == "passed", verdict
+    assert not any("'denied'" in note for note in verdict.notes), verdict.notes
+
+
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_the_workers_limits_hold_and_cannot_be_raised(solution):
