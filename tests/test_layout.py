@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -300,3 +302,18 @@ def test_files_import_no_other_test_file():
 def test_a_test_file_importing_another_is_found():
     found = imported_modules("def f():\n    import test_browser\nfrom test_grade import x\n")
     assert found == {"test_browser", "test_grade"}
+
+
+def test_the_command_line_answers_help_without_importing_torch():
+    """``import tfcourse`` is lazy (PEP 562): ``tfcourse --help`` answers at once, and the
+    names notebooks use (``tc.GPT``, ``tc.runtime``) load on first use."""
+    code = (
+        "import sys\nfrom tfcourse.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print('torch' in sys.modules)\n"
+        "import tfcourse as tc\nprint(tc.GPT.__name__, tc.runtime.__name__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", check=True
+    )
+    assert result.stdout.splitlines()[-2:] == ["False", "GPT tfcourse.runtime"], result.stdout
