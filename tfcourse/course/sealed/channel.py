@@ -164,9 +164,11 @@ class Channel:
         try:
             fd = self.process.stdin.fileno()
             os.set_blocking(fd, False)
+            writable = select.poll()  # not select(): a grader with many jobs has high fds
+            writable.register(fd, select.POLLOUT)
             while data:
                 left = end - time.monotonic()
-                if left <= 0 or not select.select([], [fd], [], left)[1]:
+                if left <= 0 or not writable.poll(left * 1000):
                     raise self._late(seconds, out_of_budget)
                 try:
                     data = data[os.write(fd, data) :]

@@ -305,9 +305,9 @@ def _start(
     # The worker's home and temporary files are its own (matplotlib draws nothing there).
     env = dict(setup.env, MPLBACKEND="Agg")
     limits = {
-        # CPU time: the whole budget (a cell's wall time is limited in the worker, and all
-        # of them together by ``budget``)
-        "cpu_seconds": int(min(setup.notebook_seconds, budget.seconds)) + 1,
+        # CPU time: the notebook's whole budget (a cell's wall time is limited in the
+        # worker, and all of them together by ``budget``)
+        "cpu_seconds": int(setup.notebook_seconds) + 1,
         "memory_bytes": MEMORY_BYTES,
         "file_bytes": FILE_BYTES,
     }

@@ -6,7 +6,8 @@ A session ends by killing its processes and removing its files (``forkserver.py`
 next one, is listed here and refused (``EPERM``) by a seccomp filter that each worker
 loads before any learner code runs. The filter is inherited by every child and cannot
 be removed. libseccomp builds it (through ``pyseccomp``); a call made through another
-architecture's entry (32-bit or x32 on x86-64) kills the caller.
+architecture's entry (32-bit or x32 on x86-64) kills the calling thread (libseccomp's
+default for an architecture the filter was not built for).
 
 - another process's memory: ``ptrace``, ``process_vm_readv``/``process_vm_writev``,
   ``pidfd_getfd`` (another process's file), ``kcmp``;
