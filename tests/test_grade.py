@@ -267,8 +267,8 @@ def test_grade_turns_sealed_verdicts_into_results(monkeypatch, solution, learner
             "not-gradeable",
         ),
         (
-            SealedVerdict("builtin", "called torch.nn.RMSNorm, which does the whole exercise"),
-            "builtin",
+            SealedVerdict("shortcut", "called torch.rms_norm, which does the whole exercise"),
+            "shortcut",
         ),
     ],
 )

@@ -4,8 +4,8 @@ Every attack below is a way a learner could make ``check_rmsnorm`` (or every che
 its pass line without writing RMSNorm. Two kinds:
 
 - ``ATTACKS`` answer the exercise with the course's reference or a built-in that does the
-  whole job: the sealed worker stubs the reference (the report says "reference") and traps
-  the built-in ("builtin");
+  whole job: the sealed worker stubs the reference (the report says "reference") and
+  watches for the built-in ("shortcut");
 - ``SANDBOXED`` reach for the grader itself (replace the check, patch the checks module or
   the harness, IPython hooks, ``sys.modules``, builtins, generated code, a shell line).
   The checks run in the grader, not in the learner's process, so these change nothing:
@@ -58,7 +58,7 @@ ATTACKS = {
             "        return torch.nn.functional.rms_norm(x, x.shape[-1:], self.weight, self.eps)"
         ),
         None,
-        ("RMSNorm", "builtin"),
+        ("RMSNorm", "shortcut"),
     ),
     "built-in through a helper": (
         (
@@ -68,7 +68,7 @@ ATTACKS = {
             "        return norm(x, x.shape[-1:], self.weight, self.eps)"
         ),
         "import torch.nn.functional as G\nnorm = G.rms_norm",
-        ("RMSNorm", "builtin"),
+        ("RMSNorm", "shortcut"),
     ),
 }
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 from nbformat.v4 import new_code_cell
 
-from tfcourse.course import notebook_format, references
+from tfcourse.course import judge, notebook_format, references
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.grade import grade
 from tfcourse.course.restamp import restamp
@@ -312,7 +312,7 @@ def test_the_reference_is_out_of_reach_even_by_a_route_no_scan_sees(solution):
 
 @pytest.mark.slow
 @pytest.mark.sandbox
-def test_a_hidden_builtin_is_trapped(solution):
+def test_a_hidden_builtin_is_seen_running(solution):
     source = (
         "class RMSNorm(torch.nn.Module):\n    def __init__(self, d, eps=1e-6):\n"
         "        super().__init__()\n        self.eps = eps\n"
@@ -322,7 +322,7 @@ def test_a_hidden_builtin_is_trapped(solution):
         "        return f(x, x.shape[-1:], self.weight, self.eps)"
     )
     verdict = _sealed(solution, _rmsnorm_replaced(solution, source), "RMSNorm")
-    assert verdict.status == "builtin" and "rms_norm" in verdict.output
+    assert verdict.status == "shortcut" and "rms_norm" in verdict.output
 
 
 @pytest.mark.slow
@@ -477,25 +477,6 @@ def test_a_worker_that_lies_fails_the_exercise_with_protocol_broken(solution, ch
     )
     verdict = _sealed(solution, nb, "RMSNorm")
     assert (verdict.status, verdict.reason) == ("failed", "protocol"), verdict
-
-
-def test_a_reported_trap_cannot_be_taken_back():
-    """Once a reply said a built-in was trapped, a later reply without it is a lie."""
-    stream = io.BytesIO()
-    protocol.write_message(stream, {"trapped": ["torch.nn.functional.rms_norm"]})
-    protocol.write_message(stream, {"trapped": []})
-    stream.seek(0)
-
-    class Process:
-        stdout = stream
-
-        def poll(self):
-            return 0
-
-    worker = proxy.Worker(Process(), timeout=5)
-    assert worker.receive()[0]["trapped"] == ["torch.nn.functional.rms_norm"]
-    with pytest.raises(channel.ProtocolBroken, match="shrank"):
-        worker.receive()
 
 
 def test_huge_declared_shapes_allocate_nothing():
@@ -718,14 +699,21 @@ def test_a_neighbours_seal_never_costs_a_point(solution, grading_setup):
     assert sessions == [["Causal mask", "RMSNorm"], ["RMSNorm"]]
 
 
-# Shortcuts that were once missed because the seal and the traps matched names: a course
-# helper that does the exercise's core, and other spellings of a whole-job built-in. Each
-# is listed once, in tfcourse/course/references.py.
+# Shortcuts: functions that do an exercise's whole job, in whatever namespace (the red
+# team's spellings among them). The table is tfcourse/course/references.py; the worker
+# watches what runs, per exercise, so the shared worker and a worker of the exercise's own
+# agree.
 _LAYERNORM = (
     "class LayerNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-5):\n"
     "        super().__init__()\n        self.eps = eps\n"
     "        self.weight = nn.Parameter(torch.ones(d_model))\n"
     "        self.bias = nn.Parameter(torch.zeros(d_model))\n"
+    "    def forward(self, x):\n        return SHORTCUT\n"
+)
+_RMSNORM = (
+    "class RMSNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-6):\n"
+    "        super().__init__()\n        self.eps = eps\n"
+    "        self.weight = nn.Parameter(torch.ones(d_model))\n"
     "    def forward(self, x):\n        return SHORTCUT\n"
 )
 SHORTCUTS = [
@@ -735,7 +723,6 @@ SHORTCUTS = [
         "apply_rotary",
         "from tfcourse.nn.positional import rotate_half\n\n"
         "def apply_rotary(x, cos, sin):\n    return x * cos + rotate_half(x) * sin",
-        "failed",
     ),
     (
         "10_modern_block",
@@ -743,7 +730,37 @@ SHORTCUTS = [
         "rotary_cos_sin",
         "def rotary_cos_sin(T, head_dim, base=10000.0):\n"
         "    return tc.lab.rope.rounded_rotary_tables(torch.arange(T), head_dim, base)",
-        "failed",
+    ),
+    (
+        "10_modern_block",
+        "ex-rotary-tables",
+        "rotary_cos_sin",
+        "def rotary_cos_sin(T, head_dim, base=10000.0):\n"
+        "    pe = tc.nn.positional.sinusoidal_encoding(T, head_dim, base, dtype=torch.float64)\n"
+        "    cos, sin = pe[:, 1::2], pe[:, 0::2]\n"
+        "    return torch.cat([cos, cos], -1).float(), torch.cat([sin, sin], -1).float()",
+    ),
+    (
+        "10_modern_block",
+        "ex-repeat-kv",
+        "repeat_kv",
+        "def repeat_kv(kv, n_rep):\n    return torch.repeat_interleave(kv, n_rep, dim=1)",
+    ),
+    (
+        "02_multi_head_attention",
+        "ex-first-head",
+        "first_head_weights",
+        "def first_head_weights(mha, x):\n    return mha(x, return_weights=True)[1][:, 0]",
+    ),
+    (
+        "01_attention",
+        "ex-attention",
+        "scaled_dot_product_attention",
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        "    if mask is not None:\n"
+        "        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(\n"
+        "            ~mask, float('-inf'))\n"
+        "    return torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=mask)",
     ),
     (
         "03_norms",
@@ -753,7 +770,6 @@ SHORTCUTS = [
             "SHORTCUT",
             "torch.ops.aten.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)",
         ),
-        "builtin",
     ),
     (
         "03_norms",
@@ -763,49 +779,115 @@ SHORTCUTS = [
             "SHORTCUT",
             "torch.nn.functional.instance_norm(x, eps=self.eps) * self.weight + self.bias",
         ),
-        "builtin",
     ),
-    # Spellings no list of names holds: seen running by the worker's watch.
     (
         "03_norms",
         "ex-layernorm",
         "LayerNorm",
-        _LAYERNORM.replace(
+        "import torch._refs\n"
+        + _LAYERNORM.replace(
             "SHORTCUT",
-            "torch._C._VariableFunctions.native_layer_norm(x, x.shape[-1:], "
-            "self.weight, self.bias, self.eps)[0]",
+            "torch._refs.native_layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)[0]",
         ),
-        "builtin",
     ),
     (
         "03_norms",
         "ex-rmsnorm",
         "RMSNorm",
-        "class RMSNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-6):\n"
-        "        super().__init__()\n        self.eps = eps\n"
-        "        self.weight = nn.Parameter(torch.ones(d_model))\n"
-        "    def forward(self, x):\n        return torch._C._VariableFunctions.rms_norm("
-        "x, x.shape[-1:], self.weight, self.eps)\n",
-        "builtin",
+        _RMSNORM.replace(
+            "SHORTCUT",
+            "torch._C._VariableFunctions.rms_norm(x, x.shape[-1:], self.weight, self.eps)",
+        ),
+    ),
+    (
+        "03_norms",
+        "ex-rmsnorm",
+        "RMSNorm",
+        "import torch._decomp.decompositions as decompositions\n"
+        + _RMSNORM.replace(
+            "SHORTCUT",
+            "decompositions._fused_rms_norm(x, list(x.shape[-1:]), self.weight, self.eps)[0]",
+        ),
+    ),
+    (
+        "03_norms",
+        "ex-rmsnorm",
+        "RMSNorm",
+        _RMSNORM.replace(
+            "SHORTCUT",
+            "nn.functional.layer_norm(torch.cat([x, -x], -1), (2 * x.shape[-1],), "
+            "eps=self.eps)[..., : x.shape[-1]] * self.weight",
+        ),
     ),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("notebook, cell_id, exercise, source, status", SHORTCUTS)
+@pytest.mark.parametrize("notebook, cell_id, exercise, source", SHORTCUTS)
 @pytest.mark.sandbox
-def test_course_helpers_and_builtin_aliases_earn_nothing(
-    notebook, cell_id, exercise, source, status, monkeypatch
+def test_shortcuts_earn_nothing_in_the_shared_and_the_retry_worker(
+    notebook, cell_id, exercise, source, monkeypatch
 ):
     solution = notebook_format.read_notebook(ROOT / "solutions" / f"{notebook}.ipynb")
     nb = solve(make_learner(solution, notebook), solution)
     next(c for c in nb.cells if c.get("id") == cell_id).source = source
-    verdict = _sealed(solution, nb, exercise)
-    assert verdict.status == status, verdict
-    if status == "failed":
-        assert "sealed" in verdict.output, verdict
-    # The attack is real: without its entry in the list, the shortcut earns the points.
-    monkeypatch.setattr(references, "COURSE_HELPERS", {})
-    monkeypatch.setattr(references, "BUILTIN_ALIASES", {})
-    monkeypatch.setattr(references, "WATCHED", {})
-    assert _sealed(solution, nb, exercise).status == "passed"
+    stamped, _ = restamp(nb, solution)
+    exercises = judge.exercise_names(solution)
+    setup = Setup(env=grading_env(1), timeout=60)
+    together = session.grade_exercises(stamped, solution, exercises, setup)[exercise]
+    alone = grade_exercise(stamped, solution, exercise, setup)
+    for verdict in (together, alone):
+        assert verdict.status == "shortcut", verdict
+    assert "which does the whole exercise" in alone.output
+    # The attack is real: without its entry in the table, the shortcut earns the points.
+    monkeypatch.setattr(references, "SHORTCUTS", {})
+    assert grade_exercise(stamped, solution, exercise, setup).status == "passed"
+
+
+def _names_that_run() -> set[str]:
+    """What the worker's watch could see, named as it names them: torch's operators and C
+    functions as ``torch.<name>``, Python functions and methods of torch and tfcourse as
+    ``<module>.<qualified name>``."""
+    import inspect
+    import sys
+
+    import torch._decomp.decompositions  # noqa: F401 - imported for its functions
+    import torch._refs  # noqa: F401
+
+    import tfcourse.lab.rope  # noqa: F401
+    import tfcourse.train.bpe  # noqa: F401
+    import tfcourse.train.loop  # noqa: F401
+    import tfcourse.train.sample  # noqa: F401
+
+    names = {f"torch.{name}" for name in (*dir(torch.ops.aten), *dir(torch), *dir(torch.Tensor))}
+    for module_name, module in list(sys.modules.items()):
+        if module_name.split(".")[0] not in ("torch", "tfcourse"):
+            continue
+        for value in list(vars(module).values()):
+            found = [value, *vars(value).values()] if inspect.isclass(value) else [value]
+            for item in found:
+                function = inspect.unwrap(item) if callable(item) else None
+                if inspect.isfunction(function):
+                    module_of = function.__globals__.get("__name__")
+                    names.add(f"{module_of}.{function.__code__.co_qualname}")
+    return names
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_every_shortcut_pattern_matches_something_that_can_run():
+    """A pattern that matches nothing is a typo or a name torch dropped: it would watch for
+    nothing."""
+    import fnmatch
+
+    names = _names_that_run()
+    patterns = {p for found in references.SHORTCUTS.values() for p in found}
+    unmatched = sorted(p for p in patterns if not fnmatch.filter(names, p))
+    assert not unmatched
+    assert not fnmatch.filter(names, "torch.*no_such_norm*")  # the test can fail
+
+
+def test_a_teachers_own_shortcuts_come_from_the_exercise_metadata(monkeypatch):
+    solution = notebook_format.read_notebook(FIXTURE)
+    monkeypatch.setattr(references, "SHORTCUTS", {})
+    assert references.shortcuts(solution, "RMSNorm") == ("torch.*rms_norm*",)
+    assert references.shortcuts(solution, "Causal mask") == ()

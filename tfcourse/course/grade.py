@@ -180,7 +180,7 @@ def _result(name: str, verdict: SealedVerdict, solution, *, sealed: bool) -> Exe
     )
     if result.passed:
         return result
-    result.reason = "builtin" if verdict.status == "builtin" else verdict.reason
+    result.reason = "shortcut" if verdict.status == "shortcut" else verdict.reason
     if result.reason == "error" and met_the_seal(verdict.output):
         result.reason = "reference"
     try:

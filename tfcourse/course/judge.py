@@ -37,8 +37,8 @@ _SKIP = {
 # (error), the worker hung (timeout), died (worker-died) or sent a reply that does not add
 # up (protocol), the solution marks the exercise unsealable (not-gradeable), or the check
 # itself broke (check-bug: the course's bug); the learner's code called the course's own
-# implementation, sealed away (reference), or a built-in that does the whole exercise
-# (builtin).
+# implementation, sealed away (reference), or ran a function that does the whole exercise
+# (shortcut, references.py).
 Reason = Literal[
     "",
     "mismatch",
@@ -49,7 +49,7 @@ Reason = Literal[
     "not-gradeable",
     "check-bug",
     "reference",
-    "builtin",
+    "shortcut",
 ]
 
 

@@ -66,6 +66,22 @@ def exercise_name(cell) -> str | None:
     return name if isinstance(name, str) and name.strip() else None
 
 
+def exercise_cells(nb, exercise: str) -> list:
+    """The exercise cells of ``exercise`` in ``nb``, in order (a solution has one; a
+    learner may have copied theirs)."""
+    return [c for c in nb.cells if is_exercise(c) and exercise_name(c) == exercise]
+
+
+def exercise_cell(nb, exercise: str):
+    """The first exercise cell of ``exercise`` in ``nb``, or None."""
+    return next(iter(exercise_cells(nb, exercise)), None)
+
+
+def check_cells(nb, exercise: str) -> list:
+    """The check cells of ``exercise`` in ``nb``, in order."""
+    return [c for c in nb.cells if is_check(c) and exercise_name(c) == exercise]
+
+
 def cell_label(cell, index: int) -> str:
     """How reports name a cell: its id and its position, e.g. "cell 'ex-rmsnorm' (#5)"."""
     return say(

@@ -1,25 +1,25 @@
-"""What does an exercise for the learner: the one list the grader keeps.
+"""What does an exercise for the learner: the two lists the grader keeps.
 
-For each exercise, the **reference names** are sealed away in the grading worker (a stub
-that refuses to run, in every module of the sealed package copy); the **built-ins** are
-trapped in the worker:
+For each exercise:
 
-- reference names: what the solution's exercise cell defines, the solution's metadata
-  ``tfcourse.reference`` (a teacher's own exercise), and ``COURSE_HELPERS`` below: course
-  code that would do the exercise's core for the learner;
-- built-ins: the solution's metadata ``tfcourse.builtins`` and ``BUILTIN_ALIASES`` below:
-  other spellings of the same whole-job built-in, trapped wherever torch's modules hold
-  them;
-- torch functions seen running: ``WATCHED`` below, the names of the torch functions that
-  do the whole job. While the check calls the learner's code, the worker watches every
-  torch function that runs (a ``TorchFunctionMode``, which sees each call whatever the
-  spelling: ``F.rms_norm``, ``torch.rms_norm``, ``torch._C._VariableFunctions.rms_norm``,
-  ``torch.ops.aten.rms_norm.default``) and records those named here.
+- its **reference names** are sealed: in the grading worker's copy of ``tfcourse`` each is
+  a stub that refuses to run (``seal.py``). They are what the solution's exercise cell
+  defines and the solution's metadata ``tfcourse.reference`` (a teacher's own exercise).
+  This holds whatever the learner's code does: the reference's code is not there.
+- its **shortcuts** are watched: patterns of the functions that would do the whole job
+  (``SHORTCUTS`` below, and the solution's metadata ``tfcourse.shortcuts``). While the
+  check calls the learner's code the worker records every function that runs and matches
+  one, whatever the spelling that reached it, and the exercise then earns nothing. This is
+  best effort: the worker is the learner's process, which can turn the watch off.
 
-Course code that builds on an exercise's reference needs no entry: it calls the stub and
-fails too (``TransformerBlock`` builds a sealed ``MultiHeadAttention``). Traps and the
-watch are best effort (the worker is the learner's process, which can undo both); the
-sealed reference is not: it is absent.
+A pattern is matched (``fnmatch``, case-sensitive, ``*`` also crosses dots) against what
+runs: a torch operator or C function as ``torch.<its name>`` (``torch.native_layer_norm``
+whether called as ``torch.native_layer_norm``, ``torch._C._VariableFunctions....`` or
+``torch.ops.aten.native_layer_norm.default``), and Python code as ``<module>.<qualified
+name>`` (``torch._refs.native_layer_norm``, ``tfcourse.nn.positional.RotaryEmbedding.forward``).
+So ``torch.*layer_norm*`` covers every namespace of torch, decompositions and references
+included. Course code that builds on an exercise's reference needs no entry: it calls the
+stub and fails too (``TransformerBlock`` builds a sealed ``MultiHeadAttention``).
 """
 
 from __future__ import annotations
@@ -27,115 +27,82 @@ from __future__ import annotations
 from . import notebook_format
 from .restamp import defined_names
 
-COURSE_HELPERS: dict[str, tuple[str, ...]] = {
-    # It attends with the course's own attention (or PyTorch's fused one).
-    "scaled_dot_product_attention": ("MultiHeadAttention",),
+# Every normalization torch has: a learner's norm computes the statistics itself.
+_NORMS = (
+    "torch.*layer_norm*",
+    "torch.*rms_norm*",
+    "torch.*group_norm*",
+    "torch.*instance_norm*",
+    "torch.*batch_norm*",
+)
+# Every fused or module attention torch has (the math kernel, flash, memory-efficient, cuDNN,
+# their decompositions, nn.MultiheadAttention).
+_ATTENTION = (
+    "torch.*scaled_dot_product*",
+    "torch.*flash_attention*",
+    "torch.*efficient_attention*",
+    "torch.*cudnn_attention*",
+    "torch.*multi_head_attention*",
+    "torch.*MultiheadAttention.*",
+)
+_TORCH_MODULES = ("torch.*MultiheadAttention.*", "torch.*multi_head_attention*")
+_TORCH_BLOCKS = ("torch.nn.modules.transformer.*",)
+
+SHORTCUTS: dict[str, tuple[str, ...]] = {
+    "scaled_dot_product_attention": (*_ATTENTION, "tfcourse.*.MultiHeadAttention.*"),
+    "MultiHeadAttention": _TORCH_MODULES,
+    # The module's own forward with return_weights=True hands back every head's weights.
+    "first_head_weights": (
+        "tfcourse.*.MultiHeadAttention.forward",
+        "tfcourse.*.MultiHeadAttention._attend",
+    ),
+    "LayerNorm": _NORMS,
+    # RMSNorm from a LayerNorm of [x, -x] (mean zero, so its variance is the mean square).
+    "RMSNorm": _NORMS,
+    "TransformerBlock": _TORCH_BLOCKS,
+    "GPT": _TORCH_BLOCKS,
+    "RotaryAttention": _TORCH_MODULES,
+    "repeat_kv": ("torch.*repeat_interleave*",),
     # The rotation itself, and the course's tools that rotate queries and keys.
-    "apply_rotary": ("rotate_half", "RotaryEmbedding", "rotary_scores", "context_extension"),
-    # The course's other ways to build the same tables.
+    "apply_rotary": (
+        "tfcourse.*.rotate_half",
+        "tfcourse.*.RotaryEmbedding.*",
+        "tfcourse.*.rotary_scores",
+        "tfcourse.*.context_extension",
+    ),
+    # The course's other ways to build the same tables (sin/cos of position x frequency).
     "rotary_cos_sin": (
-        "RotaryEmbedding",
-        "rounded_rotary_tables",
-        "rotary_scores",
-        "context_extension",
+        "tfcourse.*.RotaryEmbedding.*",
+        "tfcourse.*.rounded_rotary_tables",
+        "tfcourse.*.rotary_scores",
+        "tfcourse.*.context_extension",
+        "tfcourse.*.sinusoidal_encoding",
     ),
     # Cached attention: the course's attention module does it with its KV cache.
-    "attend_with_cache": ("MultiHeadAttention",),
-    # The course's own training loop.
-    "train_loop": ("train", "Trainer"),
-    # The course's own sampling.
-    "generate": ("sample_text",),
+    "attend_with_cache": ("tfcourse.*.MultiHeadAttention.*", "tfcourse.*.KVCache.*"),
+    "train_loop": ("tfcourse.*.train", "tfcourse.*.Trainer.*"),
+    "generate": ("tfcourse.*.sample_text", "tfcourse.*.GPT.generate"),
     # The course's tokenizer counts and merges pairs itself.
-    "most_frequent_pair": ("ByteBPE",),
-    "merge_pair": ("ByteBPE", "_merge"),
-}
-
-_ATTENTION = (
-    "torch.ops.aten.scaled_dot_product_attention",
-    "torch._C._nn.scaled_dot_product_attention",
-)
-BUILTIN_ALIASES: dict[str, tuple[str, ...]] = {
-    "LayerNorm": (
-        "torch.ops.aten.layer_norm",
-        "torch.ops.aten.native_layer_norm",
-        "torch.nn.functional.instance_norm",
-        "torch.instance_norm",
-        "torch.group_norm",
-        "torch.native_group_norm",
-        "torch.ops.aten.group_norm",
-        "torch.ops.aten.instance_norm",
-        "torch.nn.InstanceNorm1d",
-    ),
-    "RMSNorm": ("torch.ops.aten.rms_norm",),
-    "scaled_dot_product_attention": _ATTENTION,
-}
-
-# Functions a learner's own implementation never calls (each does the whole job), by the
-# name the function itself carries (an operator's overload suffix dropped).
-_NORMS = (
-    "layer_norm",
-    "native_layer_norm",
-    "group_norm",
-    "native_group_norm",
-    "instance_norm",
-    "batch_norm",
-    "native_batch_norm",
-)
-_FUSED_ATTENTION = (
-    "scaled_dot_product_attention",
-    "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention",
-    "multi_head_attention_forward",
-    "_native_multi_head_attention",
-)
-WATCHED: dict[str, tuple[str, ...]] = {
-    "LayerNorm": _NORMS,
-    "RMSNorm": ("rms_norm", "_fused_rms_norm"),
-    "scaled_dot_product_attention": _FUSED_ATTENTION,
-    "MultiHeadAttention": ("multi_head_attention_forward", "_native_multi_head_attention"),
+    "most_frequent_pair": ("tfcourse.*.ByteBPE.*",),
+    "merge_pair": ("tfcourse.*.ByteBPE.*", "tfcourse.train.bpe._merge"),
 }
 
 
-def exercise_cell(solution, exercise: str):
-    """The solution's exercise cell of ``exercise``, or None."""
-    return next(
-        (
-            cell
-            for cell in solution.cells
-            if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == exercise
-        ),
-        None,
-    )
+def _metadata(cell) -> dict:
+    meta = cell.metadata.get("tfcourse", {}) if cell is not None else {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def reference_names(solution, exercise: str) -> frozenset[str]:
-    """The names that count as ``exercise``'s reference (see the module docstring)."""
-    cell = exercise_cell(solution, exercise)
+    """The names sealed away for ``exercise`` (see the module docstring)."""
+    cell = notebook_format.exercise_cell(solution, exercise)
     if cell is None:
         return frozenset()
-    meta = cell.metadata.get("tfcourse", {})
-    meta = meta if isinstance(meta, dict) else {}
-    return frozenset(
-        defined_names(cell.source)
-        | set(meta.get("reference", []))
-        | set(COURSE_HELPERS.get(exercise, ()))
-    )
+    return frozenset(defined_names(cell.source) | set(_metadata(cell).get("reference", [])))
 
 
-def builtins(solution, exercise: str) -> tuple[str, ...]:
-    """The dotted names of the built-ins that do ``exercise``'s whole job."""
-    cell = exercise_cell(solution, exercise)
-    if cell is None:
-        return ()
-    meta = cell.metadata.get("tfcourse", {})
-    meta = meta if isinstance(meta, dict) else {}
-    listed = [*meta.get("builtins", []), *BUILTIN_ALIASES.get(exercise, ())]
+def shortcuts(solution, exercise: str) -> tuple[str, ...]:
+    """The patterns of the functions that would do ``exercise``'s whole job."""
+    meta = _metadata(notebook_format.exercise_cell(solution, exercise))
+    listed = [*SHORTCUTS.get(exercise, ()), *map(str, meta.get("shortcuts", []))]
     return tuple(dict.fromkeys(listed))
-
-
-def watched(exercise: str) -> tuple[str, ...]:
-    """The torch functions that, seen running during ``exercise``'s check, mean the learner
-    handed the whole job to a built-in (``WATCHED``)."""
-    return WATCHED.get(exercise, ())

@@ -125,7 +125,8 @@ class Channel:
 
     def __init__(self, process, timeout: float, budget: Budget = Budget()):
         self.process, self.timeout, self.budget = process, timeout, budget
-        self.trapped: list[str] = []
+        self.seen: list[str] = []  # the shortcuts the worker saw running (references.py)
+        self.exercise = ""  # the exercise its requests serve: the one its watch looks for
         self._replies: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -203,17 +204,14 @@ class Channel:
                 )
             )
         header, tensors = reply
-        trapped = header.get("trapped", [])
-        if not (isinstance(trapped, list) and all(isinstance(t, str) for t in trapped)):
-            raise broken("trapped calls", "被拦截的调用")
-        # A trap, once sprung, stays on record: a worker cannot take one back.
-        if trapped[: len(self.trapped)] != self.trapped:
-            raise broken("the record of trapped calls shrank", "被拦截调用的记录变少了")
-        self.trapped = list(trapped)
+        seen = header.get("seen", [])
+        if not (isinstance(seen, list) and all(isinstance(t, str) for t in seen)):
+            raise broken("the shortcuts seen", "看到的捷径")
+        self.seen = seen
         return header, tensors
 
     def request(self, header: dict, tensors: dict | None = None) -> tuple[dict, dict]:
-        self.send(header, tensors)
+        self.send(dict(header, exercise=self.exercise), tensors)
         reply, blob = self.receive()
         if "error" in reply:
             raised = reply["error"]

@@ -5,13 +5,14 @@ One path, whatever happens. For exercises E1..En of a (restamped) learner notebo
 1. a worker (``worker.py`` in the sandbox of ``sandbox.py``) gets the learner's code
    cells up to the last exercise's check cell (not the check cells, not the notebook's
    demos, plots and widgets: cells identical to the solution's cells tagged
-   ``nbval-ignore-output``), the built-ins that would do each exercise's whole job (which
-   it traps), and a sealed ``tfcourse`` in which each exercise's reference is a stub;
+   ``nbval-ignore-output``), each exercise's shortcuts (``references.py``: functions that
+   would do its whole job, which the worker watches for while it serves that exercise's
+   check), and a sealed ``tfcourse`` in which each exercise's reference is a stub;
 2. each call in an exercise's check cells (``check_rmsnorm(RMSNorm)``) runs here, in the
    grader, with stand-ins for the names it passes (``proxy.py``), on cases drawn from the
    grader's salt for that learner (``salt``) when one is given;
 3. the verdict is what the check printed or raised, compared with the solution's stored
-   output; a trapped built-in means no points whatever the outputs; a worker that broke
+   output; a shortcut seen running means no points whatever the outputs; a worker that broke
    the protocol, died or hung fails that exercise, and nothing else runs anywhere.
 
 An exercise that does not pass in the shared worker, unless its own check failed without
@@ -55,8 +56,8 @@ FILE_BYTES = 64 * 2**20  # per file the worker writes (RLIMIT_FSIZE)
 NOTEBOOK_TIMEOUTS = 5
 
 
-# builtin: the learner's code called a function that does the whole exercise.
-Status = Literal["passed", "failed", "builtin"]
+# shortcut: the learner's code ran a function that does the whole exercise.
+Status = Literal["passed", "failed", "shortcut"]
 
 
 @dataclass
@@ -183,7 +184,7 @@ def checks_of(solution, exercise: str):
 
 def gradeable(solution, exercise: str) -> str:
     """Why ``exercise`` cannot be judged sealed ("" when it can), from the solution alone."""
-    cell = references.exercise_cell(solution, exercise)
+    cell = notebook_format.exercise_cell(solution, exercise)
     if cell is not None and cell.metadata.get("tfcourse", {}).get("sealed", True) is False:
         return say(
             "its check looks at what your code does to the check's own model "
@@ -206,14 +207,6 @@ def gradeable(solution, exercise: str) -> str:
             f"它的检查单元格调用了课程中不存在的 {'、'.join(unknown)}",
         )
     return ""
-
-
-def hidden_names(solution, exercise: str) -> tuple[frozenset[str], list[str]]:
-    """The reference names to seal away and the built-ins to trap, for ``exercise``
-    (``references.py``)."""
-    return references.reference_names(solution, exercise), list(
-        references.builtins(solution, exercise)
-    )
 
 
 def cells_for(learner, solution, exercise: str) -> list[str]:
@@ -294,8 +287,7 @@ def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh
 def _start(
     cells: list[str],
     hide: frozenset[str],
-    builtins: list[str],
-    watch: list[str],
+    shortcuts: dict[str, tuple[str, ...]],
     folder: Path,
     setup: Setup,
     budget: channel.Budget,
@@ -314,8 +306,7 @@ def _start(
     package = torch.frombuffer(bytearray(sealed_archive(hide)), dtype=torch.uint8)
     first = {
         "cells": cells,
-        "builtins": builtins,
-        "watch": watch,
+        "shortcuts": shortcuts,
         "threads": 1,
         "cell_seconds": setup.timeout,
         "limits": limits,
@@ -382,7 +373,7 @@ def secrets(hide: tuple[Path, ...]) -> list[Path]:
 def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str], salt) -> SealedVerdict:
     """Run ``exercise``'s checks here against the learner's code in ``worker``."""
     calls, expected = checks_of(solution, exercise)
-    trapped_before = len(worker.trapped)
+    worker.exercise, seen_before = exercise, len(worker.seen)
     status: Status
     reason: Reason
     try:
@@ -415,11 +406,10 @@ def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str], salt
                 f"课程的检查在这份答案上出错了（{type(error).__name__}: {error}）："
                 f"这是 tfcourse 的 bug，不是你的代码的问题，请报告给我们",
             )
-    trapped = worker.trapped[trapped_before:]
-    if trapped:
-        called = ", ".join(sorted(set(trapped)))
+    if seen := worker.seen[seen_before:]:
+        called = ", ".join(sorted(set(seen)))
         return SealedVerdict(
-            "builtin",
+            "shortcut",
             output=say(
                 f"called {called}, which does the whole exercise",
                 f"调用了 {called}，它包办了整个练习",
@@ -443,14 +433,13 @@ def _session(
     """One worker, sealed for every exercise in ``seal``, running the learner's cells up to
     the last of them, within the notebook's ``budget``; a verdict for each exercise in
     ``judged``, on ``identity``'s cases."""
-    hide = frozenset().union(*(hidden_names(solution, name)[0] for name in seal))
-    builtins = sorted({b for name in seal for b in hidden_names(solution, name)[1]})
-    watch = sorted({f for name in seal for f in references.watched(name)})
+    hide = frozenset().union(*(references.reference_names(solution, name) for name in seal))
+    shortcuts = {name: references.shortcuts(solution, name) for name in judged}
     sent = max((_cells_for(learner, solution, name) for name in seal), key=len)
     with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
         try:
             worker, ran = _start(
-                [source for _, source in sent], hide, builtins, watch, Path(folder), setup, budget
+                [source for _, source in sent], hide, shortcuts, Path(folder), setup, budget
             )
         except channel.WorkerFailed as error:
             failed = SealedVerdict(
@@ -482,9 +471,10 @@ def _neighbours_may_matter(verdict: SealedVerdict) -> bool:
     """Whether a verdict from the shared worker could differ in a worker sealed for its
     exercise alone: anything but a pass, unless the check itself failed (``error``,
     ``mismatch``) without any sealed reference being met on the way (a neighbour's stub
-    says "sealed" in its message) and without a neighbour's trap. A learner who prints
-    "sealed" only buys a second worker; no verdict can be bought that way."""
-    if verdict.status == "passed":
+    says "sealed" in its message). A shortcut is watched for per exercise, so it is seen
+    the same in either worker. A learner who prints "sealed" only buys a second worker;
+    no verdict can be bought that way."""
+    if verdict.status in ("passed", "shortcut"):
         return False
     met_a_seal = "sealed" in verdict.output or any("sealed" in note for note in verdict.notes)
     return verdict.status != "failed" or verdict.reason not in ("error", "mismatch") or met_a_seal

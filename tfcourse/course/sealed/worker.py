@@ -7,15 +7,14 @@ sealed copy of ``tfcourse`` (``seal.py``), unpacked here and put first on ``sys.
 it never imports the real ``tfcourse``, and in the sealed copy the reference of the
 exercise under test is a stub. It never judges anything: it answers requests (build
 this, call that, backpropagate this) with tensors, and the grader compares them with
-the reference.
+the reference; and it reports the shortcuts it saw running (``_Watch``).
 
 The protocol runs on copies of the channel's file descriptors; the learner's prints go
-to a log file, so no print can corrupt the channel. Built-ins that would do the whole
-exercise are replaced by traps before any learner code runs: a call is recorded and
-raises.
+to a log file, so no print can corrupt the channel.
 """
 
 import contextlib
+import fnmatch
 import io
 import itertools
 import os
@@ -35,7 +34,7 @@ from torch.overrides import TorchFunctionMode
 PACKAGE = "sealed"  # where the sealed tfcourse is unpacked, in the worker's folder
 
 _CHANNEL_IN = _CHANNEL_OUT = None  # the protocol's channel (take_channel)
-TRAPPED: list[str] = []
+SEEN: list[str] = []  # the shortcuts seen running, in order (reported with every reply)
 _objects: dict[int, object] = {}
 _graphs: dict[int, tuple[list, list]] = {}
 _graph_keys = itertools.count(1)
@@ -49,63 +48,65 @@ def _say(english: str, chinese: str) -> str:
     return chinese if chosen.startswith("zh") else english
 
 
-def _trap(dotted: list[str]) -> None:
-    """Replace each built-in ``torch.x.y.name`` by a function that records the call and
-    refuses it: under its name, and wherever one of torch's modules holds the same object
-    (``torch.nn.modules.normalization.LayerNorm`` is ``torch.nn.LayerNorm``)."""
-    traps: dict[int, tuple[object, object]] = {}
-    for name in dotted:
-        parts = name.split(".")
-        try:
-            parent = __import__(parts[0])
-            for part in parts[1:-1]:
-                parent = getattr(parent, part)
-            original = getattr(parent, parts[-1])
-        except (ImportError, AttributeError):
-            continue
-        refused = _refusal(name)
-        traps.setdefault(id(original), (original, refused))
-        setattr(parent, parts[-1], refused)
-    for module_name, module in list(sys.modules.items()):
-        if module_name.split(".")[0] != "torch" or not hasattr(module, "__dict__"):
-            continue
-        for attribute, value in list(vars(module).items()):
-            found = traps.get(id(value))
-            if found is not None and found[0] is value:
-                setattr(module, attribute, found[1])
-
-
-def _refusal(dotted: str):
-    def refused(*args, **kwargs):
-        TRAPPED.append(dotted)
-        raise RuntimeError(
-            _say(
-                f"{dotted} is not allowed in this exercise: it does the whole job",
-                f"这个练习不允许使用 {dotted}：它包办了整个练习",
-            )
-        )
-
-    return refused
-
-
 class _Watch(TorchFunctionMode):
-    """While the check calls the learner's code: record each watched torch function that
-    runs (once per call), whatever spelling reached it (``references.WATCHED``)."""
+    """While the grader's request runs the learner's code: record each function that runs
+    and matches one of the exercise's shortcut patterns (``references.py``), once per
+    request. Torch operators and C functions are seen here, as ``torch.<name>``; Python
+    code by a profile hook, as ``<module>.<qualified name>``."""
 
-    names: frozenset = frozenset()
-
-    def __init__(self):
+    def __init__(self, patterns: tuple[str, ...]):
         super().__init__()
+        self.patterns = patterns
+        # what each code object or torch name ran as, if it matches (kept per exercise)
+        self.matches = _MATCHES.setdefault(patterns, {})
         self.seen: set[str] = set()
+
+    def _match(self, key, name_of) -> None:
+        found = self.matches.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            name = name_of()
+            found = self.matches[key] = (
+                name if any(fnmatch.fnmatchcase(name, p) for p in self.patterns) else None
+            )
+        if found is not None and found not in self.seen:
+            self.seen.add(found)
+            SEEN.append(found)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = str(getattr(func, "__name__", "")).split(".")[0]
-        if name in self.names and name not in self.seen:
-            self.seen.add(name)
-            module = getattr(func, "__module__", None) or "torch"
-            module = "torch.ops.aten" if module.startswith("torch._ops") else module
-            TRAPPED.append(f"{module}.{name}")
+        self._match(name, lambda: f"torch.{name}")
         return func(*args, **(kwargs or {}))
+
+    def _profile(self, frame, event, arg):
+        if event == "call":
+            self._match(
+                frame.f_code,
+                # co_qualname: Python 3.11 (3.10 gives a method by its name alone)
+                lambda: (
+                    f"{frame.f_globals.get('__name__', '')}."
+                    f"{getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}"
+                ),
+            )
+
+    def __enter__(self):
+        self.previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        sys.setprofile(self.previous)
+        return super().__exit__(*exc)
+
+
+_UNSEEN = object()
+_MATCHES: dict[tuple[str, ...], dict] = {}
+_SHORTCUTS: dict[str, tuple[str, ...]] = {}  # exercise -> its patterns (the first message)
+
+
+def _watch(header: dict):
+    """The watch for the exercise a request serves (nothing to watch: no watch)."""
+    patterns = _SHORTCUTS.get(str(header.get("exercise", "")), ())
+    return _Watch(patterns) if patterns else contextlib.nullcontext()
 
 
 def _handle(value) -> dict:
@@ -156,7 +157,7 @@ def _describe(module: torch.nn.Module) -> tuple[dict, dict]:
     }, encoder.tensors
 
 
-def _call(header, tensors):
+def _call(header, tensors, watch):
     device = torch.device(header.get("device", "cpu"))
     target = _lookup(header["target"])
     by_value: list = []  # copies of the grader's own modules
@@ -191,7 +192,6 @@ def _call(header, tensors):
             return torch.func.functional_call(target, state, args, kwargs, strict=False)
     else:
         method = target
-    watch = _Watch() if _Watch.names else contextlib.nullcontext()
     with torch.set_grad_enabled(bool(header.get("grad"))), watch:
         result = method(*args, **kwargs)
     encoder = protocol.Encoder(handle=_handle)
@@ -465,20 +465,21 @@ def serve() -> None:
     global _cell_seconds
     _cell_seconds = float(header.get("cell_seconds", 120))
     torch.set_num_threads(int(header.get("threads", 1)))
-    _trap([str(name) for name in header.get("builtins", [])])
-    _Watch.names = frozenset(str(name) for name in header.get("watch", []))
+    _SHORTCUTS.update(
+        {str(name): tuple(map(str, found)) for name, found in header.get("shortcuts", {}).items()}
+    )
     cells = _run_cells(header.get("cells", []))
-    protocol.write_message(_CHANNEL_OUT, {"cells": cells, "trapped": TRAPPED})
+    protocol.write_message(_CHANNEL_OUT, {"cells": cells, "seen": SEEN})
     while True:
         try:
             header, tensors = protocol.read_message(_CHANNEL_IN)
         except EOFError:
             return
-        op = header.get("op")
+        op, watch = header.get("op"), _watch(header)
         try:
             if op == "evaluate":  # an argument of a check call, e.g. RMSNorm
                 encoder = protocol.Encoder(handle=_handle)
-                with _time_limit(_cell_seconds):
+                with _time_limit(_cell_seconds), watch:
                     namespace = cast(dict[str, Any], _objects[0])
                     value = eval(
                         compile(header["expression"], "<check argument>", "eval"), namespace
@@ -487,12 +488,13 @@ def serve() -> None:
             elif op == "describe":
                 reply, blob = _describe(_lookup(header["target"]))
             elif op == "call":
-                reply, blob = _call(header, tensors)
+                reply, blob = _call(header, tensors, watch)
             elif op == "backward":
                 reply, blob = _backward(header, tensors)
             elif op == "getattr":
                 encoder = protocol.Encoder(handle=_handle)
-                value = getattr(_lookup(header["target"]), header["name"])
+                with watch:
+                    value = getattr(_lookup(header["target"]), header["name"])
                 reply, blob = {"value": encoder(value)}, encoder.tensors
             else:
                 raise protocol.ProtocolError(f"unknown op {op!r}")
@@ -509,7 +511,7 @@ def serve() -> None:
                 },
                 {},
             )
-        reply["trapped"] = TRAPPED
+        reply["seen"] = SEEN
         protocol.write_message(_CHANNEL_OUT, reply, blob)
 
 
