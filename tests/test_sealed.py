@@ -851,12 +851,12 @@ def _names_that_run() -> set[str]:
     import inspect
     import sys
 
-    import torch._decomp.decompositions  # noqa: F401 - imported for its functions
-    import torch._refs  # noqa: F401
+    import torch._decomp.decompositions
+    import torch._refs
 
-    import tfcourse.lab.rope  # noqa: F401
-    import tfcourse.train.bpe  # noqa: F401
-    import tfcourse.train.loop  # noqa: F401
+    import tfcourse.lab.rope
+    import tfcourse.train.bpe
+    import tfcourse.train.loop
     import tfcourse.train.sample  # noqa: F401
 
     names = {f"torch.{name}" for name in (*dir(torch.ops.aten), *dir(torch), *dir(torch.Tensor))}
