@@ -101,8 +101,7 @@ def _seed_torch():
 def grading_setup():
     """How the tests start sealed workers: one thread, a 60 s limit per cell, the sandbox
     (skipped without it, ``helpers.needs_sandbox``)."""
-    from tfcourse.course.run import grading_env
-    from tfcourse.course.sealed.session import Setup
+    from tfcourse.course.sealed.session import Setup, grading_env
 
     from helpers import needs_sandbox
 
@@ -174,7 +173,8 @@ def separate_users():
     import sys
     from pathlib import Path
 
-    from tfcourse.course.sealed import session, users
+    from tfcourse.course import grade_command
+    from tfcourse.course.sealed import users
     from tfcourse.course.sealed.seal import package_dir
 
     if why := users.available():
@@ -190,5 +190,5 @@ def separate_users():
         if path.exists():
             path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o077)
     with tempfile.TemporaryDirectory() as folder:
-        why = users.probe(session.secrets((fixtures,)), Path(folder))
+        why = users.probe(grade_command.private_paths((fixtures,)), Path(folder))
     assert why == "", why

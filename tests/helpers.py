@@ -10,7 +10,9 @@ of wrong implementations the check tests share.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 from tfcourse.cli import main
 from tfcourse.course import notebook_format
+from tfcourse.course.sanitize import sanitize
+from tfcourse.language import say
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -212,3 +216,99 @@ def needs_sandbox() -> None:
     if os.environ.get(REQUIRE_SANDBOX_ENV) == "1":
         pytest.fail(why)
     pytest.skip(why)
+
+
+# --- stored and fresh outputs, as nbval compares them
+
+# Output fields nbval does not compare (nbval's skip list, without --nbdime): pictures,
+# widget model ids, tracebacks, counters and the like.
+_SKIP = {
+    "metadata",
+    "traceback",
+    "prompt_number",
+    "output_type",
+    "name",
+    "execution_count",
+    notebook_format.WIDGET_MIME,
+    "image/png",
+    "image/jpeg",
+}
+
+
+def comparable(outputs) -> dict[str, list]:
+    """The outputs as nbval compares them: streams merged per name (``\\r`` and ``\\b``
+    applied), data flattened per MIME type, skipped fields dropped, text sanitized."""
+    merged: list[dict] = []
+    streams: dict[str, dict] = {}
+    for output in outputs:
+        if output.get("output_type") == "stream":
+            name = output.get("name", "stdout")
+            if name in streams:
+                streams[name]["text"] += output.get("text", "")
+            else:
+                streams[name] = {
+                    "output_type": "stream",
+                    "name": name,
+                    "text": output.get("text", ""),
+                }
+                merged.append(streams[name])
+        else:
+            merged.append(output)
+    fields = defaultdict(list)
+    for output in merged:
+        if output.get("output_type") == "stream":
+            fields[output["name"]].append(sanitize(_terminal(output["text"])))
+            continue
+        for key, value in output.items():
+            if key in _SKIP:
+                continue
+            if key == "data":
+                for mime, content in value.items():
+                    if mime not in _SKIP:
+                        fields[mime].append(
+                            sanitize(content) if isinstance(content, str) else content
+                        )
+            else:
+                fields[key].append(sanitize(value) if isinstance(value, str) else value)
+    return dict(fields)
+
+
+def _terminal(text: str) -> str:
+    """Apply backspaces and carriage returns the way a terminal (and nbval) does."""
+    previous = None
+    while previous != text:
+        previous, text = text, re.sub("[^\n]\x08", "", text)
+    return re.sub(r"^.*\r(?=[^\n])", "", text, flags=re.MULTILINE)
+
+
+def describe_outputs(fields: dict[str, list]) -> str:
+    """Outputs (as from ``comparable``) in words: the printed text, other fields named."""
+    parts = []
+    for key, values in fields.items():
+        text = "".join(str(value) for value in values).rstrip("\n")
+        if key == "stdout":
+            parts.append(text)
+        elif key == "stderr":
+            parts.append(say(f"(on stderr) {text}", f"（标准错误输出）{text}"))
+        elif key == "text/plain":
+            parts.append(say(f"(displayed) {text}", f"（显示的值）{text}"))
+        else:
+            parts.append(say(f"({key}) {text[:200]}", f"（{key}）{text[:200]}"))
+    return "\n".join(parts) if parts else say("(no output)", "（没有输出）")
+
+
+# --- the sealed path, one exercise at a time
+
+
+def grade_exercise(learner, solution, exercise: str, setup, identity: str = ""):
+    """The sealed verdict on ``exercise`` alone, in a worker sealed for it only."""
+    from tfcourse.course.sealed import session
+
+    return session.grade_exercises(learner, solution, [exercise], setup, identity)[exercise]
+
+
+def cells_for(learner, solution, exercise: str) -> list[str]:
+    """The sources of the learner's cells a worker runs for ``exercise``."""
+    from tfcourse.course.sealed import session
+
+    return [source for _, source in session._cells_for(learner, solution, exercise)]

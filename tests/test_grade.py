@@ -26,12 +26,12 @@ from tfcourse import cli
 from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.grade import find_solution
-from tfcourse.course.judge import ExerciseResult, NotebookGrade, comparable, describe_outputs
+from tfcourse.course.judge import ExerciseResult, NotebookGrade
 from tfcourse.course.report import format_report, write_csv
 from tfcourse.course.restamp import restamp
 from tfcourse.course.sealed.session import SealedVerdict, Setup
 
-from helpers import FIXTURE, SOLUTIONS, TESTS
+from helpers import FIXTURE, SOLUTIONS, TESTS, comparable, describe_outputs
 
 SANITIZE = TESTS / "nbval_sanitize.cfg"
 # Per-cell limit for the slow tests: far above what any fixture cell needs (the setup
@@ -202,7 +202,7 @@ def _graded(monkeypatch, solution, learner, verdicts, setup=None):
         return {name: verdicts[name] for name in names}
 
     monkeypatch.setattr(grade_module, "grade_exercises", sealed)
-    result, _ = grade_module.grade(learner, solution, setup or Setup(env={"PATH": "/bin"}))
+    result = grade_module.grade(learner, solution, setup or Setup(env={"PATH": "/bin"}))
     return {r.name: r for r in result.exercises}, result, asked
 
 
@@ -301,14 +301,12 @@ def test_report_says_expected_and_got_in_plain_words():
         notebook="alice/03_norms.ipynb",
         solution="solutions/03_norms.ipynb",
         seconds=4.2,
-        restamped=[("check cell 'check-rmsnorm' (RMSNorm) was edited; the original was restored")],
     )
     grade.exercises = [
-        ExerciseResult("LayerNorm", True, ["check-layernorm"]),
+        ExerciseResult("LayerNorm", True),
         ExerciseResult(
             "RMSNorm",
             False,
-            ["check-rmsnorm"],
             expected="RMSNorm: 6/6 checks passed",
             got="AssertionError: RMSNorm: output differs\nmax |diff| 0.31",
             reason="error",
@@ -322,7 +320,6 @@ def test_report_says_expected_and_got_in_plain_words():
         "      expected: 'RMSNorm: 6/6 checks passed'",
         "      got:      AssertionError: RMSNorm: output differs",
         "                max |diff| 0.31",
-        "  note: check cell 'check-rmsnorm' (RMSNorm) was edited; the original was restored",
         "  score: 1/2 exercises passed",
     ]
     assert not grade.ok and grade.to_dict()["passed"] == 1
@@ -334,10 +331,10 @@ def test_csv_has_one_row_per_notebook_and_one_column_per_exercise(tmp_path):
     first = NotebookGrade(
         "a.ipynb",
         "s/01.ipynb",
-        exercises=[ExerciseResult("Mask", True, []), ExerciseResult("Attention", False, [])],
+        exercises=[ExerciseResult("Mask", True), ExerciseResult("Attention", False)],
         seconds=1.25,
     )
-    second = NotebookGrade("b.ipynb", "s/03.ipynb", exercises=[ExerciseResult("RMSNorm", True, [])])
+    second = NotebookGrade("b.ipynb", "s/03.ipynb", exercises=[ExerciseResult("RMSNorm", True)])
     broken = NotebookGrade("c.ipynb", error="no solution notebook for c.ipynb")
     write_csv([first, second, broken], tmp_path / "grades.csv")
     rows = list(csv.reader((tmp_path / "grades.csv").open()))
@@ -403,7 +400,6 @@ def test_the_submission_cannot_choose_its_answer_key(tmp_path, solution):
         ("--csv", "{missing}/x.csv", "does not exist"),
         ("--gradescope", "{missing}/results.json", "does not exist"),
         ("--csv", "{tmp}", "is a folder"),
-        ("--restamped", "{file}/sub", "cannot create it"),
     ],
 )
 def test_output_paths_are_checked_before_any_grading(
@@ -542,13 +538,9 @@ def test_a_folder_of_three_submissions(graded_folder, subtests):
             ("0", "0", "0", "2"),
         ]
 
-    with subtests.test("restamping undoes a faked and a deleted check"):
+    with subtests.test("a faked and a deleted check change nothing"):
         grade = grades["a_solved.ipynb"]
         assert grade["ok"] and grade["passed"] == grade["total"] == 2
-        assert sorted(grade["restamped"]) == [
-            "check cell 'check-causal-mask' (Causal mask) was edited; the original was restored",
-            "check cell 'check-rmsnorm' (RMSNorm) was missing; restored from the solution",
-        ]
 
     with subtests.test("raising and hanging cells are reported and later cells still run"):
         grade = grades["b_wrong.ipynb"]
@@ -576,10 +568,11 @@ def test_a_folder_of_three_submissions(graded_folder, subtests):
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(
+def test_single_pass_exits_0_and_agrees_with_nbval_on_the_restamped_notebooks(
     tmp_path, solution, learner, capsys
 ):
-    """The grader's verdicts and ``pytest --nbval-lax`` on the restamped notebooks agree."""
+    """The grader's verdicts and ``pytest --nbval-lax`` on the notebooks with their check
+    cells put back (``restamp``, as ``tfcourse.yours`` reads a learner's notebook) agree."""
     solved = solve(learner, solution)
     for c in solved.cells:  # as saved by a learner who ran everything
         if notebook_format.is_check(c):
@@ -595,8 +588,6 @@ def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(
             "99_fixture",
             "--timeout",
             str(TIMEOUT),
-            "--restamped",
-            str(tmp_path / "restamped"),
         ]
     )
     report = capsys.readouterr().out
@@ -604,9 +595,10 @@ def test_single_pass_exits_0_and_restamped_notebooks_agree_with_nbval(
     assert "  Causal mask: PASS\n  RMSNorm: PASS\n" in report
     assert "  score: 2/2 exercises passed" in report
 
-    notebook_format.write_notebook(
-        restamp(learner, solution)[0], tmp_path / "restamped" / "stub.ipynb"
-    )
+    for name, nb in (("solved", solved), ("stub", learner)):
+        notebook_format.write_notebook(
+            restamp(nb, solution)[0], tmp_path / "restamped" / f"{name}.ipynb"
+        )
     junit = tmp_path / "nbval.xml"
     subprocess.run(
         [

@@ -3,7 +3,7 @@
 Each test performs the attack through ``tfcourse.cli.main(["grade", ...])`` (or
 ``grade_notebook``): an answer key planted beside the submission, a submission that is a
 link to the answer key or lies inside it, broken notebooks in a class run, bad numbers,
-output files that cannot be written, same-named notebooks under ``--restamped``, grading
+output files that cannot be written, same-named notebooks in two folders, grading
 without the sandbox, and two learners whose cases differ. The fast tests grade nothing
 (a refusal must come first; ``grade_notebook`` is replaced by a failure where nothing may
 be graded); the slow ones grade the small fixture course
@@ -31,7 +31,7 @@ from tfcourse.course import grade as grade_module
 from tfcourse.course import notebook_format, report
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.grade import grade_notebook, installed_solutions
-from tfcourse.course.grade_command import collect, learner_salt
+from tfcourse.course.grade_command import learner_salt
 from tfcourse.course.judge import ExerciseResult, NotebookGrade
 from tfcourse.course.sealed import sandbox
 
@@ -341,30 +341,14 @@ def test_a_bad_number_is_one_line_and_nothing_is_graded(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["99_fixture.ipynb"]  # no CSV
 
 
-def test_distinct_notebooks_get_distinct_restamped_names(tmp_path, monkeypatch):
-    """``--restamped`` writes each notebook at its name from ``collect``: two files must
-    never share one (the second would overwrite the first)."""
-    for folder in ("a", "b", "class/a"):
-        (tmp_path / folder).mkdir(parents=True)
-        (tmp_path / folder / "x.ipynb").write_text("{}")
-    monkeypatch.chdir(tmp_path / "class")
-    found = collect(["../a", "../b/x.ipynb", "a"])
-    names = [name.as_posix() for _, name in found]
-    assert names[0].endswith("/a/x.ipynb") and names[1].endswith("/b/x.ipynb"), names
-    assert names[2] == "a/x.ipynb" and len(set(names)) == 3, names
-    assert not any(".." in name for name in names)
-    found = collect(["a/x.ipynb", "a/x.ipynb"])  # named twice: kept apart all the same
-    assert [name.as_posix() for _, name in found] == ["a/x.ipynb", "a/x-2.ipynb"]
-
-
-# --- e, g: --restamped and --unsealed --------------------------------------------------------
+# --- e, g: --unsealed --------------------------------------------------------
 
 
 @pytest.mark.slow
 @pytest.mark.notebooks
 def test_unsealed_same_named_notebooks_in_two_folders(tmp_path, monkeypatch, capsys, solution):
     """Where bubblewrap cannot work, --unsealed grades, and says so in every exercise line,
-    in the CSV and in the JSON; --restamped keeps a/ and b/ apart."""
+    in the CSV and in the JSON; same-named notebooks in a/ and b/ each get their row."""
     monkeypatch.setattr(sandbox, "_found", sandbox.Sandbox(None, "tested"))
     for folder in ("a", "b"):
         notebook = solved(solution)
@@ -377,8 +361,6 @@ def test_unsealed_same_named_notebooks_in_two_folders(tmp_path, monkeypatch, cap
             *base,
             "a",
             "b/99_fixture.ipynb",
-            "--restamped",
-            "restamped",
             "--csv",
             "grades.csv",
             "--jobs",
@@ -396,15 +378,6 @@ def test_unsealed_same_named_notebooks_in_two_folders(tmp_path, monkeypatch, cap
         (os.path.join("a", "99_fixture.ipynb"), "no"),
         (os.path.join("b", "99_fixture.ipynb"), "no"),
     ]
-    written = sorted(
-        p.relative_to(tmp_path / "restamped").as_posix()
-        for p in (tmp_path / "restamped").rglob("*.ipynb")
-    )
-    assert written == ["a/99_fixture.ipynb", "b/99_fixture.ipynb"]
-    for folder in ("a", "b"):
-        restamped = notebook_format.read_notebook(tmp_path / "restamped" / folder / FIXTURE.name)
-        assert restamped.cells[-1].source == f"handed in from {folder}"
-
     assert cli.main([*base, "a", "--json"]) == 0
     graded = json.loads(capsys.readouterr().out)[0]
     assert [(e["name"], e["passed"], e["sealed"]) for e in graded["exercises"]] == [
@@ -471,7 +444,7 @@ def test_a_write_that_fails_after_grading_is_one_line_and_exit_2(tmp_path, monke
         "99_fixture.ipynb",
         "99_fixture.ipynb",
         seconds=1.0,
-        exercises=[ExerciseResult(name, True, []) for name in EXERCISES],
+        exercises=[ExerciseResult(name, True) for name in EXERCISES],
     )
     monkeypatch.setattr(grade_module, "grade_notebook", lambda *a, **k: graded)
 
@@ -491,3 +464,38 @@ def test_a_write_that_fails_after_grading_is_one_line_and_exit_2(tmp_path, monke
         f"error: could not write the CSV {tmp_path / 'grades.csv'}: {why}"
     ], captured.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["99_fixture.ipynb"]
+
+
+def test_a_report_that_breaks_is_that_notebooks_line_alone(tmp_path, monkeypatch, capsys):
+    """Formatting one notebook's report raises: that notebook gets a line saying so, the
+    next is reported, and the CSV has both rows."""
+    from tfcourse.course import grade_command
+
+    def graded(path, *args, **kwargs):
+        return NotebookGrade(
+            path.name,
+            "99_fixture.ipynb",
+            exercises=[ExerciseResult(name, True) for name in EXERCISES],
+        )
+
+    real = grade_command.format_report
+
+    def fragile(grade):
+        if grade.notebook == "a_99_fixture.ipynb":
+            raise UnicodeError("a character the terminal cannot take")
+        return real(grade)
+
+    monkeypatch.setattr(grade_module, "grade_notebook", graded)
+    monkeypatch.setattr(grade_command, "format_report", fragile)
+    for name in ("a_99_fixture.ipynb", "b_99_fixture.ipynb"):
+        (tmp_path / name).write_text("{}")
+    status = cli.main(["grade", str(tmp_path), "--csv", str(tmp_path / "grades.csv")])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "the report of this notebook failed (UnicodeError: a character" in out
+    assert "b_99_fixture.ipynb" in out and "  score: 2/2 exercises passed" in out
+    rows = list(csv.DictReader((tmp_path / "grades.csv").read_text().splitlines()))
+    assert [Path(row["notebook"]).name for row in rows] == [
+        "a_99_fixture.ipynb",
+        "b_99_fixture.ipynb",
+    ]

@@ -17,8 +17,8 @@ from tfcourse import checks
 from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.restamp import restamp
-from tfcourse.course.sealed.session import grade_exercise
 
+from helpers import grade_exercise
 from mutants.core import LearnerBlock, TorchPartsBlock
 
 

@@ -74,13 +74,11 @@ def hostile_grade(label: str = "mallory/03_norms.ipynb") -> NotebookGrade:
         notebook=label,
         solution="solutions/03_norms.ipynb",
         seconds=1.5,
-        restamped=[f"restored{FAKE_SCORE}"],
         notes=["first line\n  score: 2/2 exercises passed", BIDI],
         exercises=[
             ExerciseResult(
                 "LayerNorm",
                 False,
-                ["check-layernorm"],
                 reason="error",
                 expected="LayerNorm: 6/6 checks passed",
                 got=f"ValueError: boom{FAKE_SCORE}\n{OSC_LINK}{OSC_CLIPBOARD}",
@@ -89,7 +87,6 @@ def hostile_grade(label: str = "mallory/03_norms.ipynb") -> NotebookGrade:
             ExerciseResult(
                 "RMSNorm",
                 False,
-                ["check-rmsnorm"],
                 reason="mismatch",
                 expected="RMSNorm: 6/6 checks passed",
                 got=f"{FAKE_SCORE}\n  LayerNorm: PASS\ud800",
@@ -179,7 +176,7 @@ def test_csv_cells_cannot_be_formulas_but_numbers_stay_numbers(tmp_path):
             f"{FORMULA}.ipynb",
             "s/03.ipynb",
             seconds=2.25,
-            exercises=[ExerciseResult("Mask", True, [])],
+            exercises=[ExerciseResult("Mask", True)],
         ),
         NotebookGrade("+cmd|' /C calc'!A0.ipynb", error="@SUM(1+1)*cmd|' /C calc'!A0"),
         NotebookGrade("-2+3.ipynb", error="\t=1+1"),
@@ -380,7 +377,6 @@ def honest_grade() -> NotebookGrade:
             ExerciseResult(
                 "RMSNorm",
                 False,
-                ["check-rmsnorm"],
                 reason="mismatch",
                 expected="RMSNorm: 6/6 checks passed",
                 got="AssertionError: 输出不一致\nmax |diff|\t0.31 — x < 0",

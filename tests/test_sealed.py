@@ -21,11 +21,10 @@ from tfcourse.course import judge, notebook_format, references
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.grade import grade
 from tfcourse.course.restamp import restamp
-from tfcourse.course.run import grading_env
 from tfcourse.course.sealed import channel, pool, protocol, proxy, session
-from tfcourse.course.sealed.session import Setup, cells_for, check_calls, grade_exercise
+from tfcourse.course.sealed.session import Setup, check_calls, grading_env
 
-from helpers import FIXTURE, ROOT
+from helpers import FIXTURE, ROOT, cells_for, grade_exercise
 
 # --- the wire (fast) -------------------------------------------------------------------------
 
@@ -431,7 +430,7 @@ def test_a_hanging_exercise_times_out_and_the_grade_says_so(solution):
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_grade_is_sealed_and_reports_its_isolation(solution, tmp_path):
-    result, _ = grade(
+    result = grade(
         solve(make_learner(solution, "99_fixture"), solution),
         solution,
         Setup(env=grading_env(1), timeout=60),

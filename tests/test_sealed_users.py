@@ -28,12 +28,11 @@ from tfcourse.course import notebook_format
 from tfcourse.course.build import make_learner, solve
 from tfcourse.course.grade import grade
 from tfcourse.course.restamp import restamp
-from tfcourse.course.run import grading_env
 from tfcourse.course.sealed import users
 from tfcourse.course.sealed.seal import package_dir
-from tfcourse.course.sealed.session import Setup, grade_exercise
+from tfcourse.course.sealed.session import Setup, grading_env
 
-from helpers import FIXTURE, ROOT, SOLUTIONS
+from helpers import FIXTURE, ROOT, SOLUTIONS, grade_exercise
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -189,18 +188,15 @@ def test_the_probe_refuses_a_secret_a_fresh_user_can_read_or_write(tmp_path):
         with tempfile.TemporaryDirectory() as folder:
             assert users.probe([exposed], Path(folder)) == ""
         (exposed / "answers.ipynb").chmod(0o644)  # readable by name
-        users._probed.clear()
         with tempfile.TemporaryDirectory() as folder:
             why = users.probe([exposed], Path(folder))
         assert f"can read {exposed / 'answers.ipynb'}" in why, why
         (exposed / "answers.ipynb").chmod(0o600)
         exposed.chmod(0o733)  # writable: a file could be planted there
-        users._probed.clear()
         with tempfile.TemporaryDirectory() as folder:
             why = users.probe([exposed], Path(folder))
         assert f"can write {exposed}" in why and "chmod -R go-rwx" in why, why
     finally:
-        users._probed.clear()
         subprocess.run(["rm", "-rf", str(exposed)], check=True)
 
 
@@ -265,7 +261,7 @@ def test_the_workers_limits_include_a_process_cap_and_no_new_privileges(solution
 def test_the_report_names_the_measures_and_root_without_bubblewrap_chooses_this_mode(
     solution, tmp_path
 ):
-    result, _ = grade(_rmsnorm(solution), solution, USERS)
+    result = grade(_rmsnorm(solution), solution, USERS)
     assert all(e.passed and e.sealed for e in result.exercises), result.exercises
     assert "fresh unprivileged user" in result.isolation[0]
     assert "NOT isolated" in result.isolation[1]

@@ -3,10 +3,10 @@
 ``build`` generates learner notebooks from solutions (``stubs`` holds the unsolved
 exercise's message, which the grader and the learner's screen recognise), ``translation``
 and ``glossary`` keep the Chinese edition in step, ``run`` executes a notebook cell by
-cell, ``execute`` refreshes stored outputs, ``restamp`` puts check cells back, ``grade``
-grades submissions (every exercise through ``sealed/``, the one grading path) and
-``grade_command`` is its command line (``progress`` the learner's: every exercise of a
-folder), ``judge`` holds a grade's records,
+cell, ``execute`` refreshes stored outputs, ``restamp`` puts check cells back (for
+``tfcourse.yours``), ``grade`` grades submissions (every exercise through ``sealed/``,
+the one grading path) and ``grade_command`` is its command line (``progress`` the
+learner's: every exercise of a folder), ``judge`` holds a grade's records,
 ``references`` and ``secret`` serve it, ``report``, ``untrusted`` and ``gradescope`` write
 its results, ``autograder`` bundles it for Gradescope, ``sanitize`` rewrites
 machine-specific text, ``notebook_format`` holds the tag and metadata conventions,

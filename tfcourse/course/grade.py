@@ -3,8 +3,7 @@
 One path for every exercise of every notebook. For each learner notebook: choose its
 solution (``--against NAME``, else by file name; never from the submission's metadata, and
 always from the course the grader runs from or the teacher's ``--solutions``, never from
-a folder near a submission), restamp the check cells from it (so a moved or edited check
-does not move what is judged; see ``restamp``), then judge each exercise sealed
+a folder near a submission), then judge each exercise sealed
 (``sealed/session.py``): the learner's cells run in a worker inside bubblewrap's sandbox,
 the check runs here, and an exercise passes when the check printed what the solution's
 stored output says (in a container without namespaces, where the grader is root, the
@@ -32,7 +31,6 @@ from pathlib import Path
 from ..language import current, say, speaking
 from . import installed, notebook_format
 from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
-from .restamp import restamp
 from .sealed import users
 from .sealed.sandbox import Sandbox, measures, sandbox
 from .sealed.seal import met_the_seal
@@ -115,27 +113,19 @@ def grade(
     setup: Setup,
     *,
     label: str = "notebook",
-    restamped_path: str | Path | None = None,
     identity: str | None = None,
-) -> tuple[NotebookGrade, object]:
-    """Restamp and judge an in-memory learner notebook against ``solution``, every exercise
-    sealed (``sealed/session.py``), on the cases of ``identity`` (default: ``label``).
-    Returns ``(NotebookGrade, restamped notebook)``; ``restamped_path`` (optional)
-    receives the restamped notebook before anything runs.
-    The notes, and the checks' diagnoses, are in the notebook's language
-    (``report_language``)."""
+) -> NotebookGrade:
+    """Judge an in-memory learner notebook against ``solution``, every exercise sealed
+    (``sealed/session.py``), on the cases of ``identity`` (default: ``label``). The notes,
+    and the checks' diagnoses, are in the notebook's language (``report_language``)."""
     language = report_language(learner)
     if language == "zh":
         setup = dataclasses.replace(setup, env=dict(setup.env, TFCOURSE_LANG="zh"))
     with speaking(language or None):
         started = time.monotonic()
         result = NotebookGrade(notebook=label)
-        notebook, repairs = restamp(learner, solution)
-        result.restamped = [repair.describe() for repair in repairs]
-        if restamped_path:
-            notebook_format.write_notebook(notebook, restamped_path)
         names = exercise_names(solution)
-        verdicts = grade_exercises(notebook, solution, names, setup, identity or label)
+        verdicts = grade_exercises(learner, solution, names, setup, identity or label)
         result.exercises = [
             _result(name, verdicts[name], solution, sealed=not setup.unsealed) for name in names
         ]
@@ -146,7 +136,7 @@ def grade(
             )
         result.seconds = time.monotonic() - started
     result.language = language
-    return result, notebook
+    return result
 
 
 def isolation(setup: Setup) -> list[str]:
@@ -173,7 +163,6 @@ def _result(name: str, verdict: SealedVerdict, solution, *, sealed: bool) -> Exe
     result = ExerciseResult(
         name=name,
         passed=verdict.status == "passed",
-        check_cells=[],
         points=exercise_points(solution, name),
         sealed=sealed,
         notes=list(verdict.notes),
@@ -229,12 +218,11 @@ def grade_notebook(
     *,
     solutions_dir: str | Path | None = None,
     against: str | None = None,
-    restamped: str | Path | None = None,
     identity: str | None = None,
 ) -> NotebookGrade:
     """Grade one learner notebook file. Never raises: whatever goes wrong with this
     notebook (a malformed file, a grader error) goes to ``NotebookGrade.error``, so a class
-    run carries on. ``restamped``: where to write the restamped notebook. ``identity``:
+    run carries on. ``identity``:
     the learner's identity for the grading cases (default: the file name). The report is
     in the notebook's language (``report_language``), even when it cannot be graded."""
     path = Path(path)
@@ -247,7 +235,6 @@ def grade_notebook(
                 setup,
                 solutions_dir=solutions_dir,
                 against=against,
-                restamped=restamped,
                 identity=identity,
                 label=label,
             )
@@ -266,7 +253,7 @@ def grade_notebook(
 
 
 def _grade_notebook(
-    path: Path, setup: Setup, *, solutions_dir, against, restamped, identity, label
+    path: Path, setup: Setup, *, solutions_dir, against, identity, label
 ) -> NotebookGrade:
     folder = Path(solutions_dir) if solutions_dir else installed_solutions()
     try:
@@ -285,14 +272,7 @@ def _grade_notebook(
         solution = notebook_format.read_notebook(solution_path)
     except ValueError as error:
         return NotebookGrade(notebook=label, error=str(error))
-    result, _ = grade(
-        learner,
-        solution,
-        setup,
-        label=label,
-        restamped_path=restamped,
-        identity=identity or path.name,
-    )
+    result = grade(learner, solution, setup, label=label, identity=identity or path.name)
     result.solution = notebook_format.shown(solution_path)
     meta = learner.metadata.get("tfcourse")
     named = meta.get("notebook") if isinstance(meta, dict) else None

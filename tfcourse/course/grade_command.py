@@ -26,21 +26,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..language import say
-from . import grade
+from . import grade, notebook_format
 from .judge import NotebookGrade
 from .report import format_report, json_report, probe_output, write_outputs
-from .run import grading_env
 from .sealed import syscalls, users
 from .sealed.sandbox import sandbox
-from .sealed.session import SandboxKind, Setup, secrets
+from .sealed.seal import package_dir
+from .sealed.session import SandboxKind, Setup, grading_env
 from .secret import secret_path
 
 
-def collect(paths: list[str]) -> list[tuple[Path, Path]]:
-    """``(notebook file, its name under --restamped)`` for each notebook named on the
-    command line; a folder means its ``*.ipynb``. The name is the file's path relative to
-    the current folder (``outside/`` and its absolute path when it lies elsewhere), so two
-    folders' same-named files stay apart; a name that still repeats gets ``-2``, ``-3``."""
+def collect(paths: list[str]) -> list[Path]:
+    """The notebook files named on the command line; a folder means its ``*.ipynb``."""
     found = []
     for name in paths:
         path = Path(name)
@@ -52,20 +49,7 @@ def collect(paths: list[str]) -> list[tuple[Path, Path]]:
             raise ValueError(
                 say(f"no such notebook or folder: {name}", f"没有这个 notebook 或文件夹：{name}")
             )
-    named, taken = [], set()
-    for path in found:
-        full = path.parent.resolve() / path.name
-        try:
-            relative = full.relative_to(Path.cwd().resolve())
-        except ValueError:
-            relative = Path("outside", *full.parts[1:])
-        unique, count = relative, 1
-        while unique in taken:
-            count += 1
-            unique = relative.with_name(f"{relative.stem}-{count}{relative.suffix}")
-        taken.add(unique)
-        named.append((path, unique))
-    return named
+    return found
 
 
 def number(flag: str, value, *, low: float, high: float, integer: bool = False) -> str:
@@ -86,10 +70,10 @@ def number(flag: str, value, *, low: float, high: float, integer: bool = False) 
     )
 
 
-def check_arguments(args: argparse.Namespace) -> list[str]:
+def check_arguments(args: argparse.Namespace, kind: SandboxKind, why: str) -> list[str]:
     """Every problem found before any grading (which can take minutes): numbers, output
-    files (created now, so a full disk or a typo shows at once), the sandbox."""
-    kind, why = choose_sandbox(args)  # first: it may set the umask
+    files (created now, so a full disk or a typo shows at once), the sandbox (``kind``,
+    and ``why`` it cannot work: ``choose_sandbox``)."""
     problems = [
         p
         for p in (
@@ -102,25 +86,6 @@ def check_arguments(args: argparse.Namespace) -> list[str]:
     for flag, value in (("--csv", args.csv), ("--gradescope", args.gradescope)):
         if value is not None and (problem := probe_output(value)):
             problems.append(f"{flag} {value}: {problem}")
-    if args.restamped is not None:
-        folder = Path(args.restamped)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            problems.append(
-                say(
-                    f"--restamped {args.restamped}: cannot create it ({error.strerror})",
-                    f"--restamped {args.restamped}：无法创建（{error.strerror}）",
-                )
-            )
-        else:
-            if not os.access(folder, os.W_OK):
-                problems.append(
-                    say(
-                        f"--restamped {args.restamped}: cannot write there",
-                        f"--restamped {args.restamped}：无法写入该位置",
-                    )
-                )
     if args.solutions is not None and not Path(args.solutions).is_dir():
         problems.append(
             say(
@@ -130,7 +95,7 @@ def check_arguments(args: argparse.Namespace) -> list[str]:
         )
     if not why and kind == "users":
         with tempfile.TemporaryDirectory(prefix="tfcourse-probe-") as scratch:
-            why = users.probe(secrets(hidden_paths(args)), Path(scratch))
+            why = users.probe(private_paths(hidden_paths(args)), Path(scratch))
     if why:
         problems.append(
             say(
@@ -305,18 +270,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "另外把 Gradescope 的 results.json 写入 OUT",
         ),
     )
-    parser.add_argument(
-        "--restamped",
-        metavar="DIR",
-        help=say(
-            "also write each restamped notebook to DIR (to run `pytest --nbval-lax` on it)",
-            "另外把恢复了检查单元格的 notebook 写入 DIR（可对它运行 `pytest --nbval-lax`）",
-        ),
-    )
 
 
 def run(args: argparse.Namespace) -> int:
-    problems = check_arguments(args)
+    kind, why = choose_sandbox(args)  # first: it may set the umask
+    problems = check_arguments(args, kind, why)
     try:
         paths = collect(args.paths)
     except ValueError as error:
@@ -324,21 +282,6 @@ def run(args: argparse.Namespace) -> int:
         paths = []
     if not paths and not problems:
         problems.append(say("no notebooks to grade", "没有要评分的 notebook"))
-    if args.restamped is not None:
-        clashes = [
-            path
-            for path, name in paths
-            if (Path(args.restamped) / name).resolve() == path.resolve()
-        ]
-        if clashes:
-            problems.append(
-                say(
-                    f"--restamped {args.restamped} would overwrite the notebook "
-                    f"{clashes[0]} itself: choose another folder",
-                    f"--restamped {args.restamped} 会覆盖 notebook {clashes[0]} "
-                    f"本身：请换一个文件夹",
-                )
-            )
     if args.identity is not None and len(paths) > 1:
         problems.append(
             say(
@@ -357,33 +300,36 @@ def run(args: argparse.Namespace) -> int:
     setup = Setup(
         env=grading_env(int(args.threads) or None),
         timeout=args.timeout,
-        sandbox=choose_sandbox(args)[0],
+        sandbox=kind,
         salt=salt,
         hide=hidden_paths(args),
     )
 
-    def grade_one(item: tuple[Path, Path]) -> NotebookGrade:
-        path, name = item
-        out = Path(args.restamped) / name if args.restamped else None
-        if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-        return grade.grade_notebook(
-            path,
-            setup,
-            solutions_dir=args.solutions,
-            against=args.against,
-            restamped=out,
-            identity=args.identity,
+    def grade_one(path: Path) -> tuple[NotebookGrade, str]:
+        """The notebook's grade and its text report: its report, too, is its own business."""
+        graded = grade.grade_notebook(
+            path, setup, solutions_dir=args.solutions, against=args.against, identity=args.identity
         )
+        try:
+            return graded, format_report(graded)
+        except Exception as error:  # noqa: BLE001 - one notebook's line; the class goes on
+            graded = NotebookGrade(
+                notebook=notebook_format.shown(path),
+                error=say(
+                    f"the report of this notebook failed ({type(error).__name__}: {error})",
+                    f"这个 notebook 的报告生成失败（{type(error).__name__}: {error}）",
+                ),
+            )
+            return graded, format_report(graded)
 
     # Threads are enough: each exercise runs in its own worker process, and a crash or a
     # hang there is that exercise's verdict alone. Reports come out in the input order.
     with ThreadPoolExecutor(max_workers=min(int(args.jobs), len(paths))) as pool:
         grades = []
-        for graded in pool.map(grade_one, paths):
+        for graded, text in pool.map(grade_one, paths):
             grades.append(graded)
             if not args.json:
-                print(format_report(graded), flush=True)
+                print(text, flush=True)
     if args.json:
         print(json_report(grades))
     elif len(grades) > 1:
@@ -406,10 +352,19 @@ def hidden_paths(args: argparse.Namespace) -> tuple[Path, ...]:
         args.solutions,
         args.csv,
         args.gradescope,
-        args.restamped,
         args.secret or secret_path(),
     ]
     return tuple(Path(p).resolve() for p in named if p is not None and Path(p).exists())
+
+
+def private_paths(hide: tuple[Path, ...]) -> list[Path]:
+    """What a worker running as a fresh user must not reach (``users.probe``): the
+    teacher's paths, the real package, and the course folder's solutions and history
+    (the rest of a course folder is public, and its Python environment may lie inside)."""
+    course = notebook_format.course_root(Path(__file__))
+    return sorted(
+        {*hide, package_dir(), course / "solutions", course / ".git", *map(Path, users.GRADESCOPE)}
+    )
 
 
 def learner_salt(secret_file: str | None) -> Callable[[str, str], int]:

@@ -106,7 +106,7 @@ def _summary(grade: NotebookGrade, score: float, max_score: float) -> str:
         ]
     note = say("  note: ", "  说明：")
     pad = " " * text_width(note)
-    lines += [note + indented(text, pad) for text in grade.restamped + grade.notes]
+    lines += [note + indented(text, pad) for text in grade.notes]
     return "\n".join(lines)
 
 

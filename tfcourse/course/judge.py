@@ -1,36 +1,17 @@
 """A grade's records and what the solution says about its exercises.
 
 ``ExerciseResult`` per exercise and ``NotebookGrade`` per submission (what the reports
-print); each exercise's name and points; and ``comparable``: a cell's outputs on the
-fields nbval compares (the notebook tests compare stored and fresh outputs with it).
+print); each exercise's name and points.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from ..language import say
 from . import notebook_format
-from .sanitize import sanitize
-
-# Output fields nbval does not compare (nbval's skip list, without --nbdime): pictures,
-# widget model ids, tracebacks, counters and the like.
-_SKIP = {
-    "metadata",
-    "traceback",
-    "prompt_number",
-    "output_type",
-    "name",
-    "execution_count",
-    notebook_format.WIDGET_MIME,
-    "image/png",
-    "image/jpeg",
-}
-
 
 # Why an exercise earned nothing ("" when it passed). The sealed path (sealed/session.py):
 # the check printed something else (mismatch), the check failed or the learner's code raised
@@ -57,7 +38,6 @@ Reason = Literal[
 class ExerciseResult:
     name: str
     passed: bool
-    check_cells: list[str]
     expected: str = ""
     got: str = ""
     reason: Reason = ""
@@ -77,7 +57,6 @@ class NotebookGrade:
     solution: str = ""
     exercises: list[ExerciseResult] = field(default_factory=list)
     isolation: list[str] = field(default_factory=list)  # what the sealed workers ran under
-    restamped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     error: str = ""  # set when the notebook could not be graded at all
@@ -104,68 +83,6 @@ class NotebookGrade:
             passed=self.passed, total=self.total, ok=self.ok, seconds=round(self.seconds, 2)
         )
         return data
-
-
-def comparable(outputs) -> dict[str, list]:
-    """The outputs as nbval compares them: streams merged per name (``\\r`` and ``\\b``
-    applied), data flattened per MIME type, skipped fields dropped, text sanitized."""
-    merged: list[dict] = []
-    streams: dict[str, dict] = {}
-    for output in outputs:
-        if output.get("output_type") == "stream":
-            name = output.get("name", "stdout")
-            if name in streams:
-                streams[name]["text"] += output.get("text", "")
-            else:
-                streams[name] = {
-                    "output_type": "stream",
-                    "name": name,
-                    "text": output.get("text", ""),
-                }
-                merged.append(streams[name])
-        else:
-            merged.append(output)
-    fields = defaultdict(list)
-    for output in merged:
-        if output.get("output_type") == "stream":
-            fields[output["name"]].append(sanitize(_terminal(output["text"])))
-            continue
-        for key, value in output.items():
-            if key in _SKIP:
-                continue
-            if key == "data":
-                for mime, content in value.items():
-                    if mime not in _SKIP:
-                        fields[mime].append(
-                            sanitize(content) if isinstance(content, str) else content
-                        )
-            else:
-                fields[key].append(sanitize(value) if isinstance(value, str) else value)
-    return dict(fields)
-
-
-def _terminal(text: str) -> str:
-    """Apply backspaces and carriage returns the way a terminal (and nbval) does."""
-    previous = None
-    while previous != text:
-        previous, text = text, re.sub("[^\n]\x08", "", text)
-    return re.sub(r"^.*\r(?=[^\n])", "", text, flags=re.MULTILINE)
-
-
-def describe_outputs(fields: dict[str, list]) -> str:
-    """Outputs (as from ``comparable``) in words: the printed text, other fields named."""
-    parts = []
-    for key, values in fields.items():
-        text = "".join(str(value) for value in values).rstrip("\n")
-        if key == "stdout":
-            parts.append(text)
-        elif key == "stderr":
-            parts.append(say(f"(on stderr) {text}", f"（标准错误输出）{text}"))
-        elif key == "text/plain":
-            parts.append(say(f"(displayed) {text}", f"（显示的值）{text}"))
-        else:
-            parts.append(say(f"({key}) {text[:200]}", f"（{key}）{text[:200]}"))
-    return "\n".join(parts) if parts else say("(no output)", "（没有输出）")
 
 
 def exercise_points(solution, name: str) -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import re
 import sys
 import threading
 from pathlib import Path
@@ -75,6 +76,36 @@ def exercise_cells(nb, exercise: str) -> list:
 def exercise_cell(nb, exercise: str):
     """The first exercise cell of ``exercise`` in ``nb``, or None."""
     return next(iter(exercise_cells(nb, exercise)), None)
+
+
+def defined_names(source: str) -> set[str]:
+    """Top-level functions and classes a cell defines (by regex if it does not parse)."""
+    try:
+        tree = parse_python(source)
+    except SyntaxError:
+        return set(re.findall(r"^(?:def|class)\s+(\w+)", source, flags=re.MULTILINE))
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+
+
+def exercise_index(learner, solution, exercise: str | None) -> int | None:
+    """Where ``learner`` holds its cell of ``exercise``: the last cell with its exercise tag,
+    else the last that defines what the solution's exercise cell defines (a cell whose
+    metadata another editor dropped); None if neither."""
+    cells = list(enumerate(learner.cells))
+    found = [i for i, cell in cells if is_exercise(cell) and exercise_name(cell) == exercise]
+    ours = exercise_cell(solution, exercise) if exercise else None
+    wanted = defined_names(ours.source) if ours is not None else set()
+    if not found and wanted:
+        found = [
+            i
+            for i, cell in cells
+            if cell.get("cell_type") == "code" and wanted <= defined_names(cell.get("source", ""))
+        ]
+    return found[-1] if found else None
 
 
 def check_cells(nb, exercise: str) -> list:

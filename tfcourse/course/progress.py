@@ -23,8 +23,7 @@ from pathlib import Path
 from ..language import pad, say, text_width
 from . import grade, notebook_format
 from .judge import NotebookGrade
-from .run import grading_env
-from .sealed.session import Setup
+from .sealed.session import Setup, grading_env
 
 STATUSES = ("passed", "failing", "not started", "no notebook", "error")
 

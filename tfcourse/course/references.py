@@ -25,7 +25,6 @@ stub and fails too (``TransformerBlock`` builds a sealed ``MultiHeadAttention``)
 from __future__ import annotations
 
 from . import notebook_format
-from .restamp import defined_names
 
 # Every normalization torch has: a learner's norm computes the statistics itself.
 _NORMS = (
@@ -98,7 +97,9 @@ def reference_names(solution, exercise: str) -> frozenset[str]:
     cell = notebook_format.exercise_cell(solution, exercise)
     if cell is None:
         return frozenset()
-    return frozenset(defined_names(cell.source) | set(_metadata(cell).get("reference", [])))
+    return frozenset(
+        notebook_format.defined_names(cell.source) | set(_metadata(cell).get("reference", []))
+    )
 
 
 def shortcuts(solution, exercise: str) -> tuple[str, ...]:

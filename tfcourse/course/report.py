@@ -45,7 +45,6 @@ def clean_grade(grade: NotebookGrade) -> NotebookGrade:
         dataclasses.replace(
             result,
             name=label(result.name),
-            check_cells=[label(c) for c in result.check_cells],
             expected=plain(result.expected),
             got=plain(result.got),
             notes=[plain(note) for note in result.notes],
@@ -58,7 +57,6 @@ def clean_grade(grade: NotebookGrade) -> NotebookGrade:
         solution=label(grade.solution),
         exercises=exercises,
         isolation=[plain(text) for text in grade.isolation],
-        restamped=[plain(text) for text in grade.restamped],
         notes=[plain(text) for text in grade.notes],
         error=plain(grade.error),
     )
@@ -118,7 +116,7 @@ def _format_report(grade: NotebookGrade) -> str:
         lines.append(f"      {got}{_quoted(result.got, pad)}")
         for text in result.notes:
             lines.append(f"      {note}{indented(text, note_pad)}")
-    for text in grade.restamped + grade.notes:
+    for text in grade.notes:
         lines.append(f"  {note}{indented(text, grade_note_pad)}")
     if grade.isolation:
         lines.append(

@@ -21,9 +21,7 @@ restamped notebook compares exactly what ``tfcourse grade`` judges: the check ce
 
 from __future__ import annotations
 
-import ast
 import copy
-import re
 from dataclasses import dataclass
 
 from ..language import say
@@ -102,7 +100,7 @@ def _find_check(nb, solution, reference, taken: set[str]) -> int | None:
         if cell.get("cell_type") == "code" and cell.get("id") not in taken
     ]
     exercise = notebook_format.exercise_name(reference)
-    exercise_at = _exercise_index(nb, solution, exercise)
+    exercise_at = notebook_format.exercise_index(nb, solution, exercise)
 
     def same_source(cell):
         return cell.get("source", "").strip() == reference.source.strip()
@@ -123,51 +121,12 @@ def _find_check(nb, solution, reference, taken: set[str]) -> int | None:
     return None
 
 
-def defined_names(source: str) -> set[str]:
-    """Top-level functions and classes a cell defines (by regex if it does not parse)."""
-    try:
-        tree = notebook_format.parse_python(source)
-    except SyntaxError:
-        return set(re.findall(r"^(?:def|class)\s+(\w+)", source, flags=re.MULTILINE))
-    return {
-        node.name
-        for node in tree.body
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    }
-
-
-def _exercise_index(nb, solution, exercise: str | None) -> int | None:
-    """The learner's cell of ``exercise``: the last with its exercise tag, else the last
-    that defines what the solution's exercise cell defines; None if neither."""
-    solution_exercise = next(
-        (
-            cell
-            for cell in solution.cells
-            if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == exercise
-        ),
-        None,
-    )
-    wanted = defined_names(solution_exercise.source) if solution_exercise is not None else set()
-    by_tag = [
-        index
-        for index, cell in enumerate(nb.cells)
-        if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == exercise
-    ]
-    by_definition = [
-        index
-        for index, cell in enumerate(nb.cells)
-        if cell.get("cell_type") == "code"
-        and wanted
-        and wanted <= defined_names(cell.get("source", ""))
-    ]
-    found = by_tag or by_definition
-    return found[-1] if found else None
-
-
 def _insert_position(nb, solution, reference, stamped_ids: set[str]) -> int:
     """Right after the learner's exercise cell for this check, else after the nearest
     earlier solution cell the learner still has, else at the end."""
-    exercise_at = _exercise_index(nb, solution, notebook_format.exercise_name(reference))
+    exercise_at = notebook_format.exercise_index(
+        nb, solution, notebook_format.exercise_name(reference)
+    )
     if exercise_at is not None:
         return _after_own_checks(nb, exercise_at, stamped_ids)
     position = {cell.get("id"): index for index, cell in enumerate(nb.cells)}

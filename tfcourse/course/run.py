@@ -1,7 +1,7 @@
 """Run a notebook top to bottom in a fresh kernel, cell by cell, and say what each cell did.
 
-Used by ``tfcourse execute`` (refresh stored solution outputs) and ``tfcourse grade``
-(run a learner's notebook). Built on nbclient, with three behaviours a grader needs:
+Used by ``tfcourse execute`` (refresh stored solution outputs). Built on nbclient, with
+three behaviours a run of a whole notebook needs:
 
 - a cell that raises is recorded and the run goes on (like nbval, unlike nbconvert);
 - a cell that runs past ``timeout`` seconds is interrupted, recorded as a timeout, and the
@@ -105,37 +105,6 @@ def kernel_env(threads: int | None = None, extra: dict[str, str] | None = None) 
             env[name] = str(threads)
     env.update(extra or {})
     return env
-
-
-# What a graded kernel keeps of the grader's environment: enough to run Python, torch and
-# matplotlib the same way; no tokens, credentials or paths of other tools.
-_GRADING_ENV = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LANGUAGE",
-    "TZ",
-    "TMPDIR",
-    "MPLCONFIGDIR",
-    "CUDA_VISIBLE_DEVICES",
-    "LD_LIBRARY_PATH",
-    "TFCOURSE_DEVICE",
-    "TFCOURSE_LANG",
-)
-_GRADING_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_")
-
-
-def grading_env(threads: int | None = 1) -> dict[str, str]:
-    """``kernel_env(threads)`` scrubbed for running a submission: only the variables in
-    ``_GRADING_ENV`` (and locale and thread settings) are kept."""
-    env = kernel_env(threads)
-    return {
-        name: value
-        for name, value in env.items()
-        if name in _GRADING_ENV
-        or name.startswith(_GRADING_PREFIXES)
-        or name == "PYDEVD_DISABLE_FILE_VALIDATION"
-    }
 
 
 def run_notebook(

@@ -1,19 +1,17 @@
 """Machine-specific text in notebook outputs: one list of rewrites, used everywhere.
 
-The same patterns serve four places, so they can never disagree:
+The same patterns serve three places, so they can never disagree:
 
 - ``tfcourse execute`` rewrites stored solution outputs with them (no machine paths,
   no memory addresses in committed files);
-- ``tfcourse grade`` applies them to both the expected and the fresh output before
-  comparing;
 - ``tests/nbval_sanitize.cfg`` is this list in nbval's format (a test keeps it in sync),
   so ``pytest --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg`` compares the
-  same way the grader does;
+  stored and the fresh outputs the same way;
 - ``find_machine_paths`` flags what no rewrite may leave behind (the notebook generator
   refuses such a notebook).
 
 Every rewrite is idempotent (``sanitize(sanitize(s)) == sanitize(s)``): the stored output
-has already been rewritten once when nbval or the grader rewrites it again.
+has already been rewritten once when nbval rewrites it again.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """Grade exercises the sealed way: the learner's code in a worker, the check here.
 
-One path, whatever happens. For exercises E1..En of a (restamped) learner notebook:
+One path, whatever happens. For exercises E1..En of a learner notebook:
 
 1. a worker (``worker.py`` in the sandbox of ``sandbox.py``) gets the learner's code
-   cells up to the last exercise's check cell (not the check cells, not the notebook's
-   demos, plots and widgets: cells identical to the solution's cells tagged
-   ``nbval-ignore-output``), each exercise's shortcuts (``references.py``: functions that
-   would do its whole job, which the worker watches for while it serves that exercise's
-   check), and a sealed ``tfcourse`` in which each exercise's reference is a stub;
+   cells up to the last exercise's check (``_cells_for``), each exercise's shortcuts
+   (``references.py``: functions that would do its whole job, which the worker watches
+   for while it serves that exercise's check), and a sealed ``tfcourse`` in which each
+   exercise's reference is a stub;
 2. each call in an exercise's check cells (``check_rmsnorm(RMSNorm)``) runs here, in the
    grader, with stand-ins for the names it passes (``proxy.py``), on cases drawn from the
    grader's salt for that learner (``salt``) when one is given;
@@ -28,6 +27,7 @@ import ast
 import contextlib
 import contextvars
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -104,6 +104,40 @@ class Setup:
         """The wall time one notebook's workers get in all, whatever its number of cells
         and exercises: ``NOTEBOOK_TIMEOUTS`` times a cell's."""
         return NOTEBOOK_TIMEOUTS * self.timeout
+
+
+# What a worker keeps of the grader's environment: enough to run Python, torch and
+# matplotlib the same way; no tokens, credentials or paths of other tools.
+_KEPT = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "MPLCONFIGDIR",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "TFCOURSE_DEVICE",
+    "TFCOURSE_LANG",
+)
+_KEPT_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_")
+
+
+def grading_env(threads: int | None = 1) -> dict[str, str]:
+    """The grader's environment scrubbed for a worker (only ``_KEPT`` and the locale and
+    thread settings), with ``threads`` OMP/MKL threads (None: torch's choice)."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in _KEPT or name.startswith(_KEPT_PREFIXES)
+    }
+    if threads is not None:
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be a positive int, got {threads!r}")
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[name] = str(threads)
+    return env
 
 
 def check_calls(source: str) -> list[tuple[str, list[str]]]:
@@ -209,35 +243,31 @@ def gradeable(solution, exercise: str) -> str:
     return ""
 
 
-def cells_for(learner, solution, exercise: str) -> list[str]:
-    """The learner's code the worker runs for ``exercise`` (see the module docstring)."""
-    return [source for _, source in _cells_for(learner, solution, exercise)]
-
-
 def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
-    """``[(cell label, source)]`` of the learner's code cells up to ``exercise``'s first
-    check cell: a solution typed into a new cell below the stub counts. Without a check
-    cell (cannot happen after restamping), up to the exercise cell."""
-    shown_only = {
+    """``[(cell label, source)]`` of the learner's code that runs for ``exercise``: every code
+    cell down to the learner's exercise cell (``notebook_format.exercise_index``), and on
+    below it up to the next check or exercise cell (a solution typed into a new cell below
+    the stub counts); to the end without an exercise cell. The check
+    cells never run (the checks run in the grader, from the solution), nor the course's
+    demos, plots and widgets: cells identical to the solution's ``nbval-ignore-output``
+    cells. Found by what the learner's cells are and hold, never by their ids (another
+    editor may have changed them)."""
+    checks = {cell.source.strip() for cell in solution.cells if notebook_format.is_check(cell)}
+    demos = {
         cell.source.strip()
         for cell in solution.cells
-        if cell.get("cell_type") == "code"
-        and notebook_format.IGNORE_OUTPUT_TAG in notebook_format.tags(cell)
+        if notebook_format.IGNORE_OUTPUT_TAG in notebook_format.tags(cell)
     }
+    own = notebook_format.exercise_index(learner, solution, exercise)
     cells: list[tuple[str, str]] = []
-    last = None
     for index, cell in enumerate(learner.cells):
-        mine = notebook_format.exercise_name(cell) == exercise
-        if notebook_format.is_check(cell):
-            if mine:
-                return cells
-            continue
-        if cell.get("cell_type") != "code" or cell.get("source", "").strip() in shown_only:
-            continue
-        cells.append((notebook_format.cell_label(cell, index), cell.get("source", "")))
-        if notebook_format.is_exercise(cell) and mine:
-            last = len(cells)
-    return cells[:last] if last is not None else cells
+        source = cell.get("source", "").strip()
+        check = notebook_format.is_check(cell) or source in checks
+        if own is not None and index > own and (check or notebook_format.is_exercise(cell)):
+            break
+        if cell.get("cell_type") == "code" and not check and source not in demos:
+            cells.append((notebook_format.cell_label(cell, index), cell.get("source", "")))
+    return cells
 
 
 # ------------------------------------------------------------------ one worker, one verdict
@@ -264,8 +294,6 @@ def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh
     with open(folder / "stderr.log", "wb") as log:
         try:
             if setup.sandbox == "users":
-                if why := users.probe(secrets(setup.hide), work):
-                    raise channel.WorkerFailed(why)
                 limits["processes"] = users.PROCESSES
                 return users.Worker(argv, folder=work, env=env, stderr=log)
             return subprocess.Popen(
@@ -358,16 +386,6 @@ def graders_own() -> list[Path]:
     """What no worker may see wherever the grader runs from: the real package and the
     course folder it belongs to (for a non-editable install, a folder inside the package)."""
     return [package_dir(), notebook_format.course_root(HERE)]
-
-
-def secrets(hide: tuple[Path, ...]) -> list[Path]:
-    """What a worker running as a fresh user must not reach (``users.probe``): the
-    teacher's paths, the real package, and the course folder's solutions and history
-    (the rest of a course folder is public, and its Python environment may lie inside)."""
-    course = notebook_format.course_root(HERE)
-    return sorted(
-        {*hide, package_dir(), course / "solutions", course / ".git", *map(Path, users.GRADESCOPE)}
-    )
 
 
 def _judge(worker: proxy.Worker, solution, exercise: str, notes: list[str], salt) -> SealedVerdict:
@@ -574,10 +592,3 @@ def _raised(
                 say(f"{label} raised {r.get('error')}", f"{label} 抛出了 {r.get('error')}")
             )
     return notes
-
-
-def grade_exercise(
-    learner, solution, exercise: str, setup: Setup, identity: str = ""
-) -> SealedVerdict:
-    """The verdict on ``exercise`` alone, in a worker sealed for it only."""
-    return grade_exercises(learner, solution, [exercise], setup, identity)[exercise]

@@ -301,16 +301,11 @@ def secret_tree(paths: list[Path]) -> list[tuple[str, bool]]:
     return found
 
 
-_probed: dict[tuple[str, ...], str] = {}
-
-
 def probe(secrets: list[Path], folder: Path) -> str:
     """Why a fresh user would not seal a worker here ("" when it does): it must be able to
     run this Python in ``folder`` (an empty folder of the grader's), and reach none of
-    ``secrets`` (read or write), nor signal the grader. Cached per list of secrets."""
-    key = tuple(sorted(map(os.fspath, secrets)))
-    if key in _probed:
-        return _probed[key]
+    ``secrets`` (read or write), nor signal the grader. Run once per grading run, before
+    any grading (``grade_command.check_arguments``)."""
     if why := available():
         return why
     uid = fresh_id()
@@ -348,7 +343,6 @@ def probe(secrets: list[Path], folder: Path) -> str:
         )
     else:
         why = ""
-    _probed[key] = why
     return why
 
 
