@@ -7,7 +7,7 @@ everything would hand them in):
 1. per notebook: every course notebook graded alone with ``--jobs 1``: the command's wall
    time (starting Python and importing torch and nbformat, paid once per command) and the
    grader's own time for the notebook, which here includes starting the sandbox's fork
-   server (importing torch, IPython and matplotlib there: ``course/sealed/pool.py``), paid
+   server (importing torch, IPython and matplotlib there: ``grade/sealed/pool.py``), paid
    once per server and job, not once per notebook;
 2. one learner: the course's graded notebooks (those with exercises) in one call,
    ``--jobs JOBS``;
@@ -38,8 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
-from tfcourse.course.build import make_learner, solve
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -101,7 +101,7 @@ def _seed_torch():
 def grading_setup():
     """How the tests start sealed workers: one thread, a 60 s limit per cell, the sandbox
     (skipped without it, ``helpers.needs_sandbox``)."""
-    from tfcourse.course.sealed.session import Setup, grading_env
+    from tfcourse.grade.sealed.session import Setup, grading_env
 
     from helpers import needs_sandbox
 
@@ -123,7 +123,7 @@ def solution():
 @pytest.fixture
 def learner(solution):
     """The learner notebook generated from ``solution``: every exercise a stub."""
-    from tfcourse.course.build import make_learner
+    from tfcourse.authoring.build import make_learner
 
     return make_learner(solution, "99_fixture")
 
@@ -173,9 +173,9 @@ def separate_users():
     import sys
     from pathlib import Path
 
-    from tfcourse.course import grade_command
-    from tfcourse.course.sealed import users
-    from tfcourse.course.sealed.seal import package_dir
+    from tfcourse.grade import command
+    from tfcourse.grade.sealed import users
+    from tfcourse.grade.sealed.seal import package_dir
 
     if why := users.available():
         pytest.skip(why)
@@ -190,5 +190,5 @@ def separate_users():
         if path.exists():
             path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o077)
     with tempfile.TemporaryDirectory() as folder:
-        why = users.probe(grade_command.private_paths((fixtures,)), Path(folder))
+        why = users.probe(command.private_paths((fixtures,)), Path(folder))
     assert why == "", why

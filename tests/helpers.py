@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
+from tfcourse.authoring.sanitize import sanitize
 from tfcourse.cli import main
 from tfcourse.course import notebook_format
-from tfcourse.course.sanitize import sanitize
 from tfcourse.language import say
 
 TESTS = Path(__file__).resolve().parent
@@ -203,7 +203,7 @@ def needs_sandbox() -> None:
     system-call filter); fail instead where ``TFCOURSE_REQUIRE_SANDBOX=1`` (CI). Every test
     marked ``sandbox`` calls it (conftest.py), so pytest's summary says in one line how many
     were skipped and what to install."""
-    from tfcourse.course.sealed import sandbox, syscalls
+    from tfcourse.grade.sealed import sandbox, syscalls
 
     found = sandbox.sandbox()
     why = found.reason if found.bwrap is None else syscalls.unavailable()
@@ -302,13 +302,13 @@ def describe_outputs(fields: dict[str, list]) -> str:
 
 def grade_exercise(learner, solution, exercise: str, setup, identity: str = ""):
     """The sealed verdict on ``exercise`` alone, in a worker sealed for it only."""
-    from tfcourse.course.sealed import session
+    from tfcourse.grade.sealed import session
 
     return session.grade_exercises(learner, solution, [exercise], setup, identity)[exercise]
 
 
 def cells_for(learner, solution, exercise: str) -> list[str]:
     """The sources of the learner's cells a worker runs for ``exercise``."""
-    from tfcourse.course.sealed import session
+    from tfcourse.grade.sealed import session
 
     return [source for _, source in session._cells_for(learner, solution, exercise)]

@@ -35,8 +35,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tfcourse.authoring.site import build_site
 from tfcourse.course import launch
-from tfcourse.course.site import build_site
 from tfcourse.course.stubs import stub_message
 
 from helpers import CHROMIUM_FLAGS, ROOT, chromium_executable

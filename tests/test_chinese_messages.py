@@ -11,13 +11,13 @@ import re
 import pytest
 
 from tfcourse import cli, language
+from tfcourse.authoring.build import solve
 from tfcourse.course import notebook_format
-from tfcourse.course.build import solve
-from tfcourse.course.grade import grade, grade_notebook
-from tfcourse.course.gradescope import results
-from tfcourse.course.judge import ExerciseResult, NotebookGrade
-from tfcourse.course.report import format_report
-from tfcourse.course.sealed import sandbox
+from tfcourse.grade.gradescope import results
+from tfcourse.grade.notebook import grade, grade_notebook
+from tfcourse.grade.records import ExerciseResult, NotebookGrade
+from tfcourse.grade.report import format_report
+from tfcourse.grade.sealed import sandbox
 
 from helpers import BASE, SOLUTIONS, refused, resume_args
 
@@ -120,8 +120,8 @@ def test_a_chinese_notebook_is_graded_in_chinese_and_its_checks_get_tfcourse_lan
 ):
     """Without starting a worker: the grade's language and the workers' environment where
     the sealed verdicts are asked for."""
-    from tfcourse.course import grade as grade_module
-    from tfcourse.course.sealed import session
+    from tfcourse.grade import notebook as grade_module
+    from tfcourse.grade.sealed import session
 
     seen = {}
 
@@ -148,8 +148,8 @@ def test_grade_refuses_bad_flags_and_a_missing_sandbox_in_chinese(
     zh, tmp_path, capsys, monkeypatch
 ):
     """The refusals before any grading (``check_arguments``): one Chinese line each."""
-    from tfcourse.course import grade as grade_module
-    from tfcourse.course.sealed import sandbox
+    from tfcourse.grade import notebook as grade_module
+    from tfcourse.grade.sealed import sandbox
 
     monkeypatch.setattr(
         grade_module, "grade_notebook", lambda *a, **k: pytest.fail("graded despite a refusal")

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tfcourse import __version__, cli, doctor, doctor_jupyter
+from tfcourse import __version__, cli, doctor
+from tfcourse.doctor import jupyter as doctor_jupyter
 
 
 def _run(capsys, root=None) -> tuple[int, str]:
@@ -147,7 +148,7 @@ def test_cli_runs_doctor(capsys, tmp_path):
 
 
 def test_the_grading_sandbox_is_reported_with_its_fix(monkeypatch):
-    from tfcourse.course.sealed import sandbox
+    from tfcourse.grade.sealed import sandbox
 
     (here,) = doctor.check_grading_sandbox()
     assert here.status in ("ok", "info")

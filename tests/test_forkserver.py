@@ -17,9 +17,9 @@ import time
 import pytest
 import torch
 
-from tfcourse.course.sealed import pool, protocol, sandbox
-from tfcourse.course.sealed.seal import sealed_archive
-from tfcourse.course.sealed.session import grading_env
+from tfcourse.grade.sealed import pool, protocol, sandbox
+from tfcourse.grade.sealed.seal import sealed_archive
+from tfcourse.grade.sealed.session import grading_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
 ENV = dict(grading_env(1), MPLBACKEND="Agg")

@@ -12,7 +12,7 @@ import torch
 
 from tfcourse.checks import check_generate, grading_cases
 from tfcourse.checks.generate import MISTAKES, REFUSALS
-from tfcourse.course.sealed import protocol
+from tfcourse.grade.sealed import protocol
 from tfcourse.train.inference_probe import GRADIENTS_ON, TOO_LONG, TRAINING_MODE
 
 from conftest import fails, named_mistake, passes

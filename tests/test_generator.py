@@ -13,8 +13,7 @@ import pytest
 from nbformat.v4 import new_output
 
 from tfcourse import cli
-from tfcourse.course import notebook_format
-from tfcourse.course.build import (
+from tfcourse.authoring.build import (
     build,
     fill_in,
     make_learner,
@@ -23,7 +22,13 @@ from tfcourse.course.build import (
     solve,
     validate_solution,
 )
-from tfcourse.course.sanitize import SANITIZE_PATTERNS, find_machine_paths, nbval_config, sanitize
+from tfcourse.authoring.sanitize import (
+    SANITIZE_PATTERNS,
+    find_machine_paths,
+    nbval_config,
+    sanitize,
+)
+from tfcourse.course import notebook_format
 from tfcourse.course.stubs import is_stub_message, stub_message
 
 from helpers import FUNCTION, METHOD, SOLUTIONS, TESTS, tiny_solution, verdict

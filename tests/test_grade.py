@@ -23,13 +23,13 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
 
 from tfcourse import cli
+from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
-from tfcourse.course.build import make_learner, solve
-from tfcourse.course.grade import find_solution
-from tfcourse.course.judge import ExerciseResult, NotebookGrade
-from tfcourse.course.report import format_report, write_csv
 from tfcourse.course.restamp import restamp
-from tfcourse.course.sealed.session import SealedVerdict, Setup
+from tfcourse.grade.notebook import find_solution
+from tfcourse.grade.records import ExerciseResult, NotebookGrade
+from tfcourse.grade.report import format_report, write_csv
+from tfcourse.grade.sealed.session import SealedVerdict, Setup
 
 from helpers import FIXTURE, SOLUTIONS, TESTS, comparable, describe_outputs
 
@@ -193,7 +193,7 @@ def test_comparable_merges_streams_sanitizes_and_skips_pictures():
 def _graded(monkeypatch, solution, learner, verdicts, setup=None):
     """``grade`` with the sealed verdicts stood in for (no worker starts): the results by
     exercise, the grade, and what the sealed path was asked."""
-    from tfcourse.course import grade as grade_module
+    from tfcourse.grade import notebook as grade_module
 
     asked = []
 
@@ -405,7 +405,7 @@ def test_the_submission_cannot_choose_its_answer_key(tmp_path, solution):
 def test_output_paths_are_checked_before_any_grading(
     tmp_path, capsys, monkeypatch, flag, value, message
 ):
-    from tfcourse.course import grade as grade_module
+    from tfcourse.grade import notebook as grade_module
 
     monkeypatch.setattr(
         grade_module,

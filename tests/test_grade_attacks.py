@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell
 
+from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
-from tfcourse.course.build import make_learner, solve
 
 from helpers import SOLUTIONS
 

@@ -26,14 +26,15 @@ import pytest
 from nbformat.v4 import new_markdown_cell
 
 from tfcourse import checks, cli
+from tfcourse.authoring.build import make_learner, solve
 from tfcourse.checks.cases import current_salt
-from tfcourse.course import grade as grade_module
-from tfcourse.course import notebook_format, report
-from tfcourse.course.build import make_learner, solve
-from tfcourse.course.grade import grade_notebook, installed_solutions
-from tfcourse.course.grade_command import learner_salt
-from tfcourse.course.judge import ExerciseResult, NotebookGrade
-from tfcourse.course.sealed import sandbox
+from tfcourse.course import notebook_format
+from tfcourse.grade import notebook as grade_module
+from tfcourse.grade import report
+from tfcourse.grade.command import learner_salt
+from tfcourse.grade.notebook import grade_notebook, installed_solutions
+from tfcourse.grade.records import ExerciseResult, NotebookGrade
+from tfcourse.grade.sealed import sandbox
 
 from helpers import FIXTURE, SOLUTIONS
 
@@ -469,7 +470,7 @@ def test_a_write_that_fails_after_grading_is_one_line_and_exit_2(tmp_path, monke
 def test_a_report_that_breaks_is_that_notebooks_line_alone(tmp_path, monkeypatch, capsys):
     """Formatting one notebook's report raises: that notebook gets a line saying so, the
     next is reported, and the CSV has both rows."""
-    from tfcourse.course import grade_command
+    from tfcourse.grade import command
 
     def graded(path, *args, **kwargs):
         return NotebookGrade(
@@ -478,7 +479,7 @@ def test_a_report_that_breaks_is_that_notebooks_line_alone(tmp_path, monkeypatch
             exercises=[ExerciseResult(name, True) for name in EXERCISES],
         )
 
-    real = grade_command.format_report
+    real = command.format_report
 
     def fragile(grade):
         if grade.notebook == "a_99_fixture.ipynb":
@@ -486,7 +487,7 @@ def test_a_report_that_breaks_is_that_notebooks_line_alone(tmp_path, monkeypatch
         return real(grade)
 
     monkeypatch.setattr(grade_module, "grade_notebook", graded)
-    monkeypatch.setattr(grade_command, "format_report", fragile)
+    monkeypatch.setattr(command, "format_report", fragile)
     for name in ("a_99_fixture.ipynb", "b_99_fixture.ipynb"):
         (tmp_path / name).write_text("{}")
     status = cli.main(["grade", str(tmp_path), "--csv", str(tmp_path / "grades.csv")])

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from tfcourse import cli
+from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
-from tfcourse.course.autograder import build_bundle
-from tfcourse.course.build import make_learner, solve
-from tfcourse.course.gradescope import results, write_results
-from tfcourse.course.judge import ExerciseResult, NotebookGrade
+from tfcourse.grade.autograder import build_bundle
+from tfcourse.grade.gradescope import results, write_results
+from tfcourse.grade.records import ExerciseResult, NotebookGrade
 
 from helpers import ROOT
 
@@ -292,9 +292,9 @@ def test_the_zip_holds_the_scripts_the_package_and_one_solution_in_both_editions
         "README.md",
         "tfcourse/__init__.py",
         "tfcourse/cli.py",
-        "tfcourse/course/grade.py",
-        "tfcourse/course/gradescope.py",
-        "tfcourse/course/site.css",
+        "tfcourse/grade/notebook.py",
+        "tfcourse/grade/gradescope.py",
+        "tfcourse/authoring/site.css",
     ):
         assert infos[name].external_attr >> 16 == 0o100644, name
     # The notebook's solution and its Chinese edition (a Chinese submission's answer key).
@@ -484,4 +484,4 @@ def test_the_bundled_package_builds_without_network(autograder_root, tmp_path):
     assert built.returncode == 0, built.stdout + built.stderr
     wheel = next((tmp_path / "wheels").glob("tfcourse-*.whl"))
     with zipfile.ZipFile(wheel) as archive:
-        assert "tfcourse/course/gradescope.py" in archive.namelist()
+        assert "tfcourse/grade/gradescope.py" in archive.namelist()

@@ -34,7 +34,7 @@ from tfcourse.checks.evaluation import _estimate
 from tfcourse.checks.generate import _sample
 from tfcourse.checks.tokenizer import _reference_pair
 from tfcourse.checks.train_loop import _loop
-from tfcourse.course import secret as grading_secret
+from tfcourse.grade import secret as grading_secret
 from tfcourse.lab.probes import gradient_probe
 from tfcourse.lab.production import attend_with_cache, fuse_qkv
 from tfcourse.language import speaking

@@ -20,8 +20,8 @@ import textwrap
 
 import pytest
 
+from tfcourse.authoring.build import solution_regions
 from tfcourse.course import notebook_format
-from tfcourse.course.build import solution_regions
 
 from helpers import ROOT
 

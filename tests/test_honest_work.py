@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 from nbformat.v4 import new_code_cell
 
-from tfcourse.course.build import make_learner, solve
-from tfcourse.course.sealed.session import _raised
+from tfcourse.authoring.build import make_learner, solve
+from tfcourse.grade.sealed.session import _raised
 from tfcourse.language import speaking
 
 from helpers import cells_for
@@ -132,9 +132,9 @@ def test_notes_of_an_unknown_form_are_left_out():
 
 @pytest.mark.slow
 def test_honest_notebook_with_magics_shell_lines_and_peeks_scores_full_marks(solution):
-    from tfcourse.course.grade import grade
-    from tfcourse.course.sealed.sandbox import sandbox
-    from tfcourse.course.sealed.session import Setup, grading_env
+    from tfcourse.grade.notebook import grade
+    from tfcourse.grade.sealed.sandbox import sandbox
+    from tfcourse.grade.sealed.session import Setup, grading_env
 
     nb = _with_cells(solution, SCRATCH)
     # %%time on an exercise runs it; a magic on a cell's first line does not stop the cell.

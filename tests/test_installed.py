@@ -9,8 +9,8 @@ import pytest
 
 from tfcourse import __version__
 from tfcourse.course import installed
-from tfcourse.course.grade import installed_solutions
 from tfcourse.course.notebooks_command import copy_notebooks, destination, report, run
+from tfcourse.grade.notebook import installed_solutions
 
 from helpers import ROOT
 

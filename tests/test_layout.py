@@ -1,10 +1,10 @@
-"""The package's shape: four wings plus the checks, and which may import which.
+"""The package's shape: the wings, and which may import which.
 
 ``MAY_IMPORT`` is the one table of the directions between the wings (and the top-level
 modules, ``<top>``); an import between two wings that it does not list is a failure. Every
 import counts, including those inside functions (a lazy import is still a dependency) and
 those by name: a string constant naming one of the package's modules
-(``importlib.import_module("tfcourse.course.grade_command")``, the CLI's table of commands,
+(``importlib.import_module("tfcourse.grade.command")``, the CLI's table of commands,
 the package's lazy attributes) is an import of it. Cycles are looked for among module-level
 imports, since an import inside a function is the sanctioned way to load something on first
 use.
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tfcourse"
-WINGS = ("nn", "checks", "lab", "train", "course")
+WINGS = ("nn", "checks", "lab", "train", "course", "grade", "authoring", "doctor")
 # Which wing may import which (besides itself and the SHARED modules), and why.
 MAY_IMPORT = {
     "nn": set(),  # the model stands alone: the course's reference
@@ -32,11 +32,17 @@ MAY_IMPORT = {
     # the model, lab's demos (09's production notes),
     # train's loop and tokenizer; runtime and screen
     "course": set(),  # notebooks as files: none of the course's code
-    "<top>": {"nn", "lab", "train", "checks", "course"},  # the public face and the commands
+    "grade": {"course"},  # grading reads notebooks; its one use of the checks is below
+    "authoring": {"course"},  # making the course: notebooks as files, no learner's command
+    # `tfcourse doctor` looks at everything the course needs: the version, the device,
+    # the fonts (top level), the installed course, the grading sandbox, the generator
+    "doctor": {"<top>", "course", "grade", "authoring"},
+    "<top>": {"nn", "lab", "train", "checks", "course", "grade", "authoring", "doctor"},  # the
+    # public face and the commands
 }
 # Single modules beyond their wing's row. The sealed grader's judge runs the checks in the
 # grader's own process (the learner's code is in a worker), and nothing else of course/ does.
-ALLOWED = {("tfcourse.course.sealed.session", "tfcourse.checks")}
+ALLOWED = {("tfcourse.grade.sealed.session", "tfcourse.checks")}
 # Top-level modules every wing may import: they import nothing of the package themselves
 # (test_shared_modules_import_nothing_of_the_package), so they pull in no wing.
 SHARED = {"tfcourse.language", "tfcourse.files"}
@@ -157,8 +163,6 @@ def test_the_top_level_holds_only_the_public_face_and_the_commands():
         "__main__.py",
         "cli.py",
         "demo.py",
-        "doctor.py",
-        "doctor_jupyter.py",
         "files.py",
         "fonts.py",
         "language.py",
@@ -177,7 +181,22 @@ def test_import_directions():
 def test_an_import_by_name_is_an_import():
     """The CLI loads its commands by name; the directions see those imports."""
     graph = import_graph(PACKAGE)
-    assert ("tfcourse.course.grade_command", False) in graph["tfcourse.cli"]
+    assert ("tfcourse.grade.command", False) in graph["tfcourse.cli"]
+
+
+def test_the_authoring_tools_are_loaded_by_their_commands_alone():
+    """No module a learner's session or the grader loads imports the authoring wing: the
+    CLI's table of commands names it (``tfcourse build-notebooks``, ``site``, ...), and
+    ``tfcourse doctor`` runs the generator in a checkout (are notebooks/ and solutions/ in
+    step?), never in an installed course."""
+    graph = import_graph(PACKAGE)
+    importers = sorted(
+        module
+        for module, targets in graph.items()
+        if not module.startswith("tfcourse.authoring")
+        and any(target.startswith("tfcourse.authoring") for target, _ in targets)
+    )
+    assert importers == ["tfcourse.cli", "tfcourse.doctor.jupyter"]
 
 
 def test_shared_modules_import_nothing_of_the_package():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tfcourse import checks
-from tfcourse.course.run import kernel_env, run_notebook
+from tfcourse.authoring.run import kernel_env, run_notebook
 from tfcourse.course.stubs import stub_message
 
 

@@ -14,8 +14,8 @@ from torch import nn
 
 import tfcourse as tc
 from tfcourse import checks
+from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
-from tfcourse.course.build import make_learner, solve
 from tfcourse.course.restamp import restamp
 
 from helpers import grade_exercise

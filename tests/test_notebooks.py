@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pytest
 
+from tfcourse.authoring.build import build, fill_in, make_learner, solve
+from tfcourse.authoring.run import kernel_env, run_notebook
 from tfcourse.course import notebook_format
-from tfcourse.course.build import build, fill_in, make_learner, solve
-from tfcourse.course.grade import grade
-from tfcourse.course.run import kernel_env, run_notebook
-from tfcourse.course.sealed.session import Setup, grading_env
+from tfcourse.grade.notebook import grade
+from tfcourse.grade.sealed.session import Setup, grading_env
 from tfcourse.train.memo import MEMO_ENV
 
 from helpers import FIXTURE, ROOT, TESTS, comparable
@@ -246,7 +246,7 @@ def test_compared_outputs_are_identical_across_runs_and_thread_counts():
 def test_clean_outputs_sanitizes_text_and_drops_widget_views():
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    from tfcourse.course.execute import clean_outputs
+    from tfcourse.authoring.execute import clean_outputs
 
     cell = new_code_cell("x", id="x")
     cell.outputs = [
@@ -277,7 +277,7 @@ def test_clean_outputs_sanitizes_text_and_drops_widget_views():
 def test_execute_refreshes_outputs_in_place_and_keeps_a_failing_notebook(tmp_path):
     from nbformat.v4 import new_code_cell
 
-    from tfcourse.course.execute import execute_notebook
+    from tfcourse.authoring.execute import execute_notebook
 
     solution = notebook_format.read_notebook(FIXTURE)
     where = new_code_cell("import os\nprint(os.getcwd())", id="where")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tfcourse.authoring.build import make_learner, solve
 from tfcourse.cli import main as tfcourse_cli
 from tfcourse.course import notebook_format
-from tfcourse.course.build import make_learner, solve
-from tfcourse.course.progress import Row, progress, table
+from tfcourse.grade.progress import Row, progress, table
 from tfcourse.language import speaking
 
 from helpers import ROOT

@@ -20,18 +20,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from tfcourse.course import report
-from tfcourse.course.gradescope import results, write_results
-from tfcourse.course.judge import ExerciseResult, NotebookGrade
-from tfcourse.course.report import (
+from tfcourse.grade import report
+from tfcourse.grade.command import write_outputs
+from tfcourse.grade.gradescope import results, write_results
+from tfcourse.grade.records import ExerciseResult, NotebookGrade
+from tfcourse.grade.report import (
     clean_grade,
     format_report,
     json_report,
     probe_output,
     write_csv,
-    write_outputs,
 )
-from tfcourse.course.untrusted import clean_dict, csv_text, plain
+from tfcourse.grade.untrusted import clean_dict, csv_text, plain
 from tfcourse.language import speaking
 
 # Erase this line, go up one, and write what the grader would have written there.

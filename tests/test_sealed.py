@@ -17,12 +17,13 @@ import pytest
 import torch
 from nbformat.v4 import new_code_cell
 
-from tfcourse.course import judge, notebook_format, references
-from tfcourse.course.build import make_learner, solve
-from tfcourse.course.grade import grade
+from tfcourse.authoring.build import make_learner, solve
+from tfcourse.course import notebook_format
 from tfcourse.course.restamp import restamp
-from tfcourse.course.sealed import channel, pool, protocol, proxy, session
-from tfcourse.course.sealed.session import Setup, check_calls, grading_env
+from tfcourse.grade import records, references
+from tfcourse.grade.notebook import grade
+from tfcourse.grade.sealed import channel, pool, protocol, proxy, session
+from tfcourse.grade.sealed.session import Setup, check_calls, grading_env
 
 from helpers import FIXTURE, ROOT, cells_for, grade_exercise
 
@@ -142,7 +143,7 @@ def test_the_worker_rebuilds_only_course_and_torch_modules():
             {"$module": "os:system", "init": {"$dict": {}}}, {}, dataclasses_from_tfcourse=True
         )
     linear = torch.nn.Linear(3, 2)
-    from tfcourse.course.sealed.proxy import _module_by_value
+    from tfcourse.grade.sealed.proxy import _module_by_value
 
     encoder = protocol.Encoder()
     node = _module_by_value(linear, encoder)
@@ -153,7 +154,7 @@ def test_the_worker_rebuilds_only_course_and_torch_modules():
 def test_an_optimizer_crosses_by_value_over_the_module_sent_before_it():
     """``train_loop(model, optimizer, ...)``: the worker rebuilds the optimizer's class, its
     groups (by parameter name) and their settings over its copy of the model."""
-    from tfcourse.course.sealed.proxy import _send_handle
+    from tfcourse.grade.sealed.proxy import _send_handle
     from tfcourse.train.optim import configure_optimizer
 
     model = torch.nn.Linear(3, 2)
@@ -228,7 +229,7 @@ def test_a_hostile_optimizer_node_is_refused(node, message):
 
 
 def test_an_optimizer_with_state_or_foreign_parameters_is_not_sent():
-    from tfcourse.course.sealed.proxy import SealedUnsupported, _send_handle
+    from tfcourse.grade.sealed.proxy import SealedUnsupported, _send_handle
 
     model, other = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
     encoder = protocol.Encoder()
@@ -699,7 +700,7 @@ def test_a_neighbours_seal_never_costs_a_point(solution, grading_setup):
 
 
 # Shortcuts: functions that do an exercise's whole job, in whatever namespace (the red
-# team's spellings among them). The table is tfcourse/course/references.py; the worker
+# team's spellings among them). The table is tfcourse/grade/references.py; the worker
 # watches what runs, per exercise, so the shared worker and a worker of the exercise's own
 # agree.
 _LAYERNORM = (
@@ -831,7 +832,7 @@ def test_shortcuts_earn_nothing_in_the_shared_and_the_retry_worker(
     nb = solve(make_learner(solution, notebook), solution)
     next(c for c in nb.cells if c.get("id") == cell_id).source = source
     stamped, _ = restamp(nb, solution)
-    exercises = judge.exercise_names(solution)
+    exercises = records.exercise_names(solution)
     setup = Setup(env=grading_env(1), timeout=60)
     together = session.grade_exercises(stamped, solution, exercises, setup)[exercise]
     alone = grade_exercise(stamped, solution, exercise, setup)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tfcourse.course.sealed import sandbox
-from tfcourse.course.sealed.seal import package_dir
+from tfcourse.grade.sealed import sandbox
+from tfcourse.grade.sealed.seal import package_dir
 
 pytestmark = pytest.mark.sandbox
 FOUND = sandbox.sandbox()

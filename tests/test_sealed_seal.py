@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tfcourse.course.sealed import seal
+from tfcourse.grade.sealed import seal
 
 REAL = Path(seal.__file__).resolve().parents[2]
 # A line of the real LayerNorm's body: it must not be anywhere in the sealed copy.
@@ -74,7 +74,7 @@ def test_the_worker_sees_the_sealed_package(sealed):
         attempt("make_norm_rms", lambda: type(tc.make_norm("rmsnorm", 8, 1e-6)).__name__)
         from tfcourse.checks import check_layernorm
         attempt("check", lambda: check_layernorm(object))
-        from tfcourse.checks import *  # noqa: F403
+        from tfcourse.checks import *# noqa: F403
         out["star"] = sorted(name for name in dir() if name.startswith("check_"))
         attempt("submodule", lambda: __import__("tfcourse.checks.norms"))
         attempt("harness", lambda: __import__("tfcourse.checks._harness"))

@@ -24,13 +24,13 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell
 
+from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
-from tfcourse.course.build import make_learner, solve
-from tfcourse.course.grade import grade
 from tfcourse.course.restamp import restamp
-from tfcourse.course.sealed import users
-from tfcourse.course.sealed.seal import package_dir
-from tfcourse.course.sealed.session import Setup, grading_env
+from tfcourse.grade.notebook import grade
+from tfcourse.grade.sealed import users
+from tfcourse.grade.sealed.seal import package_dir
+from tfcourse.grade.sealed.session import Setup, grading_env
 
 from helpers import FIXTURE, ROOT, SOLUTIONS, grade_exercise
 

@@ -24,8 +24,8 @@ import nbformat
 import pytest
 
 from tfcourse import cli
-from tfcourse.course.offline import check_offline, external_resources
-from tfcourse.course.site import SiteError, _title_and_goal, build_site
+from tfcourse.authoring.offline import check_offline, external_resources
+from tfcourse.authoring.site import SiteError, _title_and_goal, build_site
 
 from helpers import CHROMIUM_FLAGS, ROOT, chromium_executable
 

@@ -14,7 +14,8 @@ from collections import Counter
 import pytest
 
 from tfcourse.checks import check_merge_pair, check_most_frequent_pair, tokenizer
-from tfcourse.course import notebook_format, references
+from tfcourse.course import notebook_format
+from tfcourse.grade import references
 from tfcourse.train.bpe import ByteBPE
 
 from conftest import fails, passes

@@ -13,10 +13,11 @@ import torch
 import torch.nn.functional as F
 
 from tfcourse import training
+from tfcourse.authoring.build import make_learner, solve
 from tfcourse.checks import check_train_loop
 from tfcourse.checks.train_loop import MISTAKES
-from tfcourse.course import notebook_format, references
-from tfcourse.course.build import make_learner, solve
+from tfcourse.course import notebook_format
+from tfcourse.grade import references
 
 from conftest import fails, named_mistake, passes
 from helpers import ROOT

@@ -10,8 +10,9 @@ import nbformat
 import pytest
 
 from tfcourse import cli, language
-from tfcourse.course import glossary, notebook_format, translation
-from tfcourse.course.build import build, solve
+from tfcourse.authoring import glossary, translation
+from tfcourse.authoring.build import build, solve
+from tfcourse.course import notebook_format
 
 from helpers import METHOD, ROOT, code, tiny_solution
 

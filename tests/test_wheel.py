@@ -59,7 +59,7 @@ def test_the_wheel_carries_every_notebook_and_the_package(built):
     assert notebooks == shipped_notebooks()  # and no other notebook
     packaged = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tfcourse").rglob("*.py")}
     assert packaged <= names, sorted(packaged - names)
-    assert "tfcourse/course/site.css" in names
+    assert "tfcourse/authoring/site.css" in names
     assert f"{COURSE}/solutions/01_attention.zh.md" in names  # doctor checks zh/ against it
 
 

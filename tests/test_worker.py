@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tfcourse.course.sealed import pool, protocol, proxy
-from tfcourse.course.sealed.seal import sealed_archive
-from tfcourse.course.sealed.session import grading_env
+from tfcourse.grade.sealed import pool, protocol, proxy
+from tfcourse.grade.sealed.seal import sealed_archive
+from tfcourse.grade.sealed.session import grading_env
 
 pytestmark = pytest.mark.slow
 HERE = Path(protocol.__file__).resolve().parent

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import tfcourse as tc
+from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
-from tfcourse.course.build import make_learner, solve
 from tfcourse.language import speaking
 from tfcourse.yours import PARTS, yours
 

@@ -79,8 +79,8 @@ def progress(folder=".") -> None:
     notebook runs in): passed, failing with the mistake its check named, not started, or
     without a notebook. The same table as ``tfcourse progress``; your notebooks are read, as
     you last saved them, and never changed."""
-    from .course.progress import progress as rows_of
-    from .course.progress import table
+    from .grade.progress import progress as rows_of
+    from .grade.progress import table
 
     print(table(rows_of(folder)))
 

@@ -22,24 +22,24 @@ COMMANDS = {
         "copy the learner notebooks into a folder of yours (never overwriting one)",
     ),
     "build-notebooks": (
-        "tfcourse.course.build",
+        "tfcourse.authoring.build",
         "regenerate notebooks/ from solutions/ (--check: verify)",
     ),
     "translate": (
-        "tfcourse.course.translation",
+        "tfcourse.authoring.translation",
         "add the sections a notebook's Chinese edition lacks (--check: verify)",
     ),
     "execute": (
-        "tfcourse.course.execute",
+        "tfcourse.authoring.execute",
         "re-execute solution notebooks in place to refresh stored outputs",
     ),
-    "grade": ("tfcourse.course.grade_command", "grade learner notebooks against the solutions"),
+    "grade": ("tfcourse.grade.command", "grade learner notebooks against the solutions"),
     "progress": (
-        "tfcourse.course.progress",
+        "tfcourse.grade.progress",
         "every exercise of the course in your folder: passed, failing, not started",
     ),
     "autograder": (
-        "tfcourse.course.autograder",
+        "tfcourse.grade.autograder",
         "build a Gradescope autograder zip for one notebook",
     ),
     "train": (
@@ -51,7 +51,10 @@ COMMANDS = {
         "write text with a model trained by `tfcourse train --dataset text`",
     ),
     "doctor": ("tfcourse.doctor", "check the installation and say how to fix what is wrong"),
-    "site": ("tfcourse.course.site", "build the static HTML site of the course into build/site/"),
+    "site": (
+        "tfcourse.authoring.site",
+        "build the static HTML site of the course into build/site/",
+    ),
 }
 
 

@@ -25,10 +25,10 @@ import torch
 
 from .checks._harness import first_line
 from .course import notebook_format
-from .course.progress import learner_folder_and_solutions
 from .course.restamp import restamp
-from .course.sealed.session import checks_of
 from .course.stubs import is_stub_message
+from .grade.progress import learner_folder_and_solutions
+from .grade.sealed.session import checks_of
 from .language import pad, say, text_width
 from .train import compose
 

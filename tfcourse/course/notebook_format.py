@@ -113,6 +113,15 @@ def check_cells(nb, exercise: str) -> list:
     return [c for c in nb.cells if is_check(c) and exercise_name(c) == exercise]
 
 
+def learner_check_cell(cell):
+    """A copy of a solution check cell as learners get it: same source, id and stored
+    output, read-only in JupyterLab."""
+    cell = copy.deepcopy(cell)
+    cell.metadata["editable"] = False
+    cell.metadata["deletable"] = False
+    return cell
+
+
 def cell_label(cell, index: int) -> str:
     """How reports name a cell: its id and its position, e.g. "cell 'ex-rmsnorm' (#5)"."""
     return say(

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 from ..language import say
 from . import notebook_format
-from .build import learner_check_cell
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ def restamp(learner, solution) -> tuple[object, list[Restamp]]:
         index = _find_check(nb, solution, reference, stamped_ids)
         if index is None:
             index = _insert_position(nb, solution, reference, stamped_ids)
-            nb.cells.insert(index, learner_check_cell(reference))
+            nb.cells.insert(index, notebook_format.learner_check_cell(reference))
             stamped_cells.append(nb.cells[index])
             repairs.append(Restamp(reference.id, exercise, "deleted"))
         else:
@@ -75,7 +74,7 @@ def restamp(learner, solution) -> tuple[object, list[Restamp]]:
                 or sorted(notebook_format.tags(current)) != sorted(notebook_format.tags(reference))
             ):
                 repairs.append(Restamp(reference.id, exercise, "edited"))
-            nb.cells[index] = learner_check_cell(reference)
+            nb.cells[index] = notebook_format.learner_check_cell(reference)
             stamped_cells.append(nb.cells[index])
         stamped_ids.add(reference.id)
     for index, cell in enumerate(nb.cells):

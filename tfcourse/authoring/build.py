@@ -29,9 +29,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import notebook_format, translation
+from ..course import notebook_format
+from ..course.stubs import stub_message
+from . import translation
 from .sanitize import find_machine_paths
-from .stubs import stub_message
 
 HINT_PREFIX = "# Hint: "
 HINT_PREFIXES = {"en": HINT_PREFIX, "zh": "# 提示："}  # by the notebook's language
@@ -248,15 +249,6 @@ def validate_solution(nb) -> list[str]:
     return problems
 
 
-def learner_check_cell(cell):
-    """A copy of a solution check cell as learners get it: same source, id and stored
-    output, read-only in JupyterLab."""
-    cell = copy.deepcopy(cell)
-    cell.metadata["editable"] = False
-    cell.metadata["deletable"] = False
-    return cell
-
-
 def make_learner(solution, name: str):
     """The learner notebook for a (validated) solution notebook; ``name`` is its stem."""
     nb = copy.deepcopy(solution)
@@ -267,7 +259,7 @@ def make_learner(solution, name: str):
         if cell.cell_type != "code":
             continue
         if notebook_format.is_check(cell):
-            nb.cells[index] = learner_check_cell(cell)
+            nb.cells[index] = notebook_format.learner_check_cell(cell)
             continue
         if notebook_format.is_exercise(cell):
             hint = cell.metadata.get("tfcourse", {}).get("hint")

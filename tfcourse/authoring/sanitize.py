@@ -64,7 +64,7 @@ def find_machine_paths(text: str) -> list[str]:
 def nbval_config() -> str:
     """``SANITIZE_PATTERNS`` in the format of nbval's ``--nbval-sanitize-with`` file."""
     lines = [
-        "# Generated from tfcourse/course/sanitize.py (SANITIZE_PATTERNS); keep them in sync:",
+        "# Generated from tfcourse/authoring/sanitize.py (SANITIZE_PATTERNS); keep them in sync:",
         "#   python -c 'from tfcourse.course import sanitize; "
         'print(sanitize.nbval_config(), end="")\' \\',
         "#     > tests/nbval_sanitize.cfg",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..files import replaced_atomically
 from ..language import say, speaking, text_width
-from .judge import NotebookGrade
+from .records import NotebookGrade
 from .untrusted import clean_dict, csv_text, plain
 
 # File names and exercise names stay on one line, and short.
@@ -287,27 +287,3 @@ def probe_output(path: str | Path) -> str | None:
     if free == 0:
         return say(f"{path}: the disk is full", f"{path}：磁盘已满")
     return None
-
-
-def write_outputs(
-    grades: list[NotebookGrade], csv: str | Path | None = None, gradescope: str | Path | None = None
-) -> list[str]:
-    """Write the CSV and Gradescope's results.json that were asked for (``None``: not asked).
-
-    Each is tried even when the other failed; what went wrong comes back as one line per
-    file, instead of an exception, so the caller can say it and exit non-zero.
-    """
-    problems = []
-    if csv is not None:
-        try:
-            write_csv(grades, csv)
-        except (OSError, ValueError) as error:
-            problems.append(str(error))
-    if gradescope is not None:
-        from .gradescope import write_results  # it imports this module
-
-        try:
-            write_results(grades, gradescope)
-        except (OSError, ValueError) as error:
-            problems.append(str(error))
-    return problems

@@ -14,8 +14,8 @@ Each line is ``ok``, ``info``, ``warn`` or ``FAIL``; every warn/FAIL names a
 fix. The exit status is 1 when a required piece is missing (a FAIL), else 0.
 
 This module holds the report, the command and the checks of this interpreter's
-packages and of the system; ``doctor_jupyter`` holds those of the JupyterLab side
-(environment, kernel, widget frontend, notebooks).
+packages and of the system; ``jupyter`` holds those of the JupyterLab side
+(environment, kernel, widget frontend, notebooks); ``findings`` what both report.
 """
 
 from __future__ import annotations
@@ -24,20 +24,12 @@ import argparse
 import os
 import platform
 import sys
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from . import __version__
-from .language import pad, say, text_width
-
-
-def setup_fix() -> str:
-    return say(
-        "run `make setup` in the course folder (or `pip install -e '.[dev]'` in its environment)",
-        "在课程文件夹中运行 `make setup`（或在课程的环境中运行 `pip install -e '.[dev]'`）",
-    )
-
+from .. import __version__
+from ..language import pad, say, text_width
+from .findings import Finding, setup_fix
 
 MIN_PYTHON = (3, 10)
 # distribution name -> (required?, what it is for: English, Chinese)
@@ -76,16 +68,6 @@ STATUS = {
 }
 
 
-@dataclass
-class Finding:
-    """One line of the report."""
-
-    status: str  # "ok" | "info" | "warn" | "FAIL"
-    topic: str
-    detail: str
-    fix: str = ""
-
-
 def package_version(name: str) -> str | None:
     """The installed version of a distribution, or None (patched in tests)."""
     try:
@@ -96,7 +78,7 @@ def package_version(name: str) -> str | None:
 
 def project_root() -> Path | None:
     """The course checkout this ``tfcourse`` was installed from (editable install), if any."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # tfcourse/doctor/__init__.py -> the checkout
     return root if (root / "pyproject.toml").is_file() else None
 
 
@@ -184,7 +166,7 @@ def check_torch() -> list[Finding]:
         )
     else:
         findings.append(Finding("info", "MPS", say("not available", "不可用")))
-    from .runtime import DEVICE_ENV, default_device
+    from ..runtime import DEVICE_ENV, default_device
 
     try:
         device = default_device()
@@ -300,12 +282,12 @@ def _check_version_pairs() -> list[Finding]:
 def check_grading_sandbox() -> list[Finding]:
     """Whether ``tfcourse grade`` can seal learners' code here (bubblewrap): for teachers;
     a learner grading their own notebook can do without it (``--unsealed``)."""
-    from .course.sealed.sandbox import sandbox
+    from ..grade.sealed.sandbox import sandbox
 
     found = sandbox()
     if found.bwrap is not None:
         return [Finding("ok", say("grading sandbox", "评分沙箱"), found.version or found.bwrap)]
-    from .course.sealed.users import available
+    from ..grade.sealed.users import available
 
     users = (
         ""
@@ -377,8 +359,8 @@ def check_grading_imports() -> list[Finding]:
 def check_chinese_font() -> list[Finding]:
     """Whether figures can draw Chinese: a warning for a reader of the Chinese edition,
     information for everyone else."""
-    from .fonts import CJK_FONTS, installed_cjk_fonts
-    from .language import current
+    from ..fonts import CJK_FONTS, installed_cjk_fonts
+    from ..language import current
 
     topic = say("Chinese font", "中文字体")
     try:
@@ -410,9 +392,9 @@ def check_chinese_font() -> list[Finding]:
 
 def collect(root: Path | None) -> list[Finding]:
     """Every finding, in report order."""
-    # Imported here, not at the top: doctor_jupyter takes Finding and setup_fix from this module.
-    from .course import installed
-    from .doctor_jupyter import (
+    # Imported here: the JupyterLab checks load jupyter_client and friends, only when run.
+    from ..course import installed
+    from .jupyter import (
         check_environment,
         check_kernel,
         check_notebooks,

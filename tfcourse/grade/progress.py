@@ -20,9 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..course import notebook_format
 from ..language import pad, say, text_width
-from . import grade, notebook_format
-from .judge import NotebookGrade
+from . import notebook
+from .records import NotebookGrade
 from .sealed.session import Setup, grading_env
 
 STATUSES = ("passed", "failing", "not started", "no notebook", "error")
@@ -66,7 +67,7 @@ def _rows(name: str, exercises: list[str], graded: NotebookGrade | None) -> list
 def learner_folder_and_solutions(folder: Path, solutions_dir: str | Path | None) -> Path:
     """The course's solutions (``solutions_dir``, else those installed) for reading the
     learner's ``folder``; ``ValueError`` if either is missing."""
-    solutions = Path(solutions_dir) if solutions_dir else grade.installed_solutions()
+    solutions = Path(solutions_dir) if solutions_dir else notebook.installed_solutions()
     if solutions is None or not folder.is_dir():
         raise ValueError(
             say(
@@ -97,7 +98,7 @@ def progress(
             return []
         if not mine.exists():
             return _rows(solution_path.stem, exercises, None)
-        graded = grade.grade_notebook(mine, setup, solutions_dir=solutions)
+        graded = notebook.grade_notebook(mine, setup, solutions_dir=solutions)
         return _rows(solution_path.stem, exercises, graded)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

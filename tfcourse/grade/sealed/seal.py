@@ -20,7 +20,7 @@ that imports the hidden name) finds this copy, in which:
 - only ``.py`` files are copied (no ``__pycache__`` of the real package, no ``site.css``).
 
 The source of the real package is found from this module's own ``__file__``
-(``tfcourse/course/sealed/seal.py`` -> ``parents[2]``), never by importing it: it is the
+(``tfcourse/grade/sealed/seal.py`` -> ``parents[2]``), never by importing it: it is the
 very package the grader runs. (``importlib.util.find_spec("tfcourse")`` would not execute
 the package either, but it answers with whatever ``tfcourse`` is first on ``sys.path``.)
 
@@ -48,8 +48,8 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from ...course import notebook_format
 from ...language import current, say
-from .. import notebook_format
 
 PACKAGE_NAME = "tfcourse"
 

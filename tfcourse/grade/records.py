@@ -10,8 +10,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from ..course import notebook_format
 from ..language import say
-from . import notebook_format
 
 # Why an exercise earned nothing ("" when it passed). The sealed path (sealed/session.py):
 # the check printed something else (mismatch), the check failed or the learner's code raised

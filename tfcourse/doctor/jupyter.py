@@ -4,7 +4,8 @@ Whether this interpreter is the project's environment and which ``jupyter`` the 
 finds, whether the ``python3`` kernel that JupyterLab starts runs an interpreter that has
 this ``tfcourse``, whether the widget frontend is installed, and whether the notebooks
 match the installed package (version stamp, and ``notebooks/`` in sync with
-``solutions/``). Each check returns ``doctor.Finding``s; ``doctor`` puts them in its report.
+``solutions/``). Each check returns ``Finding``s (``findings.py``); the command
+(``__init__.py``) puts them in its report.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import __version__
-from .doctor import Finding, setup_fix
-from .language import say
+from .. import __version__
+from ..language import say
+from .findings import Finding, setup_fix
 
 WIDGET_EXTENSION = "@jupyter-widgets/jupyterlab-manager"
 
@@ -196,7 +197,7 @@ def check_kernel() -> list[Finding]:
                 fix,
             )
         ]
-    ours = str(Path(__file__).resolve().parent / "__init__.py")
+    ours = str(Path(__file__).resolve().parents[1] / "__init__.py")  # tfcourse/__init__.py
     if probe["tfcourse"] is None:
         return [
             Finding(
@@ -370,15 +371,15 @@ def _check_sync(root: Path) -> list[Finding]:
         return []
     topic = say("notebooks/ sync", "notebooks/ 同步")
     try:
-        from .course.build import build
+        from ..authoring.build import build
     except ImportError:
         return [
             Finding(
                 "info",
                 topic,
                 say(
-                    "the generator (tfcourse.course.build) is not installed",
-                    "未安装 notebook 生成器（tfcourse.course.build）",
+                    "the generator (tfcourse.authoring.build) is not installed",
+                    "未安装 notebook 生成器（tfcourse.authoring.build）",
                 ),
             )
         ]

@@ -31,8 +31,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from ..course import notebook_format
 from ..files import replaced_atomically
-from . import notebook_format
 from .secret import load_secret
 
 NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]*")  # also keeps the name safe in a shell script

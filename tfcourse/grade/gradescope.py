@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 
 from ..language import say, speaking
-from .judge import ExerciseResult, NotebookGrade
+from .records import ExerciseResult, NotebookGrade
 from .report import clean_grade, indented, text_width, write_atomically
 
 # Every string is plain text: Gradescope renders the top-level output as HTML by default

@@ -41,7 +41,8 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import glossary, notebook_format
+from ..course import notebook_format
+from . import glossary
 
 LANGUAGE = "zh"
 SUFFIX = f".{LANGUAGE}.md"

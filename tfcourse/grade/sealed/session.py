@@ -42,9 +42,10 @@ from typing import Literal, get_args
 import torch
 
 from ... import checks
+from ...course import notebook_format
 from ...language import say, speaking
-from .. import notebook_format, references
-from ..judge import Reason
+from .. import references
+from ..records import Reason
 from . import channel, pool, proxy, users
 from .seal import package_dir, sealed_archive
 

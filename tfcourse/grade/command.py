@@ -25,10 +25,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..course import notebook_format
 from ..language import say
-from . import grade, notebook_format
-from .judge import NotebookGrade
-from .report import format_report, json_report, probe_output, write_outputs
+from . import notebook
+from .gradescope import write_results
+from .records import NotebookGrade
+from .report import format_report, json_report, probe_output, write_csv
 from .sealed import syscalls, users
 from .sealed.sandbox import sandbox
 from .sealed.seal import package_dir
@@ -307,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
 
     def grade_one(path: Path) -> tuple[NotebookGrade, str]:
         """The notebook's grade and its text report: its report, too, is its own business."""
-        graded = grade.grade_notebook(
+        graded = notebook.grade_notebook(
             path, setup, solutions_dir=args.solutions, against=args.against, identity=args.identity
         )
         try:
@@ -341,6 +343,28 @@ def run(args: argparse.Namespace) -> int:
     for failure in errors:
         print(say(f"error: {failure}", f"错误：{failure}"), file=sys.stderr)
     return 2 if errors else 0 if all(graded.ok for graded in grades) else 1
+
+
+def write_outputs(
+    grades: list[NotebookGrade], csv: str | Path | None = None, gradescope: str | Path | None = None
+) -> list[str]:
+    """Write the CSV and Gradescope's results.json that were asked for (``None``: not asked).
+
+    Each is tried even when the other failed; what went wrong comes back as one line per
+    file, instead of an exception, so the caller can say it and exit non-zero.
+    """
+    problems = []
+    if csv is not None:
+        try:
+            write_csv(grades, csv)
+        except (OSError, ValueError) as error:
+            problems.append(str(error))
+    if gradescope is not None:
+        try:
+            write_results(grades, gradescope)
+        except (OSError, ValueError) as error:
+            problems.append(str(error))
+    return problems
 
 
 def hidden_paths(args: argparse.Namespace) -> tuple[Path, ...]:

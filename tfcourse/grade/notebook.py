@@ -28,9 +28,10 @@ import re
 import time
 from pathlib import Path
 
+from ..course import installed, notebook_format
+from ..course.stubs import is_stub_message
 from ..language import current, say, speaking
-from . import installed, notebook_format
-from .judge import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
+from .records import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
 from .sealed import users
 from .sealed.sandbox import Sandbox, measures, sandbox
 from .sealed.seal import met_the_seal
@@ -42,7 +43,6 @@ from .sealed.session import (
     checks_of,
     grade_exercises,
 )
-from .stubs import is_stub_message
 
 NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]*")
 

@@ -24,7 +24,7 @@ stub and fails too (``TransformerBlock`` builds a sealed ``MultiHeadAttention``)
 
 from __future__ import annotations
 
-from . import notebook_format
+from ..course import notebook_format
 
 # Every normalization torch has: a learner's norm computes the statistics itself.
 _NORMS = (

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ...language import say
-from ..judge import Reason
+from ..records import Reason
 from . import protocol
 
 # Exceptions a learner's code may raise that a check treats by type; others arrive as

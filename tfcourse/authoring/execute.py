@@ -3,7 +3,7 @@
 Each notebook runs top to bottom in a fresh kernel of the current environment, with the
 notebook's folder as working directory and a per-cell timeout. Then, before writing:
 
-- machine-specific text in outputs is rewritten (``tfcourse.course.sanitize``: paths keep only
+- machine-specific text in outputs is rewritten (``tfcourse.authoring.sanitize``: paths keep only
   their file name, memory addresses are masked), so no committed output names a machine;
 - widget views are dropped from outputs (their model ids are random; the text fallback
   stays) and notebook metadata is normalized (no widget state, standard kernel);
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import notebook_format
+from ..course import notebook_format
 from .run import kernel_env, run_notebook
 from .sanitize import sanitize
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from . import notebook_format
+from ..course import notebook_format
 from .offline import check_offline
 from .site_languages import ENGLISH, Edition, editions, english_home, href, of_document, twins
 
