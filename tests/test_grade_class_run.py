@@ -155,6 +155,26 @@ def test_a_submission_that_links_to_the_answer_key_is_refused(tmp_path, capsys):
     assert out[0].startswith(f"{hand_in / '99_fixture.ipynb'}: "), out
 
 
+def test_a_submission_that_links_to_a_pipe_is_refused_without_reading_it(tmp_path):
+    """A link to a named pipe would block whoever reads it: the link is refused unread."""
+    import threading
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    (tmp_path / "99_fixture.ipynb").symlink_to(pipe)
+    graded = []
+    worker = threading.Thread(
+        target=lambda: graded.append(
+            grade_notebook(tmp_path / "99_fixture.ipynb", None, solutions_dir=SOLUTIONS)
+        ),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout=20)
+    assert graded, "reading the submission blocked on the pipe"
+    assert graded[0].error == "the submission is a symbolic link; submit the notebook file itself"
+
+
 @pytest.mark.parametrize(
     "where", ["the file", "the folder", "a link to the folder", "the course's own"]
 )

@@ -49,7 +49,7 @@ def look(path):
 """
 
 
-def start(code: str, folder: Path) -> users.Worker:
+def start(code: str, folder: Path) -> users.UserProcess:
     """``code`` running as a fresh user in ``folder``; it fills ``out``, printed as JSON."""
     folder.mkdir(exist_ok=True)
     program = (
@@ -58,7 +58,7 @@ def start(code: str, folder: Path) -> users.Worker:
         + textwrap.dedent(code)
         + "\nprint(json.dumps(out), flush=True)\n"
     )
-    return users.Worker(
+    return users.UserProcess(
         [sys.executable, "-I", "-c", program],
         folder=folder,
         env={"PATH": os.defpath},
@@ -66,7 +66,7 @@ def start(code: str, folder: Path) -> users.Worker:
     )
 
 
-def result(worker: users.Worker, timeout: float = 60) -> dict:
+def result(worker: users.UserProcess, timeout: float = 60) -> dict:
     worker.process.wait(timeout=timeout)
     lines = worker.stdout.read().decode().strip().splitlines()
     assert worker.process.returncode == 0 and lines, worker.process.stderr.read().decode()

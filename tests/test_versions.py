@@ -37,7 +37,7 @@ def test_version_order_is_numeric():
 
 
 def test_the_version_is_written_once():
-    """pyproject.toml takes the version from tfcourse/__init__.py; the installed metadata agrees."""
+    """pyproject.toml takes the version from tfcourse/version.py; the installed metadata agrees."""
     from importlib.metadata import version
     from pathlib import Path
 
@@ -46,7 +46,7 @@ def test_the_version_is_written_once():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
-    assert project["tool"]["hatch"]["version"] == {"path": "tfcourse/__init__.py"}
+    assert project["tool"]["hatch"]["version"] == {"path": "tfcourse/version.py"}
     assert version("tfcourse") == tfcourse.__version__
 
 

@@ -16,7 +16,7 @@ validates its input with a ``ValueError``/``TypeError`` that names what it expec
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # What notebooks use as `tc.<name>`, imported on first use (PEP 562): `import tfcourse`
 # imports no torch, so `tfcourse --help` and the grader's command line answer at once, and

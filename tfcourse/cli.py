@@ -105,7 +105,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "课程的命令，每项任务一个（tfcourse 命令 --help 查看用法）",
         ),
     )
-    from . import __version__
+    from .version import __version__
 
     parser.add_argument(
         "--version",

@@ -103,8 +103,8 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
     import sys
     import warnings
 
-    from . import __version__
     from . import language as course_language
+    from .version import __version__
 
     course_language.use(language)
     warnings.filterwarnings("ignore", category=DeprecationWarning)

@@ -1,8 +1,11 @@
 """Restamp a learner notebook's check cells from its solution notebook.
 
 Once a learner runs a check cell and saves, its stored output (the expected verdict) is
-their own output, and the cell may have been edited, moved or deleted. Before grading,
-every check cell of the solution is put back: same source, same id, same stored output.
+their own output, and the cell may have been edited, moved or deleted. Before the
+learner's code is read as a whole (``tfcourse.yours``), or their notebook is run through
+nbval next to the solution's verdicts, every check cell of the solution is put back: same
+source, same id, same stored output. (``tfcourse grade`` needs none of this: it never runs
+a check cell, and takes the checks from the solution.)
 
 Cell ids cannot be trusted to find them: notebooks round-tripped through another editor
 (Colab, nbformat 4.4 files, "Save as") lose or regenerate ids. So a solution check cell
@@ -15,8 +18,8 @@ nearest earlier cell that was found, else at the end. Everything the learner wro
 elsewhere is left alone.
 
 Other code cells lose their stored outputs, so that ``pytest --nbval-lax`` on the
-restamped notebook compares exactly what ``tfcourse grade`` judges: the check cells
-(nbval skips comparing cells that have no execution count).
+restamped notebook compares the check cells alone (nbval skips comparing cells that have
+no execution count).
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from .. import __version__
 from ..language import pad, say, text_width
+from ..version import __version__
 from .findings import Finding, setup_fix
 
 MIN_PYTHON = (3, 10)

@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import __version__
 from ..language import say
+from ..version import __version__
 from .findings import Finding, setup_fix
 
 WIDGET_EXTENSION = "@jupyter-widgets/jupyterlab-manager"

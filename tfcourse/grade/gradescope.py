@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..language import say, speaking
 from .records import ExerciseResult, NotebookGrade
-from .report import clean_grade, indented, text_width, write_atomically
+from .report import clean_grade, indented, text_width, verdict, write_atomically
 
 # Every string is plain text: Gradescope renders the top-level output as HTML by default
 # ("simple_format"), and a diagnosis such as "x < 0" or "<lambda>" must show as written.
@@ -51,13 +51,9 @@ def _points(result: ExerciseResult) -> float:
 
 def _test_output(result: ExerciseResult) -> str:
     """PASS, or the failure in the text report's words: reason, expected, got, notes."""
-    unsealed = "" if result.sealed else say(" (UNSEALED)", "（未隔离）")
+    lines = [verdict(result, with_reason=True)]
     if result.passed:
-        return say("PASS", "通过") + unsealed
-    failed = say("FAIL", "未通过") + (
-        say(f" ({result.reason})", f"（{result.reason}）") if result.reason else ""
-    )
-    lines = [failed + unsealed]
+        return lines[0]
     # A continuation line starts under its first line's text, so a learner's output cannot
     # make a line of its own that starts like "expected:" or "note:".
     for label, text in (

@@ -23,7 +23,6 @@ not depend on the language.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
 from pathlib import Path
@@ -97,14 +96,6 @@ def report_language(notebook) -> str:
     asked."""
     chinese = notebook_format.language_of(notebook) == "zh"
     return "zh" if chinese or current() == "zh" else ""
-
-
-def _raw(path: Path):
-    """The JSON of ``path``, or None (the grader reports unreadable notebooks itself)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deeply
-        return None
 
 
 def grade(
@@ -222,21 +213,34 @@ def grade_notebook(
 ) -> NotebookGrade:
     """Grade one learner notebook file. Never raises: whatever goes wrong with this
     notebook (a malformed file, a grader error) goes to ``NotebookGrade.error``, so a class
-    run carries on. ``identity``:
-    the learner's identity for the grading cases (default: the file name). The report is
-    in the notebook's language (``report_language``), even when it cannot be graded."""
+    run carries on. ``identity``: the learner's identity for the grading cases (default:
+    the file name). The file is read once; the report is in the notebook's language
+    (``report_language``), even when it cannot be graded."""
     path = Path(path)
     label = notebook_format.shown(path)
-    language = report_language(_raw(path))
+    learner, unreadable = None, ""
+    if path.is_symlink():  # never followed, not even to read it: it could be a pipe
+        unreadable = refused(path, path.parent)
+    else:
+        try:
+            learner = notebook_format.read_notebook(path, require_ids=False)
+        except ValueError as error:
+            unreadable = str(error)
+    language = report_language(learner or {})
     with speaking(language or None):
         try:
-            result = _grade_notebook(
-                path,
-                setup,
-                solutions_dir=solutions_dir,
-                against=against,
-                identity=identity,
-                label=label,
+            result = (
+                NotebookGrade(notebook=label, error=unreadable)
+                if learner is None
+                else _grade_notebook(
+                    path,
+                    learner,
+                    setup,
+                    solutions_dir=solutions_dir,
+                    against=against,
+                    identity=identity,
+                    label=label,
+                )
             )
         except Exception as error:  # noqa: BLE001 - one notebook's line; the class goes on
             result = NotebookGrade(
@@ -253,8 +257,9 @@ def grade_notebook(
 
 
 def _grade_notebook(
-    path: Path, setup: Setup, *, solutions_dir, against, identity, label
+    path: Path, learner, setup: Setup, *, solutions_dir, against, identity, label
 ) -> NotebookGrade:
+    """Choose the solution (no fitting one: the notebook's one line), then ``grade``."""
     folder = Path(solutions_dir) if solutions_dir else installed_solutions()
     try:
         if folder is None:
@@ -266,9 +271,7 @@ def _grade_notebook(
             )
         if why := refused(path, folder):
             raise ValueError(why)
-        solution_path = find_solution(path, folder, against)
-        learner = notebook_format.read_notebook(path, require_ids=False)
-        solution_path = edition(solution_path, report_language(learner))
+        solution_path = edition(find_solution(path, folder, against), report_language(learner))
         solution = notebook_format.read_notebook(solution_path)
     except ValueError as error:
         return NotebookGrade(notebook=label, error=str(error))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..files import replaced_atomically
 from ..language import say, speaking, text_width
-from .records import NotebookGrade
+from .records import ExerciseResult, NotebookGrade
 from .untrusted import clean_dict, csv_text, plain
 
 # File names and exercise names stay on one line, and short.
@@ -60,6 +60,18 @@ def clean_grade(grade: NotebookGrade) -> NotebookGrade:
         notes=[plain(text) for text in grade.notes],
         error=plain(grade.error),
     )
+
+
+def verdict(result: ExerciseResult, with_reason: bool = False) -> str:
+    """An exercise's verdict in every report's words: PASS, or FAIL (with its reason when
+    asked), and UNSEALED where it was graded outside the sandbox."""
+    unsealed = "" if result.sealed else say(" (UNSEALED)", "（未隔离）")
+    if result.passed:
+        return say("PASS", "通过") + unsealed
+    why = (
+        say(f" ({result.reason})", f"（{result.reason}）") if with_reason and result.reason else ""
+    )
+    return say("FAIL", "未通过") + why + unsealed
 
 
 def _quoted(text: str, indent: str) -> str:
@@ -105,13 +117,9 @@ def _format_report(grade: NotebookGrade) -> str:
     pad = " " * (6 + text_width(expected))
     note_pad, grade_note_pad = " " * (6 + text_width(note)), " " * (2 + text_width(note))
     for result in grade.exercises:
-        unsealed = "" if result.sealed else say(" (UNSEALED)", "（未隔离）")
+        lines.append(f"  {result.name}{say(': ', '：')}{verdict(result)}")
         if result.passed:
-            lines.append(
-                say(f"  {result.name}: PASS{unsealed}", f"  {result.name}：通过{unsealed}")
-            )
             continue
-        lines.append(say(f"  {result.name}: FAIL{unsealed}", f"  {result.name}：未通过{unsealed}"))
         lines.append(f"      {expected}{_quoted(result.expected, pad)}")
         lines.append(f"      {got}{_quoted(result.got, pad)}")
         for text in result.notes:

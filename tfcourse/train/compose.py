@@ -88,9 +88,9 @@ class Slots:
     def _take(self, slot: str, part: str, why_not: str = ""):
         cls, why = self.pick(part)
         if why_not:
-            import tfcourse
+            from ..nn import attention, mlp
 
-            cls, why = getattr(tfcourse, part), why_not
+            cls, why = getattr(attention if hasattr(attention, part) else mlp, part), why_not
         self.used.append(Used(slot, part, not why, why))
         return cls
 

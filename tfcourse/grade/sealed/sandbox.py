@@ -173,12 +173,15 @@ def command(
     hide: list[str],
     writable: bool = True,
     init: bool = False,
+    extra: list[str] | None = None,
 ) -> list[str]:
     """The full command line that runs ``argv`` (paths as seen inside) in the sandbox;
     with ``init``, as the PID namespace's process 1 (bubblewrap's own process 1 would
-    be a process of the learner's uid that outlives every session in the sandbox)."""
+    be a process of the learner's uid that outlives every session in the sandbox);
+    ``extra``: more of bwrap's mounts, after the view (the probe's hidden file)."""
     pid_1 = ["--as-pid-1"] if init else []
-    return [bwrap, *FLAGS, *pid_1, *view(work, hide, writable), *READ_ONLY, "--", *argv]
+    view_ = view(work, hide, writable)
+    return [bwrap, *FLAGS, *pid_1, *view_, *(extra or []), *READ_ONLY, "--", *argv]
 
 
 # ------------------------------------------------------------------------------ probe
@@ -258,18 +261,8 @@ def _probe() -> Sandbox:
             str(listener.getsockname()[1]),
             " ".join(tmp_entries()),
         ]
-        line = [
-            bwrap,
-            *FLAGS,
-            *view(work, []),
-            "--ro-bind",
-            secret,
-            "/hidden",
-            *cover(secret, "/hidden"),
-            *READ_ONLY,
-            "--",
-            *argv,
-        ]
+        hidden = ["--ro-bind", secret, "/hidden", *cover(secret, "/hidden")]
+        line = command(bwrap, argv, work=work, hide=[], extra=hidden)
         try:
             result = subprocess.run(
                 line, env={"PATH": os.defpath}, capture_output=True, timeout=60, check=False

@@ -296,7 +296,7 @@ def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh
         try:
             if setup.sandbox == "users":
                 limits["processes"] = users.PROCESSES
-                return users.Worker(argv, folder=work, env=env, stderr=log)
+                return users.UserProcess(argv, folder=work, env=env, stderr=log)
             return subprocess.Popen(
                 argv,
                 cwd=work,

@@ -10,7 +10,7 @@ secrets (the solutions, the real package, the submissions, the output files, the
 secret) must be readable by root only. Listing them does not prove it, so before any
 learner code runs ``probe`` walks each secret path and tries, as a fresh user, to read and
 to write every file and folder in it; grading refuses to start if one is within reach,
-naming it. After the session, ``Worker.kill`` kills every process of that uid (a helper
+naming it. After the session, ``UserProcess.kill`` kills every process of that uid (a helper
 running as the uid sends ``kill(-1)``, which a fork cannot outrun) and removes what the uid
 left in the shared writable folders (``SHARED``).
 
@@ -143,7 +143,7 @@ def _as_user(uid: int) -> dict:
     }
 
 
-class Worker:
+class UserProcess:
     """A worker process running as a fresh user, as ``channel.Channel`` sees a process
     (``stdin``, ``stdout``, ``poll``, ``kill``); ``kill`` also ends everything the user
     started and removes what it left (``end_user``)."""
