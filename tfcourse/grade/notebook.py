@@ -105,11 +105,13 @@ def grade(
     *,
     label: str = "notebook",
     identity: str | None = None,
+    language: str | None = None,
 ) -> NotebookGrade:
     """Judge an in-memory learner notebook against ``solution``, every exercise sealed
     (``sealed/session.py``), on the cases of ``identity`` (default: ``label``). The notes,
-    and the checks' diagnoses, are in the notebook's language (``report_language``)."""
-    language = report_language(learner)
+    and the checks' diagnoses, are in the notebook's language (``language``, by default
+    ``report_language``)."""
+    language = report_language(learner) if language is None else language
     if language == "zh":
         setup = dataclasses.replace(setup, env=dict(setup.env, TFCOURSE_LANG="zh"))
     with speaking(language or None):
@@ -240,6 +242,7 @@ def grade_notebook(
                     against=against,
                     identity=identity,
                     label=label,
+                    language=language,
                 )
             )
         except Exception as error:  # noqa: BLE001 - one notebook's line; the class goes on
@@ -257,7 +260,7 @@ def grade_notebook(
 
 
 def _grade_notebook(
-    path: Path, learner, setup: Setup, *, solutions_dir, against, identity, label
+    path: Path, learner, setup: Setup, *, solutions_dir, against, identity, label, language
 ) -> NotebookGrade:
     """Choose the solution (no fitting one: the notebook's one line), then ``grade``."""
     folder = Path(solutions_dir) if solutions_dir else installed_solutions()
@@ -271,11 +274,13 @@ def _grade_notebook(
             )
         if why := refused(path, folder):
             raise ValueError(why)
-        solution_path = edition(find_solution(path, folder, against), report_language(learner))
+        solution_path = edition(find_solution(path, folder, against), language)
         solution = notebook_format.read_notebook(solution_path)
     except ValueError as error:
         return NotebookGrade(notebook=label, error=str(error))
-    result = grade(learner, solution, setup, label=label, identity=identity or path.name)
+    result = grade(
+        learner, solution, setup, label=label, identity=identity or path.name, language=language
+    )
     result.solution = notebook_format.shown(solution_path)
     meta = learner.metadata.get("tfcourse")
     named = meta.get("notebook") if isinstance(meta, dict) else None

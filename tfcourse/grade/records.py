@@ -88,24 +88,21 @@ class NotebookGrade:
 def exercise_points(solution, name: str) -> float:
     """What exercise ``name`` is worth: ``metadata.tfcourse.points`` of its exercise cell in
     the solution notebook (a number >= 0), else 1."""
-    for cell in solution.cells:
-        if notebook_format.is_exercise(cell) and notebook_format.exercise_name(cell) == name:
-            points = cell.metadata.get("tfcourse", {}).get("points", 1)
-            if (
-                isinstance(points, bool)
-                or not isinstance(points, (int, float))
-                or not 0 <= points < math.inf
-            ):
-                raise ValueError(
-                    say(
-                        f"exercise {name!r}: metadata tfcourse.points must be a "
-                        f"number >= 0, got {points!r}",
-                        f"练习 {name!r}：元数据 tfcourse.points 必须是 >= 0 的数，"
-                        f"实际是 {points!r}",
-                    )
-                )
-            return float(points)
-    return 1.0
+    cell = notebook_format.exercise_cell(solution, name)
+    points = cell.metadata.get("tfcourse", {}).get("points", 1) if cell is not None else 1
+    if (
+        isinstance(points, bool)
+        or not isinstance(points, (int, float))
+        or not 0 <= points < math.inf
+    ):
+        raise ValueError(
+            say(
+                f"exercise {name!r}: metadata tfcourse.points must be a number >= 0, "
+                f"got {points!r}",
+                f"练习 {name!r}：元数据 tfcourse.points 必须是 >= 0 的数，实际是 {points!r}",
+            )
+        )
+    return float(points)
 
 
 def exercise_names(solution) -> list[str]:

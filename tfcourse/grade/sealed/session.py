@@ -202,11 +202,7 @@ def _capture_stdout():
 def checks_of(solution, exercise: str):
     """``(check calls, expected stdout)`` of an exercise's check cells (``ValueError`` if a
     check cell holds anything but check calls)."""
-    cells = [
-        cell
-        for cell in solution.cells
-        if notebook_format.is_check(cell) and notebook_format.exercise_name(cell) == exercise
-    ]
+    cells = notebook_format.check_cells(solution, exercise)
     calls = [call for cell in cells for call in check_calls(cell.source)]
     expected = "".join(
         output.get("text", "")
