@@ -2,9 +2,9 @@
 
 Everything a teacher can get wrong is found before any grading, which can take minutes
 (``check_arguments``: numbers, output paths, the sandbox, the secret); then the notebooks
-are graded ``--jobs`` at a time by ``grade.grade_notebook``, each report printed as it
+are graded ``--jobs`` at a time by ``notebook.grade_notebook``, each report printed as it
 comes, and the CSV, JSON and Gradescope outputs written at the end. How one notebook is
-graded is in ``grade.py``. A notebook that breaks anything gets its own line and the run
+graded is in ``notebook.py``. A notebook that breaks anything gets its own line and the run
 goes on; the CSV and JSON are always written.
 
 Exit status: 0 only if every exercise of every notebook passes; 1 otherwise; 2 for bad

@@ -11,7 +11,7 @@ worker runs as a fresh user instead: ``sealed/users.py``). Learner code never ru
 else during grading; where neither can work, grading needs the teacher's ``--unsealed``
 and every report line says so. A notebook that breaks anything gets its own line
 (``grade_notebook`` never raises).
-The command around this (flags, the class run, the outputs) is ``grade_command.py``. What
+The command around this (flags, the class run, the outputs) is ``command.py``. What
 is guaranteed, and what is not, is in docs/grading.md.
 
 A notebook's report is in Chinese under ``TFCOURSE_LANG=zh`` or when the notebook is one of

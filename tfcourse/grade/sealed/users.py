@@ -305,7 +305,7 @@ def probe(secrets: list[Path], folder: Path) -> str:
     """Why a fresh user would not seal a worker here ("" when it does): it must be able to
     run this Python in ``folder`` (an empty folder of the grader's), and reach none of
     ``secrets`` (read or write), nor signal the grader. Run once per grading run, before
-    any grading (``grade_command.check_arguments``)."""
+    any grading (``command.check_arguments``)."""
     if why := available():
         return why
     uid = fresh_id()
