@@ -173,7 +173,7 @@ def test_packages_in_the_user_site_are_named_as_invisible_to_the_grader(monkeypa
 
 
 def test_a_missing_chinese_font_warns_a_chinese_reader(monkeypatch):
-    from tfcourse import fonts
+    from tfcourse.lab import fonts
     from tfcourse.language import speaking
 
     monkeypatch.setattr(fonts, "installed_cjk_fonts", lambda: ["Noto Sans CJK SC"])

@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from tfcourse import fonts
+from tfcourse.lab import fonts
 
 from helpers import ROOT
 

@@ -1,5 +1,5 @@
 """What a learner's screen shows: a failing check in a few lines, an unsolved exercise in one
-line that does not stop Run All (tfcourse/screen.py)."""
+line that does not stop Run All (tfcourse/course/screen.py)."""
 
 import nbformat
 import pytest

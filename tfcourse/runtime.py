@@ -120,7 +120,7 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
 
         matplotlib.rcParams.update({"figure.dpi": 90, "figure.figsize": (6.4, 3.6)})
         if course_language.current() == "zh":
-            from .fonts import use_chinese_fonts
+            from .lab.fonts import use_chinese_fonts
 
             use_chinese_fonts()
     except ImportError:  # matplotlib is a dependency, but setup must not fail without it
@@ -130,7 +130,7 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
 
 def _learners_screen() -> None:
     """In a notebook's kernel: an unsolved exercise's stub stops its cell in one line, not
-    Run All (``tfcourse.screen``), and ``display(fig)`` shows a figure of ``tc.plots`` as a
+    Run All (``tfcourse.course.screen``), and ``display(fig)`` shows a figure of ``tc.plots`` as a
     picture even before pyplot has drawn anything (matplotlib's inline backend is loaded
     lazily, and until then IPython knows no picture of a Figure, only ``<Figure size ...>``).
     Only in a Jupyter kernel (a shell with a ``kernel``): the grader's worker runs cells in a
@@ -141,7 +141,7 @@ def _learners_screen() -> None:
         return
     shell = get_ipython()
     if getattr(shell, "kernel", None) is not None and hasattr(shell, "set_custom_exc"):
-        from .screen import install_stub_handler
+        from .course.screen import install_stub_handler
 
         install_stub_handler(shell)
         # No inline backend: figures still show through pyplot.

@@ -10,12 +10,12 @@ inside ``grading_cases(salt)``, which mixes a salt into every seed: same shapes,
 sub-checks, same success line, other numbers (see ``cases``).
 
 In a notebook a failing check shows its verdict in a few lines, and an unsolved exercise
-one line (``tfcourse.screen``): the checks exported here are wrapped by ``learner_facing``.
+one line (``tfcourse.course.screen``): the checks exported here are wrapped by ``learner_facing``.
 """
 
 # The imports below are re-exports, listed in the computed ``__all__`` at the end.
 # ruff: noqa: F401
-from ..screen import full_traceback, learner_facing
+from ..course.screen import full_traceback, learner_facing
 from ._harness import CheckArgumentError
 from .attention import check_attention, check_causal_mask
 from .batching import check_get_batch

@@ -359,7 +359,7 @@ def check_grading_imports() -> list[Finding]:
 def check_chinese_font() -> list[Finding]:
     """Whether figures can draw Chinese: a warning for a reader of the Chinese edition,
     information for everyone else."""
-    from ..fonts import CJK_FONTS, installed_cjk_fonts
+    from ..lab.fonts import CJK_FONTS, installed_cjk_fonts
     from ..language import current
 
     topic = say("Chinese font", "中文字体")

@@ -19,7 +19,7 @@ import sysconfig
 import traceback
 from pathlib import Path
 
-from .language import say
+from ..language import say
 
 TRACEBACK_ENV = "TFCOURSE_TRACEBACK"
 _last: list[BaseException] = []  # the last failure, for full_traceback()
@@ -31,7 +31,7 @@ def _learners_lines(error: BaseException) -> list[str]:
     cause = error.__cause__
     if cause is None or cause.__traceback__ is None:
         return []
-    installed = (str(Path(__file__).resolve().parent), *sysconfig.get_paths().values())
+    installed = (str(Path(__file__).resolve().parents[1]), *sysconfig.get_paths().values())
     frames = [
         frame
         for frame in traceback.extract_tb(cause.__traceback__)
@@ -71,7 +71,7 @@ def full_traceback() -> None:
 
 
 def _is_stub(error) -> bool:
-    from .course.stubs import is_stub_message
+    from .stubs import is_stub_message
 
     return isinstance(error, NotImplementedError) and is_stub_message(str(error))
 
@@ -107,7 +107,7 @@ def learner_facing(check):
         except Exception as error:
             _last[:] = [error]
             if os.environ.get(TRACEBACK_ENV, "").strip().lower() != "full":
-                error._render_traceback_ = functools.partial(_short, error)
+                error._render_traceback_ = functools.partial(_short, error)  # type: ignore[attr-defined]  # IPython's hook
             raise
 
     return run
