@@ -190,14 +190,19 @@ def installed_solutions() -> Path | None:
     return installed.solutions()
 
 
-def refused(path: Path, solutions: Path) -> str:
-    """Why ``path`` is not graded ("" when it is): a symlink (it could point at the answer
-    key), or a file inside the solutions folder."""
+def a_link(path: Path) -> str:
+    """Why ``path`` is not even read ("" when it may be): a symlink could point at the
+    answer key, or at a pipe that blocks whoever reads it."""
     if path.is_symlink():
         return say(
             "the submission is a symbolic link; submit the notebook file itself",
             "提交的是一个符号链接；请提交 notebook 文件本身",
         )
+    return ""
+
+
+def inside_solutions(path: Path, solutions: Path) -> str:
+    """Why ``path`` is not graded ("" when it is): it lies inside the solutions folder."""
     if path.resolve().is_relative_to(solutions.resolve()):
         return say(
             "the submission lies inside the solutions folder", "提交的文件位于参考答案文件夹中"
@@ -220,10 +225,8 @@ def grade_notebook(
     (``report_language``), even when it cannot be graded."""
     path = Path(path)
     label = notebook_format.shown(path)
-    learner, unreadable = None, ""
-    if path.is_symlink():  # never followed, not even to read it: it could be a pipe
-        unreadable = refused(path, path.parent)
-    else:
+    learner, unreadable = None, a_link(path)
+    if not unreadable:
         try:
             learner = notebook_format.read_notebook(path, require_ids=False)
         except ValueError as error:
@@ -272,7 +275,7 @@ def _grade_notebook(
                     "这个 tfcourse 没有附带参考答案：请使用 --solutions DIR",
                 )
             )
-        if why := refused(path, folder):
+        if why := inside_solutions(path, folder):
             raise ValueError(why)
         solution_path = edition(find_solution(path, folder, against), language)
         solution = notebook_format.read_notebook(solution_path)

@@ -161,22 +161,18 @@ def _call(header, tensors, watch):
     device = torch.device(header.get("device", "cpu"))
     target = _lookup(header["target"])
     by_value: list = []  # copies of the grader's own modules
-    args = protocol.decode(
-        header["args"],
-        tensors,
-        device=device,
-        handle=_lookup,
-        dataclasses_from_tfcourse=True,
-        by_value=by_value,
-    )
-    kwargs = protocol.decode(
-        header["kwargs"],
-        tensors,
-        device=device,
-        handle=_lookup,
-        dataclasses_from_tfcourse=True,
-        by_value=by_value,
-    )
+
+    def decode(node):
+        return protocol.decode(
+            node,
+            tensors,
+            device=device,
+            handle=_lookup,
+            dataclasses_from_tfcourse=True,
+            by_value=by_value,
+        )
+
+    args, kwargs = decode(header["args"]), decode(header["kwargs"])
     leaves = [t for t in protocol.tensors_of((args, kwargs)) if t.requires_grad]
     if isinstance(target, torch.nn.Module):
         # The grader's values stand in for the learner's parameters and buffers for this
