@@ -1,6 +1,6 @@
 """The sealed worker's sandbox: each defence proven by a real attempt from inside.
 
-Every test starts ``python -I -c CODE`` through ``sandbox.launch`` and lets the child try
+Every test starts ``python -I -c CODE`` through ``sandbox.start_sealed`` and lets the child try
 what the defence forbids: read another worker's folder made after it started, a
 classmate's submission, the submissions folder, a solutions folder, the grader's home and
 the real package; write outside its folder; reach the grader's loopback. Without
@@ -46,7 +46,7 @@ def run(work: Path, code: str, *, hide=(), env=None, timeout: float = 60) -> dic
         + textwrap.dedent(code)
         + "\nprint(json.dumps(out), flush=True)\n"
     )
-    process = sandbox.launch(
+    process = sandbox.start_sealed(
         [sys.executable, "-I", "-c", program],
         work=work,
         env={"PATH": os.defpath} if env is None else env,

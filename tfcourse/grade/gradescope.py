@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..language import say, speaking
 from .records import ExerciseResult, NotebookGrade
-from .report import clean_grade, indented, text_width, verdict, write_atomically
+from .report import clean_grade, failure_lines, indented, text_width, verdict, write_atomically
 
 # Every string is plain text: Gradescope renders the top-level output as HTML by default
 # ("simple_format"), and a diagnosis such as "x < 0" or "<lambda>" must show as written.
@@ -35,34 +35,10 @@ def _course_name(grade: NotebookGrade) -> str:
     return Path(grade.solution or grade.notebook).stem
 
 
-def _points(result: ExerciseResult) -> float:
-    points = float(result.points)
-    # JSON has no NaN or Infinity; a bad points value must fail here, not in Gradescope.
-    if not math.isfinite(points) or points < 0:
-        raise ValueError(
-            say(
-                f"exercise {result.name!r}: points must be a finite number >= 0, "
-                f"got {result.points!r}",
-                f"练习 {result.name!r}：分值必须是 >= 0 的有限数，实际是 {result.points!r}",
-            )
-        )
-    return points
-
-
 def _test_output(result: ExerciseResult) -> str:
     """PASS, or the failure in the text report's words: reason, expected, got, notes."""
-    lines = [verdict(result, with_reason=True)]
-    if result.passed:
-        return lines[0]
-    # A continuation line starts under its first line's text, so a learner's output cannot
-    # make a line of its own that starts like "expected:" or "note:".
-    for label, text in (
-        (say("expected: ", "预期："), result.expected),
-        (say("got:      ", "实际："), result.got),
-        *((say("note: ", "说明："), note) for note in result.notes),
-    ):
-        lines.append(label + indented(text, " " * text_width(label)))
-    return "\n".join(lines)
+    first = verdict(result, with_reason=True)
+    return first if result.passed else "\n".join([first, *failure_lines(result)])
 
 
 def _test(name: str, score: float, max_score: float, passed: bool, output: str) -> dict:
@@ -123,7 +99,7 @@ def results(grades: list[NotebookGrade]) -> dict:
         score = max_score = 0.0
         with speaking(grade.language or None):
             for result in grade.exercises:
-                points = _points(result)
+                points = result.points
                 passed = result.passed and not grade.error
                 earned = points if passed else 0.0
                 output = (

@@ -81,6 +81,22 @@ def _quoted(text: str, indent: str) -> str:
     return ("\n" + indent).join(lines)
 
 
+def failure_lines(result: ExerciseResult, lead: str = "") -> list[str]:
+    """What a failed exercise shows under its verdict, in every report: expected, got, and
+    its notes, each line starting with ``lead``; a continuation line of a multi-line text
+    starts under its first line's text, so a learner's output cannot make a line of its own
+    that starts like "expected:" or "note:"."""
+    lines = []
+    for label, text, quote in (
+        (say("expected: ", "预期："), result.expected, True),
+        (say("got:      ", "实际："), result.got, True),
+        *((say("note: ", "说明："), note, False) for note in result.notes),
+    ):
+        pad = " " * (text_width(lead) + text_width(label))
+        lines.append(lead + label + (_quoted(text, pad) if quote else indented(text, pad)))
+    return lines
+
+
 def indented(text: str, indent: str) -> str:
     """``text`` with each line after the first starting with ``indent``: under the first line's
     text, never at a column where a report line of its own starts."""
@@ -111,19 +127,12 @@ def _format_report(grade: NotebookGrade) -> str:
             + f"{seconds} 秒）",
         )
     ]
-    # The continuation lines of a multi-line expected/got/note start under its first line.
-    expected, got = say("expected: ", "预期："), say("got:      ", "实际：")
     note = say("note: ", "说明：")
-    pad = " " * (6 + text_width(expected))
-    note_pad, grade_note_pad = " " * (6 + text_width(note)), " " * (2 + text_width(note))
+    grade_note_pad = " " * (2 + text_width(note))
     for result in grade.exercises:
         lines.append(f"  {result.name}{say(': ', '：')}{verdict(result)}")
-        if result.passed:
-            continue
-        lines.append(f"      {expected}{_quoted(result.expected, pad)}")
-        lines.append(f"      {got}{_quoted(result.got, pad)}")
-        for text in result.notes:
-            lines.append(f"      {note}{indented(text, note_pad)}")
+        if not result.passed:
+            lines += failure_lines(result, "      ")
     for text in grade.notes:
         lines.append(f"  {note}{indented(text, grade_note_pad)}")
     if grade.isolation:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ...language import say
 from .channel import WorkerFailed
-from .sandbox import WORK, launch
+from .sandbox import WORK, start_sealed
 
 HERE = Path(__file__).resolve().parent
 WORKER_FILES = ("worker.py", "protocol.py", "syscalls.py")  # a worker started on its own
@@ -51,7 +51,7 @@ MAX_IDLE = max(4, os.cpu_count() or 1)
 # started it ends, not the process: a server started by a grading thread would be killed
 # when that thread ends, while idle or, worse, just after forking a worker. Every server
 # is started by this one thread, which lives as long as the grader.
-_launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfcourse-forkservers")
+_starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfcourse-forkservers")
 
 
 class ForkServer:
@@ -66,8 +66,8 @@ class ForkServer:
         self.log = log = self.folder.parent / f"{self.folder.name}.log"
         try:
             with theirs, open(log, "wb") as stderr:
-                self.process = _launcher.submit(
-                    launch,
+                self.process = _starter.submit(
+                    start_sealed,
                     [sys.executable, "-I", f"{WORK}/forkserver.py", str(theirs.fileno())],
                     work=self.folder,
                     env=dict(env, **SERVER_ENV),
@@ -172,7 +172,7 @@ def start(
     server_env: dict[str, str], hide: list[Path], env: dict[str, str], fresh: bool = False
 ) -> Session:
     """A sealed worker with environment ``env``, forked by a server started with
-    ``server_env`` and ``hide`` (``sandbox.launch``): an idle one, unless ``fresh``.
+    ``server_env`` and ``hide`` (``sandbox.start_sealed``): an idle one, unless ``fresh``.
     Raises ``WorkerFailed``."""
     key = (tuple(sorted(server_env.items())), tuple(sorted(map(str, hide))))
     with _lock:

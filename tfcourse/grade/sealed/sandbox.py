@@ -283,7 +283,7 @@ def _probe() -> Sandbox:
         )
 
 
-# ------------------------------------------------------------------------------ launch
+# ------------------------------------------------------------------------ start_sealed
 
 
 def measures(found: Sandbox, limits: str) -> list[str]:
@@ -318,7 +318,7 @@ def measures(found: Sandbox, limits: str) -> list[str]:
     ]
 
 
-def launch(
+def start_sealed(
     argv: list[str],
     *,
     work: Path,

@@ -270,7 +270,9 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------ one worker, one verdict
 
 
-def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh: bool = False):
+def _start_process(
+    env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh: bool = False
+):
     """A worker process for one session, not yet told anything. Under bubblewrap, it is
     forked by a server in the sandbox (``pool.py``; an idle one unless ``fresh``); else it
     is a process of its own in ``folder``: as a fresh user (``users.py``, which adds its
@@ -309,7 +311,7 @@ def _launch(env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh
             ) from None
 
 
-def _start(
+def _start_worker(
     cells: list[str],
     hide: frozenset[str],
     shortcuts: dict[str, tuple[str, ...]],
@@ -317,7 +319,7 @@ def _start(
     setup: Setup,
     budget: channel.Budget,
 ) -> tuple[proxy.Worker, list[dict]]:
-    """Start a worker (``_launch``) and run ``cells`` there; return it and the cells'
+    """Start a worker (``_start_process``) and run ``cells`` there; return it and the cells'
     results. Raises ``channel.WorkerFailed``."""
     # The worker's home and temporary files are its own (matplotlib draws nothing there).
     env = dict(setup.env, MPLBACKEND="Agg")
@@ -340,7 +342,7 @@ def _start(
     # A worker that ends before reading its first message has run nothing of the
     # learner's: under bubblewrap, its server is dropped and a fresh one forks another.
     for fresh in (False, True):
-        process = _launch(env, limits, folder, setup, fresh=fresh)
+        process = _start_process(env, limits, folder, setup, fresh=fresh)
         worker = proxy.Worker(process, setup.timeout, budget)
         try:
             worker.send(first, {"package": package})
@@ -453,7 +455,7 @@ def _session(
     sent = max((_cells_for(learner, solution, name) for name in seal), key=len)
     with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
         try:
-            worker, ran = _start(
+            worker, ran = _start_worker(
                 [source for _, source in sent], hide, shortcuts, Path(folder), setup, budget
             )
         except channel.WorkerFailed as error:
