@@ -37,16 +37,12 @@ setup: $(STAMP)
 
 # Everything after torch is installed by uv (pinned in constraints.txt, itself installed by
 # pip): the same versions as pip would pick, in a few seconds where pip took about a minute.
-# uv does not read pip's settings, so pip's index, extra index and find-links variables are
-# passed on (the mainland-China mirror of the README).
-# (pip takes several extra indexes and find-links in one variable, separated by spaces).
+# uv does not read pip's settings, so scripts/pip_indexes.py passes pip's index, extra
+# indexes and find-links on as uv's flags, wherever pip reads them (PIP_INDEX_URL, `pip config
+# set global.index-url`, pip.conf / pip.ini): the mainland-China mirror of the README.
 # Bytecode is compiled at install (pip's default, not uv's), and the package's own too: a
 # process that may not write it (PYTHONDONTWRITEBYTECODE=1, or the grader's workers, which see
 # the environment read-only) would otherwise compile every module it imports, every time.
-UV_INDEXES = $(if $(PIP_INDEX_URL),--default-index "$(PIP_INDEX_URL)") \
-  $(foreach url,$(PIP_EXTRA_INDEX_URL),--index "$(url)") \
-  $(foreach url,$(PIP_FIND_LINKS),--find-links "$(url)")
-
 # The grading sandbox (bubblewrap, libseccomp), where the machine lets setup install it (root,
 # or sudo without a password); else the tests that seal workers are skipped, saying so.
 $(STAMP): pyproject.toml $(CONSTRAINTS)
@@ -56,7 +52,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) scripts/install_torch.py --python $(PY) --torch "$(TORCH)" $(if $(TORCH_INDEX),--index "$(TORCH_INDEX)") $(if $(TORCH_FIND_LINKS),--find-links "$(TORCH_FIND_LINKS)")
 	$(PY) -m pip install --quiet $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) uv
-	$(BIN)/uv pip install --python $(PY) --quiet --compile-bytecode $(UV_INDEXES) $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[dev]"
+	$(BIN)/uv pip install --python $(PY) --quiet --compile-bytecode $$($(PY) scripts/pip_indexes.py --python $(PY)) $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[dev]"
 	$(PY) -m compileall -q tfcourse
 	touch $(STAMP)
 

@@ -3,11 +3,12 @@ environment (not editable, no checkout on the path), and use it from an empty fo
 
     python scripts/check_wheel.py [--work DIR] [--torch SPEC]
 
-Runs, in English and in Chinese: ``tfcourse doctor``; ``tfcourse notebooks``; ``tfcourse
-grade`` on a copied solution notebook (full marks) and on an untouched learner notebook (no
-marks). Exits 1, saying which step failed, when anything is not so. ``make test-wheel`` and
-CI (``.ci/run``) run it with the dev environment's Python (hatchling builds the wheel
-offline). Plain Python, so it runs on Windows and macOS too.
+Runs a check that the Chinese figures' font came with the package, then, in English and in
+Chinese: ``tfcourse doctor``; ``tfcourse notebooks``; ``tfcourse grade`` on a copied solution
+notebook (full marks) and on an untouched learner notebook (no marks). Exits 1, saying which
+step failed, when anything is not so. ``make test-wheel`` and CI (``.ci/run``) run it with the
+dev environment's Python (hatchling builds the wheel offline). Plain Python, so it runs on
+Windows and macOS too.
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ def main() -> None:
     )
     if not Path(where.strip()).is_relative_to(venv):
         sys.exit(f"check_wheel: tfcourse imported from {where.strip()}, not the fresh venv")
+    font = "from tfcourse.lab import fonts; assert fonts.packaged_font_file(), 'no font file'"
+    step("font", [str(python), "-c", f"{font}; print(fonts.installed_cjk_fonts())"], learner, env)
     step("doctor", [str(python), "-m", "tfcourse", "doctor"], learner, env)
     packaged = Path(where.strip()).parent / "_course" / "solutions"
     failures = []

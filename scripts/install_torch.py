@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import platform
 import re
 import shutil
@@ -80,22 +81,42 @@ def has_nvidia_gpu(gpus: Path = Path("/proc/driver/nvidia/gpus")) -> bool:
     return listing.returncode == 0 and "GPU" in listing.stdout
 
 
+def say(english: str, chinese: str) -> str:
+    """The text in the reader's language: Chinese with ``TFCOURSE_LANG=zh`` (the package's own
+    switch; this script runs before the package is installed, so it reads the variable)."""
+    return (
+        chinese if os.environ.get("TFCOURSE_LANG", "").strip().lower().startswith("zh") else english
+    )
+
+
 def choose_index(system: str, has_gpu: bool, explicit: str | None = None) -> tuple[str | None, str]:
     """``(index URL or None for pip's default index, the reason in words)``.
 
     ``system`` is ``platform.system()``: "Linux", "Darwin", "Windows", ...
     """
     if explicit == DEFAULT:
-        return None, "index given (default) -> pip's default index"
+        return None, say(
+            "index given (default) -> pip's default index", "指定了索引（default）-> pip 的默认索引"
+        )
     if explicit:
-        return explicit, f"index given -> {explicit}"
+        return explicit, say(f"index given -> {explicit}", f"指定了索引 -> {explicit}")
     if system == "Linux" and not has_gpu:
-        return CPU_INDEX, f"Linux, no NVIDIA GPU -> CPU wheel from {CPU_INDEX}"
+        return CPU_INDEX, say(
+            f"Linux, no NVIDIA GPU -> CPU wheel from {CPU_INDEX}",
+            f"Linux，没有 NVIDIA GPU -> 从 {CPU_INDEX} 安装 CPU 版",
+        )
     if system == "Linux":
-        return None, "Linux with an NVIDIA GPU -> CUDA build from the default index"
+        return None, say(
+            "Linux with an NVIDIA GPU -> CUDA build from the default index",
+            "Linux，有 NVIDIA GPU -> 从默认索引安装 CUDA 版",
+        )
     if system == "Darwin":
-        return None, "macOS -> the default index (its wheel uses the Apple GPU through MPS)"
-    return None, f"{system or 'unknown system'} -> the default index"
+        return None, say(
+            "macOS -> the default index (its wheel uses the Apple GPU through MPS)",
+            "macOS -> 默认索引（它的 wheel 通过 MPS 使用 Apple GPU）",
+        )
+    name = system or "unknown system"
+    return None, say(f"{name} -> the default index", f"{name} -> 默认索引")
 
 
 def reachable(url: str, timeout: float = PROBE_SECONDS) -> tuple[bool, str]:
@@ -124,7 +145,11 @@ def reachable(url: str, timeout: float = PROBE_SECONDS) -> tuple[bool, str]:
     thread = threading.Thread(target=probe, daemon=True)
     thread.start()
     thread.join(timeout)
-    return answer[0] if answer else (False, f"no answer within {timeout:g} s")
+    return (
+        answer[0]
+        if answer
+        else (False, say(f"no answer within {timeout:g} s", f"{timeout:g} 秒内没有应答"))
+    )
 
 
 def pip_command(
@@ -157,7 +182,22 @@ torch: no CPU build of torch was found ({detail}); setup stops here rather than 
       make setup TORCH_FIND_LINKS=https://mirrors.aliyun.com/pytorch-wheels/cpu/
   - another index that serves them:   make setup TORCH_INDEX=<url>
   - the CUDA build anyway:            make setup TORCH_INDEX=default
-  (README: "Setting up from mainland China" / 「在中国大陆安装」)"""
+  (README: "Setting up from mainland China" / “在中国大陆安装”)"""
+
+NO_CPU_WHEEL_ZH = """\
+torch：没有找到 torch 的 CPU 版（{detail}）；安装到此为止，不会改装 CUDA 版：它有好几 GB，
+  而这台机器（没有 NVIDIA GPU）用不上。请任选一种：
+  - PyTorch CPU wheel 的镜像，例如在中国大陆
+      make setup TORCH_FIND_LINKS=https://mirrors.aliyun.com/pytorch-wheels/cpu/
+  - 另一个提供这些 wheel 的索引：   make setup TORCH_INDEX=<url>
+  - 仍然安装 CUDA 版：              make setup TORCH_INDEX=default
+  （README.zh.md：“在中国大陆安装”）"""
+
+
+def no_cpu_wheel(english_detail: str, chinese_detail: str) -> str:
+    return say(
+        NO_CPU_WHEEL.format(detail=english_detail), NO_CPU_WHEEL_ZH.format(detail=chinese_detail)
+    )
 
 
 def installed_version(python: str, spec: str) -> str | None:
@@ -209,7 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     version = installed_version(args.python, args.torch)
     if version is not None:
         print(
-            f"torch: {version} is already installed in {args.python} ({args.torch}); nothing to do",
+            say(
+                f"torch: {version} is already installed in {args.python} ({args.torch}); "
+                "nothing to do",
+                f"torch：{args.python} 里已经装有 {version}（{args.torch}），无需再装",
+            ),
             flush=True,
         )
         return 0
@@ -219,24 +263,45 @@ def main(argv: list[str] | None = None) -> int:
     wants_cpu = system == "Linux" and not has_gpu
     if args.find_links:
         spec = (cpu_spec(args.torch) if wants_cpu else None) or args.torch
-        print(f"torch: {spec} from the wheels at {args.find_links}", flush=True)
+        print(
+            say(
+                f"torch: {spec} from the wheels at {args.find_links}",
+                f"torch：从 {args.find_links} 的 wheel 安装 {spec}",
+            ),
+            flush=True,
+        )
         return run_pip(pip_command(args.python, spec, None, args.find_links))
     index, why = choose_index(system, has_gpu, args.index or None)
-    print(f"torch: {why}", flush=True)
+    print(say(f"torch: {why}", f"torch：{why}"), flush=True)
     if index != CPU_INDEX or args.index:
         return run_pip(pip_command(args.python, args.torch, index))
     ok, detail = reachable(f"{CPU_INDEX}/torch/")
+    # An index can answer the probe and then stall mid-download (common from mainland China):
+    # pip gives up within seconds (FAIL_FAST), and the fallback below is tried as for an
+    # index that never answered.
+    if ok and run_pip(pip_command(args.python, args.torch, index)) == 0:
+        return 0
     if ok:
-        return run_pip(pip_command(args.python, args.torch, index))
+        detail = say(
+            "it answered, but pip could not download torch from it",
+            "它有应答，但 pip 没能从它下载 torch",
+        )
     spec = cpu_spec(args.torch)
     print(
-        f"torch: the PyTorch CPU index {CPU_INDEX} cannot be reached ({detail}); looking for "
-        f"{spec or 'a CPU build'} on the default index and pip's find-links instead",
+        say(
+            f"torch: the PyTorch CPU index {CPU_INDEX} cannot be used ({detail}); looking for "
+            f"{spec or 'a CPU build'} on the default index and pip's find-links instead",
+            f"torch：PyTorch 的 CPU 索引 {CPU_INDEX} 用不了（{detail}）；改到默认索引和 pip 的 "
+            f"find-links 里找 {spec or 'CPU 版'}",
+        ),
         flush=True,
     )
     if spec is None:
         print(
-            NO_CPU_WHEEL.format(detail=f"{args.torch} pins no version to ask for by name"),
+            no_cpu_wheel(
+                f"{args.torch} pins no version to ask for by name",
+                f"{args.torch} 没有固定版本，无法按名字查找",
+            ),
             file=sys.stderr,
             flush=True,
         )
@@ -244,7 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     status = run_pip(pip_command(args.python, spec, None))
     if status != 0:
         print(
-            NO_CPU_WHEEL.format(detail=f"pip could not install {spec}"), file=sys.stderr, flush=True
+            no_cpu_wheel(f"pip could not install {spec}", f"pip 没能安装 {spec}"),
+            file=sys.stderr,
+            flush=True,
         )
     return status
 

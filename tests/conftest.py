@@ -158,8 +158,19 @@ def fails(check, obj, *patterns):
 
 
 def named_mistake(message: str) -> str:
-    """What a check's failure names as the likely mistake: its first line after "looks like"."""
-    return message.splitlines()[0].partition("; looks like: ")[2]
+    """What a check's failure names as the likely mistake: its "looks like: " line."""
+    for line in message.splitlines()[1:]:
+        if line.startswith("  looks like: "):
+            return line.removeprefix("  looks like: ")
+    return ""
+
+
+def verdict_lines(message: str) -> str:
+    """A check's failure without its case and hint lines: what differed (the first line), by
+    how much or what was raised, and the likely mistake ("looks like: ..."). Where a test
+    looks for the cause, so that the case's own text cannot name it."""
+    skip = ("  case: ", "  用例：", "  hint: ", "  提示：")
+    return "\n".join(line for line in message.splitlines() if not line.startswith(skip))
 
 
 @pytest.fixture(scope="session")

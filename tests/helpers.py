@@ -218,6 +218,64 @@ def needs_sandbox() -> None:
     pytest.skip(why)
 
 
+# --- English left in what a Chinese reader reads
+
+# Words a Chinese text keeps in English: the glossary's bracketed terms, the names of tools,
+# libraries and models, and units.
+KEPT_IN_ENGLISH = frozenset(
+    """
+    pre post ln layernorm rmsnorm batchnorm dropout softmax token tokens batch buffer
+    logits notebook notebooks torch pytorch tfcourse make pip uv python jupyter
+    jupyterlab lab gpt llama qwen mistral nanogpt gelu silu swiglu relu rope gqa mqa kv
+    qkv bpe adamw adam sgd cuda mps cpu gpu nccl gloo torchrun sdpa flash nbval
+    gradescope colab ipywidgets matplotlib transformers hugging face windows macos linux
+    powershell conda n-gram gram unigram bigram top-k top-p nats nat ms us kib mib gib kb mb
+    gb none true false attn mlp yarn ntk-aware ntk idx
+    """.split()  # noqa: SIM905 (a list of words reads best as words)
+)
+# What is code, not prose: `code`, URLs, paths and file names, flags, identifiers (with _,
+# digits or inner capitals), ALL-CAPS names, calls, quoted strings, $math$, key=value.
+_CODE = re.compile(
+    r"`[^`]*`|\$[^$]*\$|https?://\S+|\S*[/\\]\S*|\S+\.\w{1,5}\b|(?<!\w)--?[\w-]+|\b\w+=\S+"
+    r"|\b\w*[_\d]\w*\b|\b[A-Z]{2,}\w*\b|\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z]+[A-Z]\w*\b"
+    r"|\b\w+(?:\.\w+)+\b|\w+\(\S*\)|'[^'\n]*'|\"[^\"\n]*\""
+)
+_CJK = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]")
+# A command line shown as an example ("tfcourse train --steps 300"), not a sentence.
+_COMMAND_LINE = re.compile(r"^\s*(\$ )?(tfcourse|torchrun|make|python|pip|uv|jupyter) (?!\S*:)")
+# A printed formula or setting ("scores = q @ k^T / sqrt(d_k)", "config.n_layers = 2"), or a
+# shape trace: an expression, then a shape ("weights @ v      (2, 4, 5, 4)").
+_ASSIGNMENT = re.compile(r"^\s*[\w.\[\]]+ = |^\s*[\w.@()*, /+-]+?\s{2,}\(\d+(?:, \d+)*\)")
+_WORD = re.compile(r"\(?([A-Za-z]+(?:-[A-Za-z]+)*)[,.;:!?)]*")
+
+
+def english_sentences(text: str) -> list[str]:
+    """The lines of ``text`` that hold English prose: two or more English words in a row, or
+    one in a line without Chinese, that are not code, names or terms Chinese keeps in
+    English. Example command lines, and lines of a sample of
+    generated text (after a ``--- ...`` heading, up to a line ``---``) are the model's
+    English, not ours, and are left out."""
+    found, sample = [], False
+    for line in text.splitlines():
+        if line.strip() == "---":
+            sample = False
+            continue
+        if line.startswith("--- "):
+            sample = True
+            continue
+        if sample or _COMMAND_LINE.match(line) or _ASSIGNMENT.match(line):
+            continue
+        run, enough = 0, 2 if _CJK.search(line) else 1
+        for piece in _CODE.sub(" | ", line).split():
+            match = _WORD.fullmatch(piece)
+            word = match.group(1).lower() if match else ""
+            run = run + 1 if len(word) > 1 and word not in KEPT_IN_ENGLISH else 0
+            if run == enough:
+                found.append(line.strip())
+                break
+    return found
+
+
 # --- stored and fresh outputs, as nbval compares them
 
 # Output fields nbval does not compare (nbval's skip list, without --nbdime): pictures,

@@ -76,10 +76,10 @@ def test_every_get_batch_mistake_has_a_wrong_function_here():
 def test_each_get_batch_mistake_fails_and_is_named(key, salt):
     changes, words = GET_BATCH_WRONG[key]
     if salt is None:
-        message = fails(check_get_batch, make_get_batch(**changes), "get_batch [")
+        message = fails(check_get_batch, make_get_batch(**changes), "get_batch: ")
     else:
         with grading_cases(salt):
-            message = fails(check_get_batch, make_get_batch(**changes), "get_batch [")
+            message = fails(check_get_batch, make_get_batch(**changes), "get_batch: ")
     assert words in named_mistake(message), message
 
 
@@ -154,14 +154,14 @@ def test_every_estimate_mistake_has_a_wrong_function_here():
 @pytest.mark.parametrize("key", sorted(ESTIMATE_WRONG))
 def test_each_estimate_mistake_fails_and_is_named(key):
     changes, words = ESTIMATE_WRONG[key]
-    message = fails(check_estimate_loss, make_estimate(**changes), "estimate_loss [")
+    message = fails(check_estimate_loss, make_estimate(**changes), "estimate_loss: ")
     assert words in named_mistake(message), message
 
 
 @pytest.mark.parametrize("key", sorted(ESTIMATE_REFUSED))
 def test_each_estimate_refusal_fails_and_is_named(key):
     changes, words = ESTIMATE_REFUSED[key]
-    message = fails(check_estimate_loss, make_estimate(**changes), "estimate_loss [", key)
+    message = fails(check_estimate_loss, make_estimate(**changes), "estimate_loss: ", key)
     assert words in named_mistake(message), message
 
 

@@ -5,8 +5,10 @@ Starts JupyterLab from this environment on a free localhost port with a token, q
 runs all cells, waits for the widget, changes a dropdown and asserts that the picture
 changed in place. A learner's notebook with a wrong implementation and an unsolved stub:
 Run All reaches the last cell, the failing check shows a short verdict, no news toast
-covers it. The site opened from disk: a Chinese page with its figure, and its learner
-notebook downloads as a zip. Screenshots go to
+covers it. A shipped learner notebook, before anything runs: its check cells show no
+execution count, and the reference's verdict said to be the reference's. The site opened from
+disk: a Chinese page with its figure (and the figure's alt text), its learner notebook and
+its solution download as zips of different names. Screenshots go to
 ``artifacts/`` (git-ignored). Select with ``-m browser``; skipped when the
 ``playwright`` package or a Chromium executable is missing.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -45,6 +48,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.notebooks]
 
 ARTIFACTS = ROOT / "artifacts"
 REAL_NOTEBOOKS = ["02_multi_head_attention.ipynb", "06_stacks_and_gradients.ipynb"]
+FRESH_LEARNER = "03_norms.ipynb"  # a shipped learner notebook, opened as a learner gets it
 SERVER_START_S = 90
 KERNEL_WORK_S = 240  # kernel start + imports + every cell, on a slow shared CPU
 
@@ -241,6 +245,8 @@ def lab(tmp_path_factory):
     for name in REAL_NOTEBOOKS:
         if (ROOT / "solutions" / name).exists():
             shutil.copy(ROOT / "solutions" / name, root / name)
+    if (ROOT / "notebooks" / FRESH_LEARNER).exists():
+        shutil.copy(ROOT / "notebooks" / FRESH_LEARNER, root / f"fresh-{FRESH_LEARNER}")
     server = Lab(root, home)
     try:
         yield server
@@ -438,6 +444,33 @@ def test_a_learners_screen_in_jupyterlab(lab, browser_context):
     assert not [t for t in toasts if "news" in t.lower()], toasts
 
 
+def test_a_fresh_learner_notebook_shows_no_verdict_that_did_not_run(lab, browser_context):
+    """Opened, not run: a check cell's prompt is empty ("[ ]:", not "[4]:"), and what it
+    shows is the reference's verdict, said to be the reference's."""
+    if not (ROOT / "notebooks" / FRESH_LEARNER).exists():
+        pytest.skip(f"notebooks/{FRESH_LEARNER} does not exist yet")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser_context.new_page()
+    try:
+        page.goto(
+            f"{lab.url}/lab/workspaces/fresh/tree/fresh-{FRESH_LEARNER}?reset&token={lab.token}"
+        )
+        checks = page.locator(".jp-Notebook .jp-CodeCell", has_text="expected (the reference's")
+        checks.first.wait_for(state="attached", timeout=SERVER_START_S * 1000)
+        checks.first.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "browser-fresh-learner.png"))
+        prompts = checks.locator(".jp-InputArea-prompt").all_inner_texts()
+        shown = checks.locator(".jp-OutputArea-output").all_inner_texts()
+    finally:
+        page.close()
+        lab.shut_down_kernels()
+    assert prompts and all(re.fullmatch(r"\[ \]:", p.strip()) for p in prompts), prompts
+    assert all(
+        text.startswith("expected (the reference's output): ") and "checks passed" in text
+        for text in shown
+    ), shown
+
+
 def test_the_site_from_disk_shows_chinese_figures_and_downloads_the_notebook(
     browser_context, tmp_path
 ):
@@ -451,18 +484,22 @@ def test_the_site_from_disk_shows_chinese_figures_and_downloads_the_notebook(
         page.goto((out / "zh" / "01_attention.html").as_uri())
         figures = page.locator("img[src^='data:image/png']")
         assert figures.count() > 0
+        alts = [figures.nth(i).get_attribute("alt") for i in range(figures.count())]
         figures.first.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "browser-site-zh-figure.png"))
-        with page.expect_download(timeout=30_000) as download:
-            page.locator("p.downloads a").first.click()
-        saved = tmp_path / download.value.suggested_filename
-        download.value.save_as(saved)
+        saved = []
+        for link in page.locator("p.downloads a[download]").all():  # learner's, solution
+            with page.expect_download(timeout=30_000) as download:
+                link.click()
+            saved.append(tmp_path / download.value.suggested_filename)
+            download.value.save_as(saved[-1])
     finally:
         page.close()
-    assert saved.name == "01_attention.zip"
-    with zipfile.ZipFile(saved) as bundle:
-        assert bundle.namelist() == ["01_attention.ipynb"]
-        assert (
-            json.loads(bundle.read("01_attention.ipynb"))["metadata"]["tfcourse"]["language"]
-            == "zh"
-        )
+    assert all(alt and alt.startswith("图：") for alt in alts), alts
+    assert [path.name for path in saved] == ["01_attention.zip", "01_attention.solution.zip"]
+    for path, inside in zip(
+        saved, ["01_attention.ipynb", "01_attention.solution.ipynb"], strict=True
+    ):
+        with zipfile.ZipFile(path) as bundle:
+            assert bundle.namelist() == [inside]
+            assert json.loads(bundle.read(inside))["metadata"]["tfcourse"]["language"] == "zh"

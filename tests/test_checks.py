@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import re
+
 import pytest
 import torch
 
@@ -12,7 +15,8 @@ from tfcourse.checks.mlp import check_swiglu as check_swiglu_mlp
 from tfcourse.checks.model import _block_params, _count
 from tfcourse.lab.probes import gradient_probe
 
-from conftest import fails
+from conftest import fails, named_mistake
+from helpers import ROOT
 
 
 def reference_probe(model, idx, targets):
@@ -63,7 +67,7 @@ REFERENCES = [
     pytest.param(
         checks.check_grad_norm_probe, reference_probe, "grad_norm_probe: 4/4", id="grad_norm_probe"
     ),
-    pytest.param(checks.check_gpt, tc.GPT, "GPT: 7/7", id="gpt"),
+    pytest.param(checks.check_gpt, tc.GPT, "GPT: 9/9", id="gpt"),
     pytest.param(checks.check_bias_savings, 82_944, "bias_savings: 2/2", id="bias_savings"),
     pytest.param(
         checks.check_gpt2_small_params,
@@ -163,6 +167,97 @@ def test_an_error_inside_forward_is_reported_not_raised():
 
     with pytest.raises(AssertionError, match="calling your module raised RuntimeError"):
         checks.check_layernorm(Broken)
+
+
+# ---------------------------------------------------------------------------------------------
+# How a failure reads: a short first line, then one line each for the rest
+
+
+def test_a_failure_reads_first_line_case_difference_diagnosis():
+    message = fails(checks.check_causal_mask, lambda T: torch.ones(T, T, dtype=torch.bool).triu())
+    assert message.splitlines() == [
+        "causal_mask: mask differs from the reference (check 1 of 4)",
+        "  case: causal_mask(5)",
+        "  20 of 25 entries differ; first at [0, 1]: expected False, got True",
+        "  looks like: the upper triangle (triu) instead of the lower (tril): True where the "
+        "key comes after the query",
+    ]
+
+
+def test_a_boolean_result_counts_its_wrong_entries_never_a_max_diff():
+    def one_wrong(T):
+        mask = tc.causal_mask(T)
+        mask[T - 1, 0] = T < 3  # right for T = 1 and 2; for T = 5: one entry
+        return mask
+
+    message = fails(checks.check_causal_mask, one_wrong)
+    assert "max |diff|" not in message
+    assert message.splitlines()[0] == "causal_mask: mask differs from the reference (check 1 of 4)"
+    assert "  1 of 25 entries differs; first at [4, 0]: expected True, got False" in message
+
+
+def test_a_float_result_gives_its_largest_difference_and_the_tolerance():
+    class Doubles(tc.LayerNorm):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    message = fails(checks.check_layernorm, Doubles)
+    lines = message.splitlines()
+    assert lines[0] == "LayerNorm: output differs from the reference (check 3 of 6)"
+    assert lines[1] == "  case: x (2, 5, 16), default eps"
+    assert re.fullmatch(
+        r"  max \|diff\| = [\d.]+ \(tolerance: 1e-05 \+ 0\.0001 \* \|reference\|\)", lines[2]
+    ), lines[2]
+    assert lines[-1].startswith("  hint: no known mistake reproduces this output")
+
+
+def test_what_the_learners_code_raised_is_a_line_of_its_own():
+    class Broken(tc.LayerNorm):
+        def forward(self, x):
+            return x @ torch.ones(3, 3)
+
+    lines = fails(checks.check_layernorm, Broken).splitlines()
+    assert lines[0] == "LayerNorm: calling your module raised RuntimeError (check 2 of 6)"
+    assert lines[2].startswith("  RuntimeError: mat1 and mat2 shapes cannot be multiplied")
+
+
+def test_a_mask_changed_in_place_is_told_by_its_entries():
+    def attention(q, k, v, mask=None):
+        if mask is not None:
+            mask[0, 1] = True
+        return tc.scaled_dot_product_attention(q, k, v, mask=mask)
+
+    message = fails(checks.check_attention, attention)
+    assert message.splitlines()[0] == (
+        "scaled_dot_product_attention: your code modified its input mask in place (check 1 of 7)"
+    )
+    assert "  1 of 25 entries changed; first at [0, 1]: False became True" in message
+    assert named_mistake(message).startswith("an in-place operation on the input")
+
+
+def test_the_count_of_sub_checks_is_the_one_each_check_prints():
+    """``SUB_CHECKS`` (a failure's "check k of n") names every check, with the n of its pass
+    line as the solutions store it."""
+    names = {
+        node.args[0].value
+        for path in (ROOT / "tfcourse" / "checks").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Checker"
+    }
+    assert names == set(_harness.SUB_CHECKS)
+    stored = {
+        name: int(n)
+        for path in (ROOT / "solutions").glob("*.ipynb")
+        for name, n in re.findall(r"(\w+): (\d+)/\2 checks passed", path.read_text("utf-8"))
+    }
+    assert stored == _harness.SUB_CHECKS
+
+
+def test_a_check_the_table_does_not_know_gives_only_its_position():
+    with pytest.raises(AssertionError) as info, _harness.Checker("mine") as chk:
+        chk.ok()
+        chk.fail("", "it differs")
+    assert str(info.value) == "mine: it differs (check 2)"
 
 
 def test_tolerances_are_tight_on_cpu_and_looser_elsewhere():

@@ -81,19 +81,26 @@ def assert_same_facts(english: str, chinese: str) -> None:
     assert CJK.search(chinese.splitlines()[0]), chinese
     assert sorted(NUMBER.findall(chinese)) == sorted(NUMBER.findall(english)), (english, chinese)
     assert sorted(SHAPE.findall(chinese)) == sorted(SHAPE.findall(english)), (english, chinese)
-    # Same layout: the check's name and case first, then the hint and the count lines.
-    assert chinese.split(" [", 1)[0] == english.split(" [", 1)[0]
+    # Same layout: the check's name first, then the case, the difference, the diagnosis and
+    # the hint, each on its line.
+    assert chinese.split("：", 1)[0] == english.split(": ", 1)[0]
     assert len(chinese.splitlines()) == len(english.splitlines())
 
 
 # The checks named in the task, each with a real wrong implementation: (check, wrong code,
-# part of the English first line, part of the Chinese first line).
+# part of the English message, part of the Chinese message).
 CASES = [
     pytest.param(
         checks.check_causal_mask,
         mask_diagonal_excluded,
-        "looks like: the diagonal is excluded (tril(diagonal=-1))",
-        "很可能的原因：排除了对角线（tril(diagonal=-1)）",
+        "causal_mask: mask differs from the reference (check 1 of 4)\n"
+        "  case: causal_mask(5)\n"
+        "  5 of 25 entries differ; first at [0, 0]: expected True, got False\n"
+        "  looks like: the diagonal is excluded (tril(diagonal=-1))",
+        "causal_mask：掩码与参考实现不一致（第 1 项检查，共 4 项）\n"
+        "  用例：causal_mask(5)\n"
+        "  25 个元素中有 5 个不同；第一个在 [0, 0]：应为 True，实际为 False\n"
+        "  看起来像是：排除了对角线（tril(diagonal=-1)）",
         id="causal-mask",
     ),
     pytest.param(
@@ -106,14 +113,16 @@ CASES = [
     pytest.param(
         checks.check_attention,
         make_sdpa("no_scale"),
-        "[q, k, v (2, 5, 8), no mask]: output differs from the reference",
-        "[q, k, v (2, 5, 8)，无掩码]：输出与参考实现不一致",
+        "output differs from the reference (check 2 of 7)\n  case: q, k, v (2, 5, 8), no mask\n"
+        "  max |diff| = ",
+        "输出与参考实现不一致（第 2 项检查，共 7 项）\n  用例：q, k, v (2, 5, 8)，无掩码\n"
+        "  max |diff| = ",
         id="attention",
     ),
     pytest.param(
         checks.check_multi_head_attention,
         variant(LearnerMHA, "NoMaskMHA", mask_mode="none"),
-        "[x (2, 5, 24), 4 heads]: output differs",
+        "output differs from the reference (check 3 of 7)\n  case: x (2, 5, 24), 4 heads",
         "没有施加因果掩码（词元关注到了它后面的词元）",
         id="multi-head-attention",
     ),
@@ -181,8 +190,8 @@ def test_a_wrong_implementation_is_diagnosed_in_chinese(
     check, wrong, english_part, chinese_part, monkeypatch
 ):
     english, chinese = both(check, wrong, monkeypatch)
-    assert english_part in english.splitlines()[0]
-    assert chinese_part in chinese.splitlines()[0], chinese
+    assert english_part in english, english
+    assert chinese_part in chinese, chinese
     assert_same_facts(english, chinese)
 
 
@@ -200,8 +209,9 @@ def test_every_catalogued_mistake_reads_in_chinese(check, wrong, monkeypatch):
     english, chinese = both(check, wrong, monkeypatch)
     assert_same_facts(english, chinese)
     # Only code, names and numbers stay in Latin letters: no English sentence survives
-    # (apart from the error text of the learner's own code, quoted as it was raised).
-    ours = re.sub(r"抛出了 \w+：[^；\n]*", "", chinese)
+    # (apart from the error text of the learner's own code, quoted on its line as it was
+    # raised: "  RuntimeError: ...").
+    ours = re.sub(r"(?m)^  \w+: .*$", "", chinese)
     assert not re.search(r"\b(?:the|is|are|of|instead|expected|looks like|hint)\b", ours), chinese
 
 

@@ -11,6 +11,7 @@ from tfcourse import checks
 from tfcourse.checks import _harness
 from tfcourse.checks._compare import close, scaled_error
 
+from conftest import named_mistake
 from mutants.core import LayerNormEps1e4, LearnerLayerNorm, LearnerRMSNorm
 
 # What ``tolerances`` gives float32 on the CPU, and on an accelerator: ten times the CPU's.
@@ -101,8 +102,7 @@ def test_a_wrong_default_eps_is_named_as_such_not_as_eps_outside_the_root(
     seen = _spy_on_diagnoses(monkeypatch)
     with pytest.raises(AssertionError) as info:
         check(implementation)
-    first_line = str(info.value).splitlines()[0]
-    assert first_line.endswith(f"looks like: {expected}")
+    assert named_mistake(str(info.value)) == expected, str(info.value)
     assert capsys.readouterr().out == ""
     # The test has teeth: "eps outside the square root" comes earlier in the table and is
     # also within tolerance, so the old first-match rule named it.

@@ -183,6 +183,6 @@ def test_a_missing_chinese_font_warns_a_chinese_reader(monkeypatch):
     with speaking("zh"):
         (missing,) = doctor.check_chinese_font()
     assert missing.status == "warn" and "方框" in missing.detail
-    assert "pip install mplfonts" in missing.fix
+    assert "tfcourse/lab/fonts/" in missing.fix and "重新安装" in missing.fix
     with speaking("en"):
         assert doctor.check_chinese_font()[0].status == "info"

@@ -1,6 +1,7 @@
 """The learner-notebook generator (``tfcourse build-notebooks``) and the output sanitizer.
 
-Fast: in-memory notebooks and the fixture in tests/fixtures/, no kernel.
+Fast: in-memory notebooks, the fixture in tests/fixtures/ and the shipped learner notebooks
+(read, not run), no kernel.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from nbformat.v4 import new_output
 
 from tfcourse import cli
 from tfcourse.authoring.build import (
+    EXPECTED_LABELS,
+    HINT_PREFIXES,
+    HINT_WIDTH,
     build,
+    expected_output,
     fill_in,
     make_learner,
     make_stub,
@@ -30,8 +35,11 @@ from tfcourse.authoring.sanitize import (
 )
 from tfcourse.course import notebook_format
 from tfcourse.course.stubs import is_stub_message, stub_message
+from tfcourse.language import text_width
 
-from helpers import FUNCTION, METHOD, SOLUTIONS, TESTS, tiny_solution, verdict
+from helpers import FUNCTION, METHOD, ROOT, SOLUTIONS, TESTS, tiny_solution, verdict
+
+PREFIXES = tuple(HINT_PREFIXES.values())
 
 # --- stubs ------------------------------------------------------------------------------
 
@@ -107,6 +115,48 @@ def test_stub_without_hint_raises_naming_the_exercise():
 def test_unbalanced_markers_are_errors(source, message):
     with pytest.raises(ValueError, match=message):
         solution_regions(source)
+
+
+LONG_HINT = (
+    "Four steps: scores are q times k with k's last two axes swapped, divided by the square "
+    "root of the key width; where the mask is False, set the score to minus infinity "
+    "(masked_fill); softmax over the keys; the weights times v."
+)
+LONG_CHINESE_HINT = (
+    "先记下 model.training，切换到 eval 模式，在 torch.no_grad() 下循环：裁剪上下文，取最后一个"
+    "位置的 logits，除以温度（temperature），需要时只保留 top-k（用 torch.topk 找出第 k 大的值），"
+    "再用 torch.multinomial 采样一个（“采样”不是取最大值）。"
+)
+
+
+@pytest.mark.parametrize(("hint", "language"), [(LONG_HINT, "en"), (LONG_CHINESE_HINT, "zh")])
+@pytest.mark.parametrize("source", [FUNCTION, METHOD])
+def test_a_long_hint_wraps_at_88_columns_and_fill_in_still_inverts(source, hint, language):
+    stub = make_stub(source, "X", hint, language=language)
+    lines = stub.split("\n")
+    first = next(i for i, line in enumerate(lines) if line.lstrip().startswith(PREFIXES))
+    last = next(i for i, line in enumerate(lines) if "raise NotImplementedError" in line)
+    indent = lines[first][: len(lines[first]) - len(lines[first].lstrip())]
+    assert last - first >= 3  # wrapped onto three lines or more
+    assert all(text_width(line) <= HINT_WIDTH for line in lines[first:last])
+    assert all(line.startswith(indent + "# ") for line in lines[first + 1 : last])
+    # Nothing lost or added but the breaks: the words are all there, in order.
+    joined = "".join(line.strip().lstrip("#").strip() for line in lines[first:last])
+    assert joined.replace(" ", "") == (HINT_PREFIXES[language][2:] + hint).replace(" ", "")
+    # No line starts with a closing mark or ends with an opening one.
+    assert not any(line.strip()[2:3] in "，。、；：）」”" for line in lines[first + 1 : last])
+    assert not any(line.rstrip()[-1] in "（「“" for line in lines[first:last])
+    compile(stub, "<stub>", "exec")
+    assert fill_in(stub, source, keep_markers=True) == source
+    solved = fill_in(stub, source)
+    assert "BEGIN SOLUTION" not in solved and "# " not in solved.replace("# code after", "")
+
+
+def test_fill_in_keeps_the_comments_above_a_wrapped_hint():
+    source = FUNCTION.replace("    ### BEGIN SOLUTION", "    # my own note\n    ### BEGIN SOLUTION")
+    stub = make_stub(source, "X", LONG_HINT)
+    assert fill_in(stub, source, keep_markers=True) == source
+    assert "    # my own note" in fill_in(stub, source).split("\n")
 
 
 @pytest.mark.parametrize("source", [FUNCTION, METHOD])
@@ -212,7 +262,7 @@ def test_urls_and_home_relative_paths_are_not_machine_paths():
 # --- learner notebook -------------------------------------------------------------------
 
 
-def test_learner_notebook_stubs_exercises_clears_outputs_keeps_check_verdicts():
+def test_learner_notebook_stubs_exercises_clears_outputs_marks_the_expected_verdicts():
     solution = tiny_solution()
     learner = make_learner(solution, "00_tiny")
     cells = {cell.id: cell for cell in learner.cells}
@@ -223,12 +273,104 @@ def test_learner_notebook_stubs_exercises_clears_outputs_keeps_check_verdicts():
         assert cells[cell_id].outputs == [] and cells[cell_id].execution_count is None
     check = cells["check-mask"]
     assert check.source == "check_mask(causal_mask)"
-    assert check.outputs == verdict("Mask: 3/3 checks passed")
-    # nbval compares only cells with an execution count: the verdict must keep one.
-    assert check.execution_count == 3
+    # Nothing ran in a fresh notebook: no execution count, and the verdict is the
+    # reference's, said to be (the grader and restamp take theirs from the solution).
+    assert check.execution_count is None
+    assert check.outputs == [
+        new_output(
+            "display_data",
+            data={"text/plain": "expected (the reference's output): Mask: 3/3 checks passed"},
+            metadata={"tfcourse": {"expected": True}},
+        )
+    ]
+    assert solution.cells[3].outputs == verdict("Mask: 3/3 checks passed")  # untouched
     assert check.metadata["editable"] is False and check.metadata["deletable"] is False
     assert "editable" not in cells["demo"].metadata
     nbformat.validate(learner)
+
+
+@pytest.mark.parametrize(
+    ("outputs", "language", "text"),
+    [
+        (
+            [
+                new_output("stream", name="stdout", text="gpt2_small_params："),
+                new_output("stream", name="stdout", text="2/2 项检查通过\n"),
+            ],
+            "zh",
+            "预期（参考实现的输出）：gpt2_small_params：2/2 项检查通过",
+        ),
+        (
+            verdict("A: 2/2 checks passed\nB: 3/3 checks passed"),
+            "en",
+            "expected (the reference's output):\n  A: 2/2 checks passed\n  B: 3/3 checks passed",
+        ),
+        (
+            [
+                new_output("stream", name="stderr", text="a warning\n"),
+                new_output("execute_result", data={"text/plain": "'ok'"}, execution_count=1),
+            ],
+            "en",
+            "expected (the reference's output): 'ok'",
+        ),
+    ],
+)
+def test_the_expected_verdict_is_marked_in_the_notebooks_language(outputs, language, text):
+    shown = expected_output(outputs, language)
+    assert shown.output_type == "display_data" and shown.data == {"text/plain": text}
+    assert shown.metadata == {"tfcourse": {"expected": True}}
+    assert expected_output([new_output("stream", name="stderr", text="x\n")]) is None
+
+
+LEARNER_NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted(
+    (ROOT / "notebooks" / "zh").glob("*.ipynb")
+)
+
+
+@pytest.mark.parametrize(
+    "path", LEARNER_NOTEBOOKS, ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix()
+)
+def test_a_fresh_learner_notebook_shows_nothing_that_did_not_run_there(path):
+    """No execution count anywhere (``[4]:`` under an unsolved exercise says it ran), and
+    no output but a check's expected verdict, marked as the reference's."""
+    nb = notebook_format.read_notebook(path, require_ids=False)
+    label = EXPECTED_LABELS[notebook_format.language_of(nb)]
+    checks = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        assert cell.execution_count is None, cell.id
+        if not notebook_format.is_check(cell):
+            assert cell.outputs == [], cell.id
+            continue
+        checks += 1
+        (shown,) = cell.outputs
+        assert shown.output_type == "display_data", cell.id
+        assert shown.metadata == {"tfcourse": {"expected": True}}, cell.id
+        assert list(shown.data) == ["text/plain"] and shown.data["text/plain"].startswith(label)
+        assert (
+            "checks passed" in shown.data["text/plain"] or "项检查通过" in shown.data["text/plain"]
+        )
+    assert checks or not any(notebook_format.is_exercise(c) for c in nb.cells)
+
+
+@pytest.mark.parametrize(
+    "path", LEARNER_NOTEBOOKS, ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix()
+)
+def test_hint_comments_fit_in_88_columns(path):
+    nb = notebook_format.read_notebook(path, require_ids=False)
+    for cell in (c for c in nb.cells if notebook_format.is_exercise(c)):
+        lines = cell.source.split("\n")
+        starts = [i for i, line in enumerate(lines) if line.lstrip().startswith(PREFIXES)]
+        if not starts:
+            continue
+        (start,) = starts
+        end = next(i for i in range(start, len(lines)) if "raise NotImplementedError" in lines[i])
+        indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+        for line in lines[start:end]:
+            assert text_width(line) <= HINT_WIDTH, (cell.id, line)
+        for line in lines[start + 1 : end]:
+            assert line.startswith(indent + "# ") and not line.startswith(indent + "#  "), line
 
 
 def test_learner_metadata_is_normalized():

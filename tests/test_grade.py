@@ -547,8 +547,11 @@ def test_a_folder_of_three_submissions(graded_folder, subtests):
         mask = _exercise(grade, "Causal mask")
         assert (mask["passed"], mask["reason"]) == (False, "error")
         assert mask["expected"] == "causal_mask: 4/4 checks passed"
-        assert mask["got"].startswith("AssertionError: causal_mask [causal_mask(")
-        assert "looks like: the diagonal is excluded" in mask["got"]
+        assert mask["got"].startswith(
+            "AssertionError: causal_mask: mask differs from the reference (check 1 of 4)\n"
+            "  case: causal_mask("
+        )
+        assert "\n  looks like: the diagonal is excluded" in mask["got"]
         norm = _exercise(grade, "RMSNorm")
         assert norm["passed"] and norm["sealed"]  # judged after the raising and the hanging cell
         notes = "\n".join(norm["notes"])

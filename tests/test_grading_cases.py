@@ -46,6 +46,7 @@ import mutants.claims
 import mutants.core
 import mutants.gqa
 import mutants.rotary_attention
+from conftest import verdict_lines
 
 
 def reference_probe(model, idx, targets):
@@ -97,13 +98,13 @@ SLOW_SALTS = tuple(range(100, 110))
 
 
 def run(check, implementation, salt) -> tuple[str, str | None]:
-    """``(what the check printed, the first line of its failure or None)`` under ``salt``."""
+    """``(what the check printed, the verdict of its failure or None)`` under ``salt``."""
     printed = io.StringIO()
     try:
         with grading_cases(salt), contextlib.redirect_stdout(printed):
             check(implementation)
     except AssertionError as error:
-        return printed.getvalue(), str(error).splitlines()[0]
+        return printed.getvalue(), verdict_lines(str(error))
     return printed.getvalue(), None
 
 

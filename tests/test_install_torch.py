@@ -5,6 +5,7 @@ Nothing here touches the network or installs anything: pip runs through a record
 
 import importlib.util
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -124,7 +125,7 @@ def test_main_falls_back_to_the_cpu_build_by_name_when_the_cpu_index_is_unreacha
     assert pip_calls == [["py", "-m", "pip", "install", "torch==2.13.0+cpu"]]  # no --index-url
     out = capsys.readouterr().out
     assert f"Linux, no NVIDIA GPU -> CPU wheel from {unreachable}" in out
-    assert f"the PyTorch CPU index {unreachable} cannot be reached" in out
+    assert f"the PyTorch CPU index {unreachable} cannot be used" in out
     assert "torch==2.13.0+cpu on the default index" in out
 
 
@@ -261,7 +262,36 @@ def test_main_uses_the_cpu_index_when_it_answers(monkeypatch, capsys, pip_calls)
     assert install_torch.main(["--python", "py", "--torch", "torch==2.13.0"]) == 0
     assert probed == [f"{CPU}/torch/"]
     assert pip_calls[0][4:7] == ["torch==2.13.0", "--index-url", CPU]
-    assert "cannot be reached" not in capsys.readouterr().out
+    assert "cannot be used" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mirror_has_it", [True, False])
+def test_an_index_that_answers_then_stalls_falls_back_with_the_mirror_hint(
+    monkeypatch, capsys, mirror_has_it
+):
+    """The probe gets its answer, the download stalls (pip gives up, FAIL_FAST): the CPU build
+    is asked for by name on the default index, and where that fails too, the hint follows."""
+    machine(monkeypatch, "Linux", False)
+    monkeypatch.setattr(install_torch, "installed_version", lambda python, spec: None)
+    monkeypatch.setattr(install_torch, "reachable", lambda *a, **k: (True, "HTTP 200"))
+    calls = []
+
+    def pip(command):
+        calls.append(command)
+        return 0 if (mirror_has_it and "--index-url" not in command) else 1
+
+    monkeypatch.setattr(install_torch, "run_pip", pip)
+    status = install_torch.main(["--python", "py", "--torch", "torch==2.13.0"])
+    assert [c[4:] for c in calls] == [
+        ["torch==2.13.0", "--index-url", CPU, *install_torch.FAIL_FAST],
+        ["torch==2.13.0+cpu"],
+    ]
+    captured = capsys.readouterr()
+    assert "it answered, but pip could not download torch from it" in captured.out
+    assert (status == 0) is mirror_has_it
+    assert ("TORCH_FIND_LINKS=https://mirrors.aliyun.com/pytorch-wheels/cpu/" in captured.err) is (
+        not mirror_has_it
+    )
 
 
 @pytest.mark.parametrize(
@@ -325,3 +355,21 @@ def test_has_nvidia_gpu(tmp_path, monkeypatch, smi, listed_gpu, has_gpu):
         (gpus / "0000:01:00.0").mkdir()
     monkeypatch.setenv("PATH", str(bin_dir))
     assert install_torch.has_nvidia_gpu(gpus) is has_gpu
+
+
+def test_setup_speaks_chinese_to_a_chinese_reader(monkeypatch, capsys):
+    """TFCOURSE_LANG=zh: the lines setup prints about torch are Chinese, the hint included."""
+    monkeypatch.setenv("TFCOURSE_LANG", "zh")
+    machine(monkeypatch, "Linux", False)
+    monkeypatch.setattr(install_torch, "installed_version", lambda python, spec: None)
+    monkeypatch.setattr(install_torch, "reachable", lambda *a, **k: (False, "no route"))
+    monkeypatch.setattr(install_torch, "run_pip", lambda command: 1)
+    assert install_torch.main(["--python", "py", "--torch", "torch==2.13.0"]) != 0
+    captured = capsys.readouterr()
+    prose = [
+        line
+        for line in (captured.out + captured.err).splitlines()
+        if line.strip() and "make setup" not in line
+    ]
+    assert prose and all(re.search("[\u4e00-\u9fff]", line) for line in prose), prose
+    assert "安装到此为止" in captured.err

@@ -4,6 +4,7 @@ The fast tests record the command instead of starting Jupyter; the slow one star
 """
 
 import json
+import logging
 import os
 import re
 import signal
@@ -230,32 +231,121 @@ def test_serve_waits_for_jupyter_after_ctrl_c(monkeypatch):
     assert launch.serve(["jupyter"]) == 0 and Jupyter.waits == 2
 
 
-def test_lab_opens_the_checkout_else_the_learners_copy_made_on_first_use(
-    tmp_path, monkeypatch, capsys
-):
-    assert launch.find_notebooks() == installed.CHECKOUT / "notebooks"  # a checkout
+def test_lab_opens_the_learners_copy_in_a_checkout_too(tmp_path, monkeypatch, capsys):
+    """Never the repository's own notebooks/: a learner's edits there would collide with
+    `git pull`. The copy is made on first use (one line says where), and a notebook the
+    course gains later is added to it without touching the learner's files."""
+    assert installed.course_root() == installed.CHECKOUT  # this is a checkout
+    monkeypatch.setenv(installed.DEFAULT_FOLDER_VARIABLE, str(tmp_path / "course"))
+    course = installed.CHECKOUT / "notebooks"
+    shipped = sorted(p.name for p in course.glob("*.ipynb"))
+    mine = (tmp_path / "course").resolve()
+    assert launch.find_notebooks() == mine
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line == (
+        f"tfcourse lab: first run: copied the course's {len(shipped)} notebooks into {mine}, "
+        "your own copy (your work stays there; updating the course never overwrites it)"
+    )
+    assert sorted(p.name for p in mine.glob("*.ipynb")) == shipped
+    assert (mine / shipped[0]).read_bytes() == (course / shipped[0]).read_bytes()
+    assert launch.find_notebooks() == mine and capsys.readouterr().out == ""  # made once
+
+    # The learner worked on one notebook; `git pull` brought two the copy lacks.
+    (mine / shipped[0]).write_text('{"my": "work"}', encoding="utf-8")
+    for name in shipped[-2:]:
+        (mine / name).unlink()
+    assert launch.find_notebooks() == mine
+    assert capsys.readouterr().out.splitlines() == [
+        f"tfcourse lab: the course has new notebooks; added to your copy in {mine}: "
+        + ", ".join(shipped[-2:])
+    ]
+    assert (mine / shipped[0]).read_text(encoding="utf-8") == '{"my": "work"}'
+    assert (mine / shipped[-1]).read_bytes() == (course / shipped[-1]).read_bytes()
+
+    # The Chinese edition: its own copy, said in Chinese.
+    monkeypatch.setenv("TFCOURSE_LANG", "zh")
+    chinese = (tmp_path / "course-zh").resolve()
+    assert launch.find_notebooks(language="zh") == chinese
+    (line,) = capsys.readouterr().out.splitlines()
+    count = len(list((course / "zh").glob("*.ipynb")))
+    assert line.startswith(
+        f"tfcourse lab：第一次运行，已把课程的 {count} 个 notebook 复制到 {chinese}"
+    )
+    assert 'language=\\"zh\\"' in (chinese / "01_attention.ipynb").read_text(encoding="utf-8")
+    (chinese / "01_attention.ipynb").unlink()
+    launch.find_notebooks(language="zh")
+    assert capsys.readouterr().out.splitlines() == [
+        f"tfcourse lab：课程新增了 notebook，已复制到你的副本 {chinese}：01_attention.ipynb"
+    ]
+
+
+def test_lab_with_dir_opens_that_folder_as_it_is(tmp_path, monkeypatch, capsys, served):
+    monkeypatch.setenv(installed.DEFAULT_FOLDER_VARIABLE, str(tmp_path / "course"))
+    folder = notebooks(tmp_path / "mine", "03_norms.ipynb")
+    status, out = lab(capsys, folder)
+    assert status == 0 and served[0][3] == str(folder.resolve())
+    assert [p.name for p in folder.iterdir()] == ["03_norms.ipynb"]  # nothing copied in
+    assert not (tmp_path / "course").exists() and "copied" not in out
     assert launch.find_notebooks(str(tmp_path)) == tmp_path.resolve()
     assert launch.find_notebooks(str(tmp_path / "missing")) is None
+
+
+def test_lab_without_dir_serves_the_copy_and_prints_the_url_last(
+    tmp_path, monkeypatch, capsys, served
+):
+    monkeypatch.setenv(installed.DEFAULT_FOLDER_VARIABLE, str(tmp_path / "course"))
+    assert cli.main(["lab", "--language", "en"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    mine = (tmp_path / "course").resolve()
+    assert served[0][3] == str(mine)
+    assert out[0].startswith("tfcourse lab: first run: copied") and str(mine) in out[0]
+    assert out[-1] == f"tfcourse lab: open {printed_url(chr(10).join(out))}"
+    assert "/lab/tree/00_setup_and_shapes.ipynb?token=" in out[-1]
+
+
+def test_lab_keeps_the_servers_log_to_warnings_and_errors(capsys, tmp_path, served):
+    """At INFO, some 20 lines of Jupyter's startup log follow the URL and scroll it away."""
+    status, _ = lab(capsys, tmp_path)
+    assert status == 0
+    assert {"--ServerApp.log_level=WARN", "--LabApp.log_level=WARN"} <= set(served[0])
+    status, _ = lab(capsys, tmp_path, "--ServerApp.log_level=DEBUG")
+    assert served[1][-1] == "--ServerApp.log_level=DEBUG"  # the user's own, last, wins
+
+
+def test_the_log_options_mean_what_the_installed_jupyter_reads():
+    pytest.importorskip("jupyterlab")
+    from jupyter_server.serverapp import ServerApp
+    from jupyterlab.labapp import LabApp
+
+    for app in (ServerApp(), LabApp()):
+        app.parse_command_line(launch.QUIET_LOG)
+        assert app.log_level == logging.WARN, type(app).__name__
+
+
+def test_the_installed_course_without_a_checkout_fills_the_copy_too(tmp_path, monkeypatch, capsys):
     # An installed wheel: the course inside the package, the learner's copy outside it.
     monkeypatch.setattr(installed, "PACKAGED", installed.CHECKOUT)
     monkeypatch.setattr(installed, "CHECKOUT", tmp_path / "no checkout")
     monkeypatch.setenv(installed.DEFAULT_FOLDER_VARIABLE, str(tmp_path / "course"))
     assert launch.find_notebooks(language="zh") == (tmp_path / "course-zh").resolve()
     shipped = len(list((installed.PACKAGED / "notebooks" / "zh").glob("*.ipynb")))
-    assert f"{shipped} notebook(s) copied" in capsys.readouterr().out
+    assert f"copied the course's {shipped} notebooks" in capsys.readouterr().out
     assert launch.find_notebooks(language="zh") == (tmp_path / "course-zh").resolve()
     assert capsys.readouterr().out == ""  # made once
-    assert 'language=\\"zh\\"' in (tmp_path / "course-zh" / "01_attention.ipynb").read_text(
-        encoding="utf-8"
-    )
+    # Without notebooks installed: the copy opens as it is; no copy at all is an error.
+    monkeypatch.setattr(installed, "PACKAGED", tmp_path / "nothing")
+    assert launch.find_notebooks(language="zh") == (tmp_path / "course-zh").resolve()
+    with pytest.raises(FileNotFoundError, match="no notebooks installed"):
+        launch.find_notebooks(language="en")
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="stops the server with a process-group SIGINT")
 def test_tfcourse_lab_serves_the_first_notebook_and_stops_cleanly(tmp_path):
-    """A real server, as this user (root in containers): the printed URL answers 200, and
-    Ctrl+C twice in a terminal (SIGINT to the process group; Jupyter's "twice to skip
-    confirmation") shuts Jupyter down cleanly instead of the launcher killing it."""
+    """A real server, as this user (root in containers): the printed URL answers 200 and is
+    the last line in view (the server's startup log is quiet), and Ctrl+C twice in a
+    terminal (SIGINT to the process group; Jupyter's "twice to skip confirmation") shuts
+    Jupyter down cleanly instead of the launcher killing it."""
     folder = tmp_path / "nb"
     folder.mkdir()
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
@@ -304,6 +394,11 @@ def test_tfcourse_lab_serves_the_first_notebook_and_stops_cleanly(tmp_path):
         (opener,) = runtime.glob("jpserver-file-to-run-*-open.html")
         assert "lab/tree/00_tiny.ipynb" in opener.read_text()
         assert list(runtime.glob("jpserver-*.json"))
+        # Up and answering: the startup log is over. No INFO line of it follows the URL.
+        time.sleep(2)
+        assert out_file.read_text().splitlines()[-1] == f"tfcourse lab: open {match[1]}"
+        logged = [line for line in err_file.read_text().splitlines() if line.strip()]
+        assert not [line for line in logged if line.startswith("[I ")], logged
 
         os.killpg(process.pid, signal.SIGINT)
         time.sleep(1)

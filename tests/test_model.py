@@ -323,8 +323,11 @@ def test_init_weights_gives_a_learners_gpt_the_reference_start():
         logits = model(idx[:, :-1])
         return F.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten()).item()
 
+    class DefaultInitGPT(LearnerGPT):
+        mistake = "default_init"  # PyTorch's own initialization, as nn.Module leaves it
+
     torch.manual_seed(0)
-    model = LearnerGPT(config)
+    model = DefaultInitGPT(config)
     default = first_loss(model)
     init_weights(model, config.n_layers)
     assert default > math.log(config.vocab_size) + 1

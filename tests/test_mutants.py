@@ -9,6 +9,7 @@ from torch import nn
 
 from tfcourse import checks
 
+from conftest import named_mistake
 from mutants import fails_naming_its_cause, passes
 from mutants.core import ALTERNATIVES, MUTANTS
 
@@ -54,9 +55,9 @@ class _HeadsSplitByView(nn.Module):
 def test_a_view_that_cannot_run_is_named_as_the_head_split():
     with pytest.raises(AssertionError) as info:
         checks.check_multi_head_attention(_HeadsSplitByView)
-    first = str(info.value).splitlines()[0]
-    assert (
-        "view size is not compatible" in first
-        and "looks like: a .view() of a tensor that is not contiguous" in first
-        and "(B, T, H, head_dim)" in first
-    ), first
+    message = str(info.value)
+    lines, diagnosis = message.splitlines(), named_mistake(message)
+    assert "raised RuntimeError" in lines[0], message
+    assert lines[2].startswith("  RuntimeError: view size is not compatible"), message
+    assert diagnosis.startswith("a .view() of a tensor that is not contiguous"), message
+    assert "(B, T, H, head_dim)" in diagnosis, message

@@ -18,6 +18,7 @@ from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
 from tfcourse.course.restamp import restamp
 
+from conftest import named_mistake, verdict_lines
 from helpers import grade_exercise
 from mutants.core import LearnerBlock, TorchPartsBlock
 
@@ -94,8 +95,7 @@ MUTANTS = [
 def test_block_mutant_fails_naming_its_cause(implementation, cause, capsys):
     with pytest.raises(AssertionError) as info:
         checks.check_transformer_block(implementation)
-    first_line = str(info.value).splitlines()[0]
-    assert cause in first_line, first_line
+    assert cause in verdict_lines(str(info.value)), str(info.value)
     assert capsys.readouterr().out == ""  # no "checks passed" line
 
 
@@ -104,8 +104,9 @@ def test_exact_gelu_base_still_passes(capsys):
     assert capsys.readouterr().out.endswith("8/8 checks passed\n")
 
 
-# The same two mistakes written into notebook 05's exercise cell, judged by the sealed grader
-# (the check then sees the learner's block through the grader's stand-ins, not the object).
+# The same mistakes written into notebook 05's exercise cell, judged by the sealed grader
+# (the check then sees the learner's block through the grader's stand-ins, not the object),
+# and the dropout ones, which the check finds by their effect in train mode.
 NOTEBOOK_05 = Path(__file__).resolve().parents[1] / "solutions" / "05_block.ipynb"
 
 
@@ -119,8 +120,18 @@ NOTEBOOK_05 = Path(__file__).resolve().parents[1] / "solutions" / "05_block.ipyn
             "self.mlp = tc.FeedForward(d_model, activation='gelu_tanh', dropout=dropout)",
             TANH_GELU,
         ),
+        (
+            "self.mlp = tc.FeedForward(d_model, dropout=dropout)",
+            "self.mlp = tc.FeedForward(d_model)",
+            "the MLP has no dropout",
+        ),
+        (
+            "x = x + self.attn(self.norm1(x))",
+            "x = x + F.dropout(self.attn(self.norm1(x)), self.attn.dropout, self.training)",
+            "the attention's output is dropped twice",
+        ),
     ],
-    ids=["shared-norm", "tanh-gelu"],
+    ids=["shared-norm", "tanh-gelu", "no-mlp-dropout", "attention-dropped-twice"],
 )
 @pytest.mark.sandbox
 def test_the_sealed_grader_names_the_block_mistakes(old, new, cause, grading_setup):
@@ -151,7 +162,8 @@ def accelerator_tolerances(monkeypatch):
 def test_tanh_gelu_hiding_within_tolerance_is_still_named(accelerator_tolerances, capsys):
     with pytest.raises(AssertionError) as info:
         checks.check_transformer_block(TanhGeluBlock)
-    first_line = str(info.value).splitlines()[0]
-    assert "ten times closer to a known mistake" in first_line and TANH_GELU in first_line
+    message = str(info.value)
+    assert "ten times closer to a known mistake" in message.splitlines()[0]
+    assert TANH_GELU in named_mistake(message), message
     checks.check_transformer_block(LearnerBlock)  # no false alarm for exact GELU
     assert capsys.readouterr().out.endswith("8/8 checks passed\n")

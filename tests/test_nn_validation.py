@@ -6,6 +6,9 @@ skip the checks the entry point already made. Also: ``GPTConfig.replace`` and th
 ``dataclasses`` import of ``tfcourse.nn.config``.
 """
 
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
@@ -286,3 +289,41 @@ def test_a_block_still_compiles_to_one_graph():
     compiled = torch.compile(layer, backend="eager", fullgraph=True)
     assert torch.allclose(compiled(x), layer(x))
     assert validate.needed()
+
+
+# A fresh process, so that no eager call has run an inputs_checked() block first: the
+# thread-local depth then had no value of its own yet (only a class default), torch.compile
+# guarded on its absence, and the first compiled call failed with Dynamo's "Guard failed
+# on the same frame it was created" (notebook 09's section 4 run on its own).
+COMPILE_FIRST = textwrap.dedent(
+    """
+    import torch
+    from tfcourse import GPT, GPTConfig, TransformerBlock
+    from tfcourse.nn import validate
+
+    torch.manual_seed(0)
+    layer, x = TransformerBlock(8, 2, max_seq_len=8).eval(), torch.randn(2, 5, 8)
+    compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+    out = compiled(x)
+    with torch.no_grad():
+        again = compiled(x)  # compiled again (no grad), the call that failed in notebook 09
+    config = GPTConfig(vocab_size=50, max_seq_len=8, n_layers=2, n_heads=2, d_model=8)
+    model = GPT(config).eval()
+    idx = torch.randint(0, 50, (2, 5))
+    logits = torch.compile(model, backend="aot_eager")(idx)
+    with torch.no_grad():
+        assert torch.allclose(out, layer(x), atol=1e-6) and torch.equal(out, again)
+        assert torch.allclose(logits, model(idx), atol=1e-6)
+    assert validate.needed()
+    print("compiled before any eager call")
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_model_compiles_before_any_eager_call():
+    done = subprocess.run(
+        [sys.executable, "-c", COMPILE_FIRST], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "compiled before any eager call" in done.stdout

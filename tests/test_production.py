@@ -263,9 +263,9 @@ def test_measure_decode_step_compares_both_caches():
 
 def test_cpu_autocast_policy():
     dtypes = production.autocast_op_dtypes("cpu", torch.bfloat16)
-    assert dtypes["linear (float32)"] == torch.bfloat16
-    assert dtypes["softmax (bfloat16)"] == torch.bfloat16 == dtypes["layer_norm (bfloat16)"]
-    assert dtypes["cross_entropy (bfloat16)"] == torch.float32 == dtypes["softmax (float32)"]
+    assert dtypes["F.linear (float32)"] == torch.bfloat16
+    assert dtypes["F.softmax (bfloat16)"] == torch.bfloat16 == dtypes["F.layer_norm (bfloat16)"]
+    assert dtypes["F.cross_entropy (bfloat16)"] == torch.float32 == dtypes["F.softmax (float32)"]
     with pytest.raises(TypeError, match="floating"):
         production.autocast_op_dtypes("cpu", torch.int32)
 

@@ -1,8 +1,11 @@
 """``tfcourse sample`` writes with a text model; ``--preset capstone`` fills the run's flags."""
 
+import re
+
 import pytest
 
 from tfcourse.cli import build_parser, main
+from tfcourse.language import speaking
 from tfcourse.nn.model import GPT
 from tfcourse.train.flags import apply_preset
 
@@ -69,11 +72,45 @@ def test_sampling_streams_and_ctrl_c_keeps_what_was_printed(text_run, monkeypatc
     assert "".join(calls) + last.out == full[:14] + "\n"  # kept, and the line ended
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--prompt", "\u00e9"], "--prompt 中有模型从未见过的字符：'é'"),
+        (["--chars", "0"], "--chars 必须 >= 1，实际是 0"),
+        (["--chars", "100001"], "--chars 最多为 100,000，实际是 100,001（"),
+        (["--temperature", "nan"], "--temperature 必须是 >= 0 的有限数"),
+        (["--device", "tpu0"], "--device 'tpu0' 不是 torch 认识的设备"),
+    ],
+)
+def test_bad_sampling_flags_are_refused_in_chinese(args, message, text_run, capsys):
+    with speaking("zh"):
+        code, _, err = sample([str(text_run), *args], capsys)
+    assert code == 2 and err.startswith("错误：") and message in err, err
+
+
+def test_a_missing_checkpoint_is_said_in_chinese(tmp_path, capsys):
+    with speaking("zh"):
+        code, _, err = sample([str(tmp_path)], capsys)
+    assert code == 2 and err == f"错误：{tmp_path / 'checkpoint.pt'} 处没有检查点"
+
+
+def test_sampling_writes_the_same_text_in_either_language(text_run, capsys):
+    args = [str(text_run), "--chars", "20", "--prompt", "The "]
+    english = sample(args, capsys)
+    with speaking("zh"):
+        assert sample(args, capsys) == english  # the model's text is not translated
+
+
 def test_a_model_not_trained_on_text_cannot_write(tmp_path, capsys):
     assert main(BASE + ["--out", str(tmp_path)]) == 0
     capsys.readouterr()
     code, _, err = sample([str(tmp_path)], capsys)
     assert code == 2 and "was not trained on text" in err
+    with speaking("zh"):
+        code, _, err = sample([str(tmp_path)], capsys)
+    assert code == 2 and re.fullmatch(
+        r"错误：检查点 \S+ 不是在文本上训练的（--dataset text）：.+", err
+    )
 
 
 def test_the_capstone_preset_fills_only_what_is_not_given():

@@ -186,17 +186,28 @@ def test_fixture_course_pages_and_downloads(course, tmp_path):
             "index.html",
         ]
     )
-    for folder in ("notebooks", "solutions"):
-        for name in ("01_first.ipynb", "02_second.ipynb"):
-            assert (out / folder / name).read_bytes() == (course / folder / name).read_bytes()
+    # The learner's and the solution's files never share a name: unzipping the solution
+    # beside one's own work overwrites nothing.
+    downloads = {"notebooks": "{}.ipynb", "solutions": "{}.solution.ipynb"}
+    for folder, form in downloads.items():
+        for name in ("01_first", "02_second"):
+            assert (out / folder / form.format(name)).read_bytes() == (
+                course / folder / f"{name}.ipynb"
+            ).read_bytes()
+    assert sorted(p.name for p in (out / "solutions").iterdir()) == [
+        "01_first.solution.ipynb",
+        "01_first.solution.zip",
+        "02_second.solution.ipynb",
+        "02_second.solution.zip",
+    ]
     page = (out / "01_first.html").read_text()
-    for folder in ("notebooks", "solutions"):  # zipped: a page read from disk can save a zip
-        assert f'href="{folder}/01_first.zip" download' in page
-        with zipfile.ZipFile(out / folder / "01_first.zip") as bundle:
-            assert bundle.namelist() == ["01_first.ipynb"]
-            assert (
-                bundle.read("01_first.ipynb") == (course / folder / "01_first.ipynb").read_bytes()
-            )
+    for folder, form in downloads.items():  # zipped: a page read from disk can save a zip
+        inside = form.format("01_first")
+        zipped = inside.removesuffix(".ipynb") + ".zip"
+        assert f'href="{folder}/{zipped}" download' in page
+        with zipfile.ZipFile(out / folder / zipped) as bundle:
+            assert bundle.namelist() == [inside]
+            assert bundle.read(inside) == (course / folder / "01_first.ipynb").read_bytes()
     build_site(course, tmp_path / "again")  # the same bytes on every build
     assert (out / "notebooks" / "01_first.zip").read_bytes() == (
         tmp_path / "again" / "notebooks" / "01_first.zip"
@@ -231,6 +242,64 @@ def test_md_and_notebook_links_are_rewritten(course, tmp_path):
     assert first.count('href="02_second.html"') >= 2  # solution and learner links
     assert 'href="https://arxiv.org/abs/1706.03762"' in first  # prose links stay, as <a>
     assert not re.search(r'href="[^"]*\.md[#"]', "".join(pages.values()))
+
+
+def test_the_pages_say_what_a_downloaded_notebook_needs(bilingual, tmp_path):
+    """Not `make lab` (a clone's): the package installed, then `tfcourse lab --dir`, or a
+    JupyterLab where it is installed; with a link to the README's quick start."""
+    build_site(bilingual, tmp_path / "site")
+    pages = _pages(tmp_path / "site")
+    for page, readme in (
+        ("index.html", "README.html#quick-start"),
+        ("01_first.html", "README.html#quick-start"),
+        ("zh/index.html", "../README.zh.html#快速开始"),
+        ("zh/01_first.html", "../README.zh.html#快速开始"),
+    ):
+        text = pages[page]
+        assert "make lab" not in text, page
+        assert "<code>tfcourse lab --dir " in text and "JupyterLab" in text, page
+        assert f'<a href="{readme}">' in text, page
+    assert "pip install ." in pages["index.html"] and "pip install ." in pages["zh/index.html"]
+    assert "<code>tfcourse lab --language zh</code>" in pages["zh/index.html"]
+    assert "装有 tfcourse 的环境" in pages["zh/01_first.html"]
+
+
+def test_solution_pages_drop_the_markers_and_name_their_figures(course, tmp_path):
+    """The generator's ### BEGIN/END SOLUTION lines are not the reader's; every figure has an
+    alt text in the page's language: its recorded first words, else its cell's id."""
+    titled = nbformat.v4.new_output("display_data", data={"image/png": PNG})
+    titled.metadata = {
+        "image/png": {"tfcourse_texts": ["$\\mathdefault{10^{1}}$", "Loss  by step"]}
+    }
+    nb = nbformat.read(course / "solutions" / "02_second.ipynb", as_version=4)
+    nb.cells += [
+        nbformat.v4.new_code_cell(
+            "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION",
+            id="exercise",
+            metadata={"tags": ["exercise"]},
+        ),
+        nbformat.v4.new_code_cell("curves()", id="curves", outputs=[titled]),
+        nbformat.v4.new_code_cell(
+            "two()",
+            id="two-plots",
+            outputs=[nbformat.v4.new_output("display_data", data={"image/png": PNG})] * 2,
+        ),
+    ]
+    nbformat.write(nb, course / "solutions" / "02_second.ipynb")
+    (course / "solutions" / "zh").mkdir()
+    nbformat.write(nb, course / "solutions" / "zh" / "02_second.ipynb")
+    build_site(course, tmp_path / "site")
+    pages = _pages(tmp_path / "site")
+    for page, word in (("02_second.html", "Figure: "), ("zh/02_second.html", "图：")):
+        text = html.unescape(pages[page])
+        assert "SOLUTION" not in text and "return" in text, page
+        assert "No description" not in text, page
+        assert re.findall(r'<img alt="([^"]*)"', text) == [
+            f"{word}Loss by step",
+            f"{word}two-plots (1)",
+            f"{word}two-plots (2)",
+        ], page
+    assert re.findall(r'<img alt="([^"]*)"', pages["01_first.html"]) == ["Figure: plot"]
 
 
 def test_outputs_math_and_widgets(course, tmp_path):
@@ -356,9 +425,9 @@ def test_chinese_pages_chrome_downloads_and_links(bilingual, tmp_path):
     assert (
         "交互控件" in page and "interactive widget" not in page and "widget-view+json" not in page
     )
-    for kind in ("notebooks", "solutions"):
-        assert f'href="{kind}/01_first.zip" download' in page
-        assert (out / "zh" / kind / "01_first.ipynb").read_bytes() == (
+    for kind, name in (("notebooks", "01_first"), ("solutions", "01_first.solution")):
+        assert f'href="{kind}/{name}.zip" download' in page
+        assert (out / "zh" / kind / f"{name}.ipynb").read_bytes() == (
             bilingual / kind / "zh" / "01_first.ipynb"
         ).read_bytes()
     assert not (out / "zh" / "notebooks" / "02_second.ipynb").exists()
@@ -415,6 +484,9 @@ def test_real_notebooks(real_site):
         assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) >= 2, name
         assert "Exercise" in page and "celltag_check" in page
         assert (out / "notebooks" / f"{name}.ipynb").exists()
+        assert (out / "solutions" / f"{name}.solution.ipynb").exists()
+        assert "BEGIN SOLUTION" not in page and "No description has been provided" not in page
+        assert not re.search(r"<img (?![^>]*alt=\"Figure: [^\"]+\")", page), name
     assert "<math" in (out / "01_attention.html").read_text()
     assert {"index.html", "README.html"} <= set(report.pages)
     assert check_offline(out) == []
@@ -524,6 +596,8 @@ def test_real_chinese_pages(real_site):
         assert re.search(r"[\u4e00-\u9fff]", title), title
         page = pages[f"zh/{name}.html"]
         assert '<html lang="zh-CN">' in page and "下载" in page
+        alts = re.findall(r"<img ([^>]*)>", page)
+        assert alts and all(re.match(r'alt="图：[^"]+"', alt) for alt in alts), name
         assert _switch(pages, f"zh/{name}.html") == f"{name}.html"
         assert _switch(pages, f"{name}.html") == f"zh/{name}.html"
         assert (out / "zh" / "notebooks" / f"{name}.ipynb").is_file()

@@ -77,7 +77,7 @@ def test_correct_pair_counters_pass(fn, capsys):
     ],
 )
 def test_each_pair_mistake_fails_and_is_named(fn, named):
-    fails(check_most_frequent_pair, fn, "most_frequent_pair [", named)
+    fails(check_most_frequent_pair, fn, "most_frequent_pair: ", named)
 
 
 def test_every_pair_mistake_has_a_wrong_version_here():
@@ -173,7 +173,7 @@ def test_correct_merges_pass(fn, capsys):
     ],
 )
 def test_each_merge_mistake_fails_and_is_named(fn, named):
-    fails(check_merge_pair, fn, "merge_pair [", named)
+    fails(check_merge_pair, fn, "merge_pair: ", named)
 
 
 def test_every_merge_mistake_has_a_wrong_version_here():
@@ -235,5 +235,5 @@ def test_every_diagnosis_reads_in_chinese(check, wrong, monkeypatch):
     import re
 
     monkeypatch.setenv("TFCOURSE_LANG", "zh")
-    message = fails(check, wrong, "很可能的原因", "提示")
+    message = fails(check, wrong, "看起来像是", "提示")
     assert not re.search(r"\b(?:the|is|are|of|instead|expected|looks like|hint)\b", message)

@@ -8,6 +8,7 @@ import signal
 import pytest
 
 from tfcourse.cli import main
+from tfcourse.language import speaking
 from tfcourse.train import checkpoint as checkpoint_module
 from tfcourse.train.checkpoint import load_checkpoint
 from tfcourse.train.loop import Trainer
@@ -78,3 +79,37 @@ def test_a_checkpoint_that_cannot_be_written_ends_with_one_line(tmp_path, monkey
         f"could not write the checkpoint {out / 'checkpoint.pt'} (No space left on device)" in err
     )
     assert os.listdir(out) == []  # no .tmp file left behind
+
+
+@pytest.mark.usefixtures("sigterm_raises")
+def test_the_interruption_is_said_in_chinese(tmp_path, monkeypatch, capsys):
+    step = Trainer.train_step
+
+    def signalled_at_step_3(self):
+        loss = step(self)
+        if self.step == 3:
+            signal.raise_signal(signal.SIGTERM)
+        return loss
+
+    monkeypatch.setattr(Trainer, "train_step", signalled_at_step_3)
+    out = tmp_path / "run"
+    with speaking("zh"):
+        code = main(BASE + ["--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 143, err
+    assert err == (
+        f"已中断（SIGTERM），停在第 3/8 步：已保存到 {out / 'checkpoint.pt'}；"
+        f"继续训练请运行：tfcourse train --out {out} --resume --device cpu"
+    )
+
+
+def test_a_checkpoint_that_cannot_be_written_is_said_in_chinese(tmp_path, monkeypatch, capsys):
+    def disk_full(state, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(checkpoint_module.torch, "save", disk_full)
+    out = tmp_path / "run"
+    with speaking("zh"):
+        code = main(BASE + ["--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.startswith(f"错误：无法写入检查点 {out / 'checkpoint.pt'}（"), err

@@ -163,7 +163,7 @@ def test_every_known_mistake_has_a_wrong_loop_here():
 @pytest.mark.parametrize("mistake", sorted(WRONG))
 def test_each_mistake_fails_and_is_named(mistake):
     changes, words = WRONG[mistake]
-    message = fails(check_train_loop, make_loop(**changes), "train_loop [")
+    message = fails(check_train_loop, make_loop(**changes), "train_loop: ")
     assert words in named_mistake(message), message
 
 
@@ -177,7 +177,7 @@ def test_each_mistake_fails_and_is_named(mistake):
     ids=str,
 )
 def test_related_mistakes_fail_too(changes):
-    fails(check_train_loop, make_loop(**changes), "train_loop [")
+    fails(check_train_loop, make_loop(**changes), "train_loop: ")
 
 
 def test_a_model_left_in_eval_mode_fails_with_the_fix():

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tfcourse.cli import main
+from tfcourse.language import speaking
 from tfcourse.nn.config import GPTConfig
 from tfcourse.train import preflight
 from tfcourse.train.checkpoint import load_checkpoint
@@ -152,6 +153,46 @@ def test_resume_names_each_flag_that_differs_from_the_checkpoint(checkpoint, cap
     err = capsys.readouterr().err
     assert code == 0, err
     assert "warning: --steps 9 (checkpoint: 8)" in err and "warning: --eval-every 3" in err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--n-layers", "4"], "检查点是按 n_layers=1, n_heads=4, d_model=32, pre_ln=True 写的；"),
+        (["--steps", "4"], "--steps 4 小于检查点已训练到的第 8 步；续训不能倒退"),
+        (
+            ["--lr", "0.5", "--seed", "4"],
+            "这些参数与检查点的设置不一致：--lr 0.5（检查点：0.01）；",
+        ),
+    ],
+)
+def test_resume_refusals_are_said_in_chinese(extra, message, checkpoint, tmp_path, capsys):
+    copy = tmp_path / "checkpoint.pt"
+    copy.write_bytes(checkpoint.read_bytes())
+    with speaking("zh"):
+        err = refused(resume_args(copy) + extra, capsys)
+    assert err.startswith(f"错误：{copy}：") and message in err, err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (BASE + ["--memory-limit", "0.0001"], "GiB 可用；请调小 --batch-size、--seq-len 或"),
+        (
+            with_flags(BASE, vocab_size=1_000_000) + ["--no-memory-check"],
+            "vocab_size=1000000 个词元的马尔可夫链要建 (V, V) 的 float64 表",
+        ),
+        (
+            with_flags(BASE, dataset="text", seq_len=64) + ["--max-chars", "300"],
+            "--seq-len 64 要求验证集至少有 65 个字符",
+        ),
+        (BASE + ["--collective-timeout", "inf"], "--collective-timeout 必须大于 0 秒且不超过"),
+    ],
+)
+def test_refusals_before_training_are_said_in_chinese(args, message, capsys):
+    with speaking("zh"):
+        err = refused(args, capsys)
+    assert err.startswith("错误：") and message in err, err
 
 
 def test_a_validation_split_shorter_than_seq_len_is_refused_before_training(tmp_path, capsys):

@@ -13,6 +13,8 @@ from tfcourse.train.data import IGNORE_INDEX, MarkovChain
 from tfcourse.train.loop import History, TrainConfig, Trainer, evaluate, lm_loss, train
 from tfcourse.train.optim import configure_optimizer, lr_at
 
+from conftest import verdict_lines
+
 CPU = torch.device("cpu")
 
 
@@ -157,7 +159,7 @@ EXPECTED_MESSAGE = {
 def test_check_lr_schedule_names_the_mistake(name):
     with pytest.raises(AssertionError) as info:
         check_lr_schedule(WRONG[name])
-    assert EXPECTED_MESSAGE[name] in str(info.value).splitlines()[0]
+    assert EXPECTED_MESSAGE[name] in verdict_lines(str(info.value)), str(info.value)
 
 
 def test_check_lr_schedule_wrong_default_and_wrong_type():

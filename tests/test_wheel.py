@@ -60,6 +60,10 @@ def test_the_wheel_carries_every_notebook_and_the_package(built):
     packaged = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tfcourse").rglob("*.py")}
     assert packaged <= names, sorted(packaged - names)
     assert "tfcourse/authoring/site.css" in names
+    # the Chinese figures' font and its licence (the OFL asks for both together)
+    assert {
+        f"tfcourse/lab/fonts/{n}" for n in ("NotoSansCJKscSubset-Regular.otf", "OFL.txt")
+    } <= names
     assert f"{COURSE}/solutions/01_attention.zh.md" in names  # doctor checks zh/ against it
 
 

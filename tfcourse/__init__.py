@@ -1,14 +1,14 @@
 """tfcourse: build a decoder-only Transformer from scratch, with graded reference implementations.
 
-This module is the public face: what the notebooks use as ``tc.X``. The package
-itself is four wings and the checks:
+This module is the public face: what the notebooks use as ``tc.X``. The package's wings
+that notebooks meet (CONTRIBUTING.md lists them all):
 
 - ``tfcourse.nn``      the reference model (attention, norms, MLPs, positions, block, GPT, config)
 - ``tfcourse.checks``  ``check_xxx(your_code)``: one module per topic
 - ``tfcourse.lab``     what notebooks show: widgets, plots, gradient probes, timing, production
                        demos
 - ``tfcourse.train``   data sets, the optimizer and schedule, the training loop, checkpoints
-- ``tfcourse.course``  notebooks as files: the generator, the runner, restamping, grading, the site
+- ``tfcourse.course``  notebooks as files, and the learner's commands on them
 
 Every model module takes and returns ``(batch, seq, d_model)`` tensors and
 validates its input with a ``ValueError``/``TypeError`` that names what it expected.
@@ -54,10 +54,12 @@ _NAMES = {
         "sinusoidal_encoding",
     ),
     "tfcourse.runtime": ("default_device", "fmt", "seed_everything"),
+    "tfcourse.language": ("pad",),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
 
 if TYPE_CHECKING:  # what type checkers and editors see, without the lazy import
+    from .language import pad
     from .nn.attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
     from .nn.block import TransformerBlock, TransformerStack
     from .nn.config import PRESETS, GPTConfig
@@ -132,6 +134,7 @@ __all__ = [
     "default_device",
     "fmt",
     "make_norm",
+    "pad",
     "progress",
     "rotary_cos_sin",
     "scaled_dot_product_attention",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
-from .language import say
+from .language import current, say
 
 # name -> (module, one-line help)
 COMMANDS = {
@@ -76,13 +77,83 @@ COMMANDS_ZH = {
 }
 
 
+# Who runs which command: how ``tfcourse --help`` lists them (every command in one group).
+GROUPS = (
+    (
+        ("commands for learners", "学员的命令"),
+        ("lab", "notebooks", "progress", "demo", "train", "sample", "doctor"),
+    ),
+    (
+        ("commands for teachers (grading a class)", "教师的命令（给全班评分）"),
+        ("grade", "autograder"),
+    ),
+    (
+        (
+            "commands for maintainers (changing the course in its repository)",
+            "维护者的命令（在课程仓库里修改课程）",
+        ),
+        ("build-notebooks", "translate", "execute", "site"),
+    ),
+)
+
+# A section heading as argparse writes it: the title, maybe in colour (Python 3.14), then ":".
+_HEADING = r"^(\s*(?:\x1b\[[0-9;]*m)?{title}(?:\x1b\[[0-9;]*m)?):$"
+
+
 class _Formatter(argparse.HelpFormatter):
-    """argparse's help with its own words in the reader's language ("usage:" / "用法：")."""
+    """argparse's help with its own words in the reader's language ("usage:" / "用法："),
+    and its section headings ending in a full-width colon in Chinese ("选项：")."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._headings: list[str] = []
 
     def add_usage(self, usage, actions, groups, prefix=None):
         super().add_usage(
             usage, actions, groups, say("usage: ", "用法：") if prefix is None else prefix
         )
+
+    def start_section(self, heading):
+        if heading:
+            self._headings.append(heading)
+        super().start_section(heading)
+
+    def format_help(self):
+        text = super().format_help()
+        if current() != "zh":
+            return text
+        for heading in dict.fromkeys(self._headings):
+            text = re.sub(_HEADING.format(title=re.escape(heading)), r"\1：", text, flags=re.M)
+        return text
+
+
+class _CommandsParser(argparse.ArgumentParser):
+    """The top-level parser: its help lists the commands in ``GROUPS``, the learner's first,
+    instead of argparse's one list of them all."""
+
+    def format_help(self) -> str:
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        formatter.add_text(self.description)
+        for (english, chinese), names in GROUPS:
+            formatter.start_section(say(english, chinese))
+            formatter.add_arguments(
+                [
+                    argparse.Action([], dest=name, metavar=name, help=_help_text(name))
+                    for name in names
+                ]
+            )
+            formatter.end_section()
+        formatter.start_section(self._optionals.title)
+        formatter.add_arguments(self._optionals._group_actions)
+        formatter.end_section()
+        formatter.add_text(self.epilog)
+        return formatter.format_help()
+
+
+def _help_text(name: str) -> str:
+    """A command's one-line help in the reader's language."""
+    return say(COMMANDS[name][1], COMMANDS_ZH[name])
 
 
 def _in_the_readers_language(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -97,7 +168,7 @@ def _in_the_readers_language(parser: argparse.ArgumentParser) -> argparse.Argume
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _CommandsParser(
         prog="tfcourse",
         formatter_class=_Formatter,
         description=say(
@@ -113,9 +184,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         version=f"tfcourse {__version__}",
         help=say("show the version and exit", "显示版本号并退出"),
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module_name, help_text) in COMMANDS.items():
-        help_text = say(help_text, COMMANDS_ZH[name])
+    # The commands' own parsers are plain ones (not _CommandsParser, which the group would
+    # otherwise make them).
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser
+    )
+    for name, (module_name, _) in COMMANDS.items():
+        help_text = _help_text(name)
         command_parser = sub.add_parser(
             name, help=help_text, description=help_text, formatter_class=_Formatter
         )
@@ -125,7 +200,47 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return _in_the_readers_language(parser)
 
 
+# argparse's own messages (a bad flag, a missing argument), for a Chinese reader. argparse
+# looks each one up through its module's gettext ``_`` when it writes it; one it does not
+# list here stays as argparse wrote it.
+ARGPARSE_ZH = {
+    "%(prog)s: error: %(message)s\n": "%(prog)s：错误：%(message)s\n",
+    "ambiguous option: %(option)s could match %(matches)s": (
+        "选项 %(option)s 有歧义，可能是 %(matches)s"
+    ),
+    "argument %(argument_name)s: %(message)s": "参数 %(argument_name)s：%(message)s",
+    "expected at least one argument": "至少需要一个值",
+    "expected at most one argument": "最多只能有一个值",
+    "expected one argument": "需要一个值",
+    "expected %s argument": "需要 %s 个值",
+    "expected %s arguments": "需要 %s 个值",
+    "ignored explicit argument %r": "多余的值 %r 被忽略",
+    "invalid %(type)s value: %(value)r": "无效的 %(type)s 值：%(value)r",
+    "invalid choice: %(value)r (choose from %(choices)s)": (
+        "无效的选择：%(value)r（可选：%(choices)s）"
+    ),
+    "not allowed with argument %s": "不能与参数 %s 同时使用",
+    "one of the arguments %s is required": "参数 %s 中必须给出一个",
+    "the following arguments are required: %s": "缺少以下参数：%s",
+    "unrecognized arguments: %s": "无法识别的参数：%s",
+    "usage: ": "用法：",
+    "options": "选项",
+    "positional arguments": "位置参数",
+    "show this help message and exit": "显示本帮助信息并退出",
+}
+
+
+def _argparse_gettext(message: str) -> str:
+    return say(message, ARGPARSE_ZH.get(message, message))
+
+
+def _argparse_ngettext(singular: str, plural: str, n: int) -> str:
+    return _argparse_gettext(singular if n == 1 else plural)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argparse._ = _argparse_gettext  # type: ignore[attr-defined]
+    argparse.ngettext = _argparse_ngettext  # type: ignore[attr-defined]
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
     if command not in COMMANDS:

@@ -68,7 +68,12 @@ def text_width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-def pad(text: str, width: int) -> str:
-    """``text`` padded with spaces on the right to ``width`` columns (``str.ljust`` counts
-    a Chinese character as one column and misaligns the table)."""
-    return text + " " * max(0, width - text_width(text))
+def pad(text: str, width: int, align: str = "<") -> str:
+    """``text`` padded with spaces to ``width`` columns, aligned as in a format spec: ``"<"``
+    left, ``">"`` right, ``"^"`` centred. ``f"{text:<{width}}"`` counts a Chinese character as
+    one column and misaligns the table."""
+    if align not in ("<", ">", "^"):
+        raise ValueError(f"align must be '<', '>' or '^', got {align!r}")
+    spaces = max(0, width - text_width(text))
+    left = {"<": 0, ">": spaces, "^": spaces // 2}[align]
+    return " " * left + text + " " * (spaces - left)

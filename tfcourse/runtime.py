@@ -9,6 +9,8 @@ import random
 import numpy as np
 import torch
 
+from .language import say
+
 DEVICE_ENV = "TFCOURSE_DEVICE"
 
 
@@ -23,12 +25,27 @@ def default_device() -> torch.device:
         try:
             device = torch.device(requested)
         except RuntimeError as error:
-            raise ValueError(f"{DEVICE_ENV}={requested!r} is not a torch device: {error}") from None
+            raise ValueError(
+                say(
+                    f"{DEVICE_ENV}={requested!r} is not a torch device: {error}",
+                    f"{DEVICE_ENV}={requested!r} 不是 torch 认得的设备名（可用的例如 cpu、cuda、"
+                    f"mps）",
+                )
+            ) from None
         if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"{DEVICE_ENV}={requested!r} but torch.cuda.is_available() is False")
+            raise ValueError(
+                say(
+                    f"{DEVICE_ENV}={requested!r} but torch.cuda.is_available() is False",
+                    f"设置了 {DEVICE_ENV}={requested!r}，但 torch.cuda.is_available() 为 False",
+                )
+            )
         if device.type == "mps" and not torch.backends.mps.is_available():
             raise ValueError(
-                f"{DEVICE_ENV}={requested!r} but torch.backends.mps.is_available() is False"
+                say(
+                    f"{DEVICE_ENV}={requested!r} but torch.backends.mps.is_available() is False",
+                    f"设置了 {DEVICE_ENV}={requested!r}，但 torch.backends.mps.is_available() "
+                    f"为 False",
+                )
             )
         return device
     if torch.cuda.is_available():
@@ -68,25 +85,38 @@ def _version_key(version: str) -> tuple:
 
 
 def version_mismatch(written_for: str, installed: str) -> str | None:
-    """The warning to print when a notebook and the installed package disagree, else None."""
+    """The warning to print when a notebook and the installed package disagree, else None;
+    in the reader's language (``setup_notebook`` sets it to the notebook's first)."""
     if not isinstance(written_for, str) or not written_for:
-        raise TypeError(f"written_for must be a version string like '0.1.0', got {written_for!r}")
+        raise TypeError(
+            say(
+                f"written_for must be a version string like '0.1.0', got {written_for!r}",
+                f"written_for 必须是版本号字符串（例如 '0.1.0'），实际是 {written_for!r}",
+            )
+        )
     if written_for == installed:
         return None
     if _version_key(written_for) > _version_key(installed):
-        fix = (
+        fix = say(
             "the package is older than the notebook: update it with `make setup` (or "
-            "`pip install -e .`) in the course folder, then restart the kernel"
+            "`pip install -e .`) in the course folder, then restart the kernel",
+            "软件包比 notebook 旧，请在课程文件夹中运行 `make setup`（或 `pip install -e .`）"
+            "更新它，然后重启内核",
         )
     else:
-        fix = (
+        fix = say(
             "the notebook is older than the package: get the current notebooks (`git pull` in "
-            "the course folder; keep your own work in a copy), or install the matching package"
+            "the course folder; keep your own work in a copy), or install the matching package",
+            "notebook 比软件包旧，请获取最新的 notebook（在课程文件夹中运行 `git pull`；"
+            "先把自己的作业另存为副本），或者安装与 notebook 相配的软件包版本",
         )
-    return (
+    return say(
         f"WARNING: this notebook was written for tfcourse {written_for}, but tfcourse "
         f"{installed} is installed; exercises and checks may not match. Fix: {fix}. "
-        f"`tfcourse doctor` checks the whole setup."
+        f"`tfcourse doctor` checks the whole setup.",
+        f"警告：这个 notebook 是为 tfcourse {written_for} 编写的，但当前安装的是 tfcourse "
+        f"{installed}；练习和检查可能对不上。修复：{fix}。运行 `tfcourse doctor` 可以检查整个"
+        f"环境。",
     )
 
 
@@ -110,7 +140,9 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="torch")
-    message = version_mismatch(written_for, __version__)
+    # In the notebook's language, even where a caller's speaking() chose another one.
+    with course_language.speaking(language):
+        message = version_mismatch(written_for, __version__)
     if message:
         print(message, file=sys.stderr)
     seed_everything(seed)
@@ -147,3 +179,7 @@ def _learners_screen() -> None:
         # No inline backend: figures still show through pyplot.
         with contextlib.suppress(Exception):
             shell.enable_matplotlib("inline")
+            # Each stored figure keeps its texts: the Chinese edition's test reads them.
+            from .lab.figure_text import record_figure_texts
+
+            record_figure_texts(shell)

@@ -26,6 +26,7 @@ import torch
 from .checks._harness import first_line
 from .course import notebook_format
 from .course.restamp import restamp
+from .course.screen import one_line
 from .course.stubs import is_stub_message
 from .grade.progress import learner_folder_and_solutions
 from .grade.sealed.session import checks_of
@@ -262,7 +263,7 @@ class Yours:
                     values = [eval(arg, notebook.namespace) for arg in args]
                     getattr(checks, check)(*values)
         except Exception as error:  # noqa: BLE001 - the learner's code: anything may be raised
-            text = first_line(error)
+            text = one_line(str(error)) if isinstance(error, AssertionError) else first_line(error)
             if is_stub_message(str(error)) or isinstance(error, NotImplementedError):
                 return say("not started", "尚未开始")
             if isinstance(error, AssertionError):

@@ -2,11 +2,12 @@
 
 A check that cannot fail is a defect: each check meets the classic mistakes and must name
 them. Each module holds a ``MUTANTS`` list, wrong implementations with one mistake each,
-every one of which must fail its check with an ``AssertionError`` whose first line names
-the cause, and an ``ALTERNATIVES`` list, other correct ways to write the same thing
-(einsum, additive masks, separate projections, torch's own layers), every one of which
-must pass. The learner-style bases the mutants derive from are among the alternatives, so
-each mutant differs from a passing implementation by its one mistake.
+every one of which must fail its check with an ``AssertionError`` that names the cause in
+its verdict (the first line, what was raised, or "looks like: ...":
+``conftest.verdict_lines``), and an ``ALTERNATIVES`` list, other correct ways to write the
+same thing (einsum, additive masks, separate projections, torch's own layers), every one of
+which must pass. The learner-style bases the mutants derive from are among the
+alternatives, so each mutant differs from a passing implementation by its one mistake.
 
 - ``core``: notebooks 01 to 07 (``tests/test_mutants.py``);
 - ``gqa``: ``check_repeat_kv`` of notebook 10 (``tests/test_mutants_gqa.py``);
@@ -19,13 +20,14 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import verdict_lines
+
 
 def fails_naming_its_cause(check, implementation, cause: str, capsys) -> None:
-    """``check(implementation)`` fails, its first line names ``cause``, nothing is printed."""
+    """``check(implementation)`` fails, its verdict names ``cause``, nothing is printed."""
     with pytest.raises(AssertionError) as info:
         check(implementation)
-    first_line = str(info.value).splitlines()[0]
-    assert cause in first_line
+    assert cause in verdict_lines(str(info.value)), str(info.value)
     assert capsys.readouterr().out == ""  # no "checks passed" line
 
 

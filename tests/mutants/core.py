@@ -145,6 +145,7 @@ class LearnerMHA(nn.Module):
     dropout_in_eval = False
     queries_as_keys = False
     skip_out_proj = False
+    fill = "-inf"  # -inf | zero | after_softmax: what the causal mask does to blocked scores
 
     def __init__(self, d_model, n_heads, *, max_seq_len, dropout=0.0, bias=True):
         super().__init__()
@@ -196,8 +197,13 @@ class LearnerMHA(nn.Module):
             "inverted": ~self.mask[:T, :T],
             "none": None,
         }[self.mask_mode]
-        masked = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
+        if allowed is None or self.fill == "after_softmax":
+            masked = scores
+        else:
+            masked = scores.masked_fill(~allowed, 0.0 if self.fill == "zero" else float("-inf"))
         weights = masked.softmax(dim=self.softmax_dim)
+        if allowed is not None and self.fill == "after_softmax":
+            weights = weights * allowed
         training = (self.training or self.dropout_in_eval) and not self.dropout_ignored
         dropped = F.dropout(weights, self.p, training=training)
         merged = self._merge(dropped @ v)
@@ -285,7 +291,10 @@ def make_first_head(mistake):
         divisor = D if mistake == "divide_by_d_model" else math.sqrt(hd)
         allowed = mha.mask[:T, :T]
         allowed = allowed.T if mistake == "mask_upper" else allowed
-        scores = (q0 @ k0.transpose(-2, -1) / divisor).masked_fill(~allowed, float("-inf"))
+        scores = q0 @ k0.transpose(-2, -1) / divisor
+        if mistake == "mask_after_softmax":
+            return scores.softmax(dim=-1) * allowed
+        scores = scores.masked_fill(~allowed, 0.0 if mistake == "mask_zero" else float("-inf"))
         return scores.softmax(dim=-1)
 
     first_head.__name__ = f"first_head_{mistake}"
@@ -356,7 +365,9 @@ class LearnerLayerNorm(nn.Module):
         dim = 1 if self.mistake == "sequence_axis" else -1
         mean = x.mean(dim=dim, keepdim=True)
         var = x.var(dim=dim, keepdim=True, unbiased=self.mistake == "unbiased")
-        centred = x if self.mistake == "no_centring" else x - mean
+        if self.mistake in ("never_centred", "variance_about_zero"):
+            var = x.pow(2).mean(dim=dim, keepdim=True)  # the spread around 0
+        centred = x if self.mistake in ("no_centring", "never_centred") else x - mean
         if self.mistake == "eps_outside":
             x_hat = centred / (var.sqrt() + self.eps)
         elif self.mistake == "no_eps":
@@ -559,9 +570,14 @@ class LearnerBlock(nn.Module):
         self.pre_ln = pre_ln
         self.norm1, self.norm2 = tc.LayerNorm(d_model), tc.LayerNorm(d_model)
         self.attn = tc.MultiHeadAttention(
-            d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout
+            d_model,
+            n_heads,
+            max_seq_len=max_seq_len,
+            dropout=0.0 if self.mistake == "no_attention_dropout" else dropout,
         )
-        self.mlp = tc.FeedForward(d_model, dropout=dropout)
+        self.mlp = tc.FeedForward(
+            d_model, dropout=0.0 if self.mistake == "no_mlp_dropout" else dropout
+        )
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
@@ -581,8 +597,13 @@ class LearnerBlock(nn.Module):
             return x + self.norm2(self.mlp(x))
         if pre:
             attn_out = self.attn(self.norm1(x))
+            if self.mistake in ("extra_residual_dropout", "extra_attention_dropout"):
+                attn_out = self.drop(attn_out)  # nanoGPT's resid_dropout, on top of tc's own
             x = attn_out if self.mistake == "no_attn_residual" else x + attn_out
-            x = x + self.mlp(self.norm2(x))
+            mlp_out = self.mlp(self.norm2(x))
+            if self.mistake == "extra_residual_dropout":
+                mlp_out = self.drop(mlp_out)
+            x = x + mlp_out
             return self.drop(x) if self.mistake == "residual_dropout" else x
         x = self.norm1(x + self.attn(x))
         return self.norm2(x + self.mlp(x))
@@ -674,10 +695,13 @@ class LearnerGPT(nn.Module):
         self.blocks = nn.ModuleList(
             tc.TransformerBlock(**config.block_kwargs()) for _ in range(config.n_layers)
         )
+        self.drop = nn.Dropout(config.dropout)
         self.final_norm = tc.LayerNorm(D)
         self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
         if self.mistake != "untied":
             self.lm_head.weight = self.tok_emb.weight
+        if self.mistake != "default_init":  # GPT-2's initialization, as tc.GPT's
+            tc.nn.model.init_weights(self, config.n_layers)
 
     def forward(self, idx):
         x = self.tok_emb(idx)
@@ -687,6 +711,8 @@ class LearnerGPT(nn.Module):
             x = x + self.pos_emb(idx.shape[1], offset=1)
         elif self.mistake != "no_positions" and self.pos_emb is not None:
             x = x + self.pos_emb(idx.shape[1])
+        if self.mistake != "no_embedding_dropout":
+            x = self.drop(x)
         blocks = list(self.blocks)
         if self.mistake == "reversed_blocks":
             blocks.reverse()
@@ -877,6 +903,18 @@ MUTANTS = [
         "the mask keeps the wrong triangle (triu instead of tril)",
     ),
     (
+        "mha-mask-fills-zero",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "ZeroFilledMaskMHA", fill="zero"),
+        "fills the blocked scores with 0 instead of -inf",
+    ),
+    (
+        "mha-mask-after-softmax",
+        checks.check_multi_head_attention,
+        variant(LearnerMHA, "MaskAfterSoftmaxMHA", fill="after_softmax"),
+        "the causal mask is applied after the softmax",
+    ),
+    (
         "mha-queries-as-keys",
         checks.check_multi_head_attention,
         variant(LearnerMHA, "QueriesAsKeysMHA", queries_as_keys=True),
@@ -1003,6 +1041,18 @@ MUTANTS = [
         "divided by d_model instead of sqrt(head_dim)",
     ),
     (
+        "head-weights-mask-fills-zero",
+        checks.check_first_head_weights,
+        make_first_head("mask_zero"),
+        "the blocked scores are set to 0 instead of -inf",
+    ),
+    (
+        "head-weights-mask-after-softmax",
+        checks.check_first_head_weights,
+        make_first_head("mask_after_softmax"),
+        "the causal mask multiplies the weights after the softmax",
+    ),
+    (
         "head-weights-mask-wrong-triangle",
         checks.check_first_head_weights,
         make_first_head("mask_upper"),
@@ -1027,6 +1077,18 @@ MUTANTS = [
         checks.check_layernorm,
         variant(LearnerLayerNorm, "UncentredLayerNorm", mistake="no_centring"),
         "the mean is not subtracted",
+    ),
+    (
+        "layernorm-never-centred",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "RmsWithBiasLayerNorm", mistake="never_centred"),
+        "the mean is never subtracted",
+    ),
+    (
+        "layernorm-variance-about-zero",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "UncentredVarianceLayerNorm", mistake="variance_about_zero"),
+        "the variance is mean(x**2)",
     ),
     (
         "layernorm-bias-before-scale",
@@ -1341,6 +1403,30 @@ MUTANTS = [
         "dropout is applied to the residual stream",
     ),
     (
+        "block-residual-dropout-twice",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "DoubleDropoutBlock", mistake="extra_residual_dropout"),
+        "the MLP's output is dropped twice",
+    ),
+    (
+        "block-attention-output-dropped-twice",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "DoubleAttentionDropoutBlock", mistake="extra_attention_dropout"),
+        "the attention's output is dropped twice",
+    ),
+    (
+        "block-no-mlp-dropout",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "NoMlpDropoutBlock", mistake="no_mlp_dropout"),
+        "the MLP has no dropout",
+    ),
+    (
+        "block-no-attention-dropout",
+        checks.check_transformer_block,
+        variant(LearnerBlock, "NoAttentionDropoutBlock", mistake="no_attention_dropout"),
+        "the attention has no dropout",
+    ),
+    (
         "block-inplace-residual-add",
         checks.check_transformer_block,
         variant(LearnerBlock, "InplaceBlock", mistake="inplace"),
@@ -1419,6 +1505,18 @@ MUTANTS = [
         checks.check_gpt,
         variant(LearnerGPT, "TableWithRopeGPT", mistake="table_with_rope"),
         "a learned position table is built although config.positional is 'rope'",
+    ),
+    (
+        "gpt-no-embedding-dropout",
+        checks.check_gpt,
+        variant(LearnerGPT, "NoEmbeddingDropoutGPT", mistake="no_embedding_dropout"),
+        "the embeddings are not dropped",
+    ),
+    (
+        "gpt-default-init",
+        checks.check_gpt,
+        variant(LearnerGPT, "DefaultInitGPT", mistake="default_init"),
+        "the weights keep PyTorch's default initialization",
     ),
     (
         "gpt-returns-probabilities",

@@ -82,7 +82,11 @@ MUTANTS = [
         make_repeat_kv("written_into_input"),
         "modified its input kv in place",
     ),
-    ("repeat-kv-view-on-transposed", make_repeat_kv("view"), "non-contiguous"),
+    (
+        "repeat-kv-view-on-transposed",
+        make_repeat_kv("view"),
+        "a .view() of a tensor that is not contiguous",
+    ),
     ("repeat-kv-detached", make_repeat_kv("detached"), "cut off from autograd"),
     ("repeat-kv-float64", make_repeat_kv("float64"), "has dtype torch.float64"),
     ("repeat-kv-unknown-order", make_repeat_kv("heads_shuffled"), "differs from the reference"),

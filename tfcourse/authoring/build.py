@@ -7,10 +7,14 @@ With a translation file beside a solution (``solutions/NN_topic.zh.md``, see
 ``notebooks/NN_topic.ipynb``:
 
 - in exercise cells, each ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` region becomes,
-  at the marker's indentation, ``# Hint: ...`` (first region) and
+  at the marker's indentation, ``# Hint: ...`` (first region; wrapped at ``HINT_WIDTH``
+  display columns, each further line a ``# `` comment) and
   ``raise NotImplementedError("Exercise '<Name>': ...")``; the code around it stays;
-- check cells keep their source and stored output (the expected verdict, which the
-  learner sees and nbval compares against) and become read-only;
+- check cells keep their source and become read-only; like every other code cell they
+  have no execution count (nothing ran in a fresh notebook), and their one output says
+  what the reference printed, marked as such: "expected (the reference's output):
+  causal_mask: 4/4 checks passed" (``expected_output``). Nothing reads it back: the grader
+  and ``restamp`` take the verdicts from the solution;
 - every other code cell loses its outputs and execution count, so learners start clean;
 - cell ids are kept (the grader restamps check cells by id); notebook metadata is
   normalized (standard kernel, ``tfcourse`` kept, widget state and paths dropped).
@@ -29,13 +33,28 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import nbformat
+
 from ..course import notebook_format
 from ..course.stubs import stub_message
+from ..language import text_width
 from . import translation
 from .sanitize import find_machine_paths
 
 HINT_PREFIX = "# Hint: "
 HINT_PREFIXES = {"en": HINT_PREFIX, "zh": "# 提示："}  # by the notebook's language
+HINT_CONTINUATION = "# "
+# Display columns of a hint line, indentation included (a Chinese character takes two):
+# longer lines ran past a JupyterLab window 1400 px wide.
+HINT_WIDTH = 88
+# What a fresh learner notebook shows under a check cell: the reference's verdict, said to be
+# the reference's (the cell has not run there), by the notebook's language.
+EXPECTED_LABELS = {"en": "expected (the reference's output):", "zh": "预期（参考实现的输出）："}
+EXPECTED_KEY = "expected"  # output metadata tfcourse.expected: true marks that output
+_CJK = "\u2e80-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
+_HINT_UNITS = re.compile(f"\\s+|[{_CJK}]|[^\\s{_CJK}]+")  # spaces, one CJK character, a word
+_NO_LINE_START = set("，。、；：！？）」』》〉】”’,.;:!?)]}")  # stays with what precedes it
+_NO_LINE_END = set("（「『《〈【“‘([{")  # stays with what follows it
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STUB = re.compile(r"^(?P<indent>[ \t]*)raise NotImplementedError\(\s*[\"'](?:Exercise|练习) ")
 
@@ -104,10 +123,83 @@ def make_stub(
     for number, region in enumerate(regions):
         out += lines[position : region.begin]
         if hint and number == 0:
-            out.append(f"{region.indent}{HINT_PREFIXES[language]}{' '.join(hint.split())}")
+            out += hint_lines(hint, region.indent, language)
         out.append(f"{region.indent}raise NotImplementedError({stub_message(name, language)!r})")
         position = region.end + 1
     return "\n".join(out + lines[position:])
+
+
+def hint_lines(hint: str, indent: str = "", language: str = "en") -> list[str]:
+    """The hint as comment lines at ``indent``: ``# Hint: ...`` and, past ``HINT_WIDTH``
+    display columns, further lines starting ``# ``. Lines break at spaces, and between
+    Chinese characters but never before a closing mark (，。）) or after an opening one
+    (（“); a word longer than a line stays whole.
+
+    >>> hint_lines("keep the lower triangle", "    ")
+    ['    # Hint: keep the lower triangle']
+    """
+    words: list[str] = []  # each with the space before it, if any, as its first character
+    space, glue = False, False
+    for unit in _HINT_UNITS.findall(" ".join(hint.split())):
+        if unit.isspace():
+            space = True
+            continue
+        if words and not space and (glue or unit[0] in _NO_LINE_START):
+            words[-1] += unit
+        else:
+            words.append((" " if space and words else "") + unit)
+        space, glue = False, unit[-1] in _NO_LINE_END
+    lines, line = [], indent + HINT_PREFIXES[language]
+    fresh = True  # nothing on this line yet but its prefix
+    for word in words:
+        if not fresh and text_width(line + word) > HINT_WIDTH:
+            head, tail = _break_after_a_mark(line, len(indent + HINT_CONTINUATION))
+            lines.append(head)
+            line, word = indent + HINT_CONTINUATION + tail, word.lstrip(" ")
+        line, fresh = line + word, False
+    return [*lines, line]
+
+
+# Chinese breaks best after a mark that ends a phrase: a line may give back up to this many
+# columns to end on one rather than inside a word (对角 / 线).
+_MARKS_THAT_END_A_PHRASE = "，。；：、？！）”"
+_GIVE_BACK = 24
+
+
+def _break_after_a_mark(line: str, start: int) -> tuple[str, str]:
+    """``line`` cut after its last phrase-ending mark within ``_GIVE_BACK`` columns of its
+    end (the part after it opens the next line), or left whole."""
+    for cut in range(len(line) - 1, start, -1):
+        if text_width(line[cut + 1 :]) > _GIVE_BACK:
+            break
+        if line[cut] in _MARKS_THAT_END_A_PHRASE:
+            return line[: cut + 1], line[cut + 1 :]
+    return line, ""
+
+
+def expected_output(outputs, language: str = "en"):
+    """The output a fresh learner notebook shows under a check cell: the verdict the
+    reference printed (``outputs``, the solution's), marked as the reference's, in the
+    notebook's language; None when it printed nothing."""
+    verdict = "".join(
+        output.get("text", "")
+        if output.get("output_type") == "stream"
+        else output.get("data", {}).get("text/plain", "")
+        for output in outputs
+        if (output.get("output_type"), output.get("name")) == ("stream", "stdout")
+        or output.get("output_type") in ("execute_result", "display_data")
+    ).strip("\n")
+    if not verdict:
+        return None
+    label, lines = EXPECTED_LABELS[language], verdict.split("\n")
+    text = (
+        f"{label}{'' if language == 'zh' else ' '}{verdict}"
+        if len(lines) == 1
+        else "\n".join([label, *(f"  {line}" for line in lines)])
+    )
+    return nbformat.v4.new_output(
+        "display_data", data={"text/plain": text}, metadata={"tfcourse": {EXPECTED_KEY: True}}
+    )
 
 
 def fill_in(learner_source: str, solution_source: str, *, keep_markers: bool = False) -> str:
@@ -132,10 +224,17 @@ def fill_in(learner_source: str, solution_source: str, *, keep_markers: bool = F
             raise ValueError(
                 "the learner cell has more exercise stubs than the solution has regions"
             )
-        if out and out[-1].startswith(
-            tuple(match.group("indent") + prefix for prefix in HINT_PREFIXES.values())
+        # The hint right above the stub: its first line and the lines it wraps onto.
+        starts = tuple(match.group("indent") + prefix for prefix in HINT_PREFIXES.values())
+        top = len(out)
+        while (
+            top
+            and out[top - 1].startswith(match.group("indent") + HINT_CONTINUATION)
+            and not out[top - 1].startswith(starts)
         ):
-            out.pop()
+            top -= 1
+        if top and out[top - 1].startswith(starts):
+            del out[top - 1 :]
         out += bodies[used]
         used += 1
     if used != len(bodies):
@@ -259,7 +358,10 @@ def make_learner(solution, name: str):
         if cell.cell_type != "code":
             continue
         if notebook_format.is_check(cell):
-            nb.cells[index] = notebook_format.learner_check_cell(cell)
+            check = notebook_format.learner_check_cell(cell)
+            expected = expected_output(cell.outputs, language)
+            check.outputs, check.execution_count = [expected] if expected else [], None
+            nb.cells[index] = check
             continue
         if notebook_format.is_exercise(cell):
             hint = cell.metadata.get("tfcourse", {}).get("hint")

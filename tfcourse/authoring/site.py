@@ -14,6 +14,10 @@ around them and its one stylesheet are ours, so nbconvert's require.js, MathJax 
 manager CDN links never appear. LaTeX becomes MathML at build time (latex2mathml; browsers
 render MathML natively), figures stay data URIs, widget views become a note. The build then
 scans every page and fails if anything would be loaded from the network.
+
+A solution page shows the code without the ``### BEGIN SOLUTION`` / ``### END SOLUTION``
+marker lines (the generator's, not the reader's), and every figure with an alt text in the
+page's language (``site_languages.name_pictures``).
 """
 
 from __future__ import annotations
@@ -33,12 +37,33 @@ from urllib.parse import unquote, urlsplit
 
 from ..course import notebook_format
 from .offline import check_offline
-from .site_languages import ENGLISH, Edition, editions, english_home, href, of_document, twins
+from .site_languages import (
+    ALT_KEY,
+    ENGLISH,
+    Edition,
+    download_name,
+    editions,
+    english_home,
+    href,
+    name_pictures,
+    of_document,
+    twins,
+)
 
 STYLESHEET = Path(__file__).with_name("site.css")  # ours; Pygments' colours appended
 MARKER = ".tfcourse-site"  # marks a folder this command may wipe and rebuild
 WIDGET_NOTE = ENGLISH.words["widget"]
-_CELLS_TEMPLATE = "{%- extends 'base.html.j2' -%}"  # lab's cells, no <head>: no CDN scripts
+# lab's cells, no <head>: no CDN scripts. A picture's <img> gets the alt text ``prepare`` chose
+# (without one, nbconvert writes "No description has been provided for this image").
+_WITH_ALT = (
+    "{{ super() | replace('<img ', '<img alt=\"' ~ "
+    f"(output.metadata.get('{ALT_KEY}', '') | escape_html) ~ '\" ', 1) }}}}"
+)
+_CELLS_TEMPLATE = "{%- extends 'base.html.j2' -%}\n" + "".join(
+    f"{{% block {block} scoped %}}{_WITH_ALT}{{% endblock {block} %}}\n"
+    for block in ("data_png", "data_jpg")
+)
+_MARKERS = (notebook_format.BEGIN_MARKER, notebook_format.END_MARKER)
 _LINKS_ONLY = re.compile(r"\s*(\[[^\]]*\]\([^)]*\)[\s|·/,]*)+$")  # "[English](README.md)"
 _GOAL_LABEL = re.compile(r"^\*\*(Goal|目标)[.:。：]\*\*\s*")
 # A sentence ends at . ! ? before a space and a capital, or at 。！？ unless a closing quote
@@ -172,7 +197,7 @@ class _Site:
                     notebook=True,
                 )
 
-        # nbconvert warns for every figure without alt text, which all matplotlib output is.
+        # nbconvert warns for every figure without alt text (ours all have one: prepare).
         quiet = logging.getLogger("tfcourse.site.nbconvert")
         quiet.setLevel(logging.ERROR)
         exporter = CellsExporter(
@@ -189,10 +214,16 @@ class _Site:
         exporter.register_filter("clean_html", lambda cell_html: cell_html)
         return exporter
 
-    def prepare(self, nb, source: str, widget_note: str = WIDGET_NOTE):
+    def prepare(self, nb, source: str, widget_note: str = WIDGET_NOTE, figure: str = "{}"):
         """Make ``nb`` fit to show offline (in place): no widget state or views (``widget_note``
-        instead), no JavaScript, TeX outputs as MathML."""
+        instead), no JavaScript, TeX outputs as MathML; no solution markers in the code, and
+        an alt text for every picture (``figure``, formatted with its title)."""
         nb.metadata.pop("widgets", None)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                lines = cell.source.split("\n")
+                cell.source = "\n".join(line for line in lines if line.strip() not in _MARKERS)
+                name_pictures(cell, figure)
         for output in (o for cell in nb.cells for o in cell.get("outputs", [])):
             data = output.get("data", {})
             if notebook_format.WIDGET_MIME in data:
@@ -320,7 +351,7 @@ def _notebook_pages(
     entries = []
     for number, (path, nb) in enumerate(zip(paths, read, strict=True)):
         page, source = edition.page(path.stem), edition.source("solutions", path.name)
-        site.prepare(nb, source, edition.words["widget"])
+        site.prepare(nb, source, edition.words["widget"], edition.words["figure"])
         cells, _ = exporter.from_notebook_node(
             nb,
             resources={
@@ -330,6 +361,7 @@ def _notebook_pages(
             },
         )
         downloads = _copy_downloads(root, out, edition, path.name, report)
+        readme = _readme(site, edition, page)
         neighbours = [(number - 1, "prev", "← {}"), (number + 1, "next", "{} →")]
         pager = "".join(
             f'<a rel="{rel}" href="{paths[i].stem}.html">'
@@ -339,7 +371,9 @@ def _notebook_pages(
             for i, rel, form in neighbours
         )
         pager = f'<nav class="pager">{pager}</nav>'
-        sentence = edition.words["downloads"].format(edition.words["or"].join(downloads))
+        sentence = edition.words["downloads"].format(
+            edition.words["or"].join(downloads), readme=readme
+        )
         body = f'{pager}\n<p class="downloads">{sentence}</p>\n{cells}\n{pager}'
         _write(
             out,
@@ -399,7 +433,9 @@ def _copy_downloads(
     root: Path, out: Path, edition: Edition, name: str, report: SiteReport
 ) -> list[str]:
     """Copy the edition's learner and solution notebook ``name`` into the site, each also
-    zipped; links to the zips from its page (which is in the same site folder).
+    zipped; links to the zips from its page (which is in the same site folder). Their names
+    never collide (``download_name``): ``NAME.zip`` holds ``NAME.ipynb``, the learner's;
+    ``NAME.solution.zip`` holds ``NAME.solution.ipynb``.
 
     A zip, because a page opened from disk (``file://``) cannot make Chromium download an
     ``.ipynb`` (it ignores ``download`` there and shows the JSON); a zip is saved wherever
@@ -411,11 +447,20 @@ def _copy_downloads(
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / source, copy)
             _zipped(copy, copy.with_suffix(".zip"))
-            zipped = Path(name).with_suffix(".zip").name
+            zipped = Path(download_name(kind, name)).with_suffix(".zip").name
             links.append(f'<a href="{kind}/{zipped}" download>{edition.words[label]}</a>')
         else:
             report.warnings.append(f"no {source}: its page does not offer it")
     return links
+
+
+def _readme(site: _Site, edition: Edition, page: str) -> str:
+    """A link from ``page`` to the quick start of the edition's README (or its words alone,
+    when the README is not in the site)."""
+    words, target = edition.words["readme"], site.sources.get(edition.readme)
+    if target is None:
+        return words
+    return f'<a href="{href(target, page)}#{edition.words["quick_start"]}">{words}</a>'
 
 
 def _write(out: Path, page: str, text: str, report: SiteReport):
@@ -478,7 +523,8 @@ def _index(root: Path, site: _Site, edition: Edition, entries, documents, others
         for page, name in others
     )
     return (
-        f"<h1>{html.escape(title)}</h1>\n{intro}\n<p>{edition.words['index']}</p>\n"
+        f"<h1>{html.escape(title)}</h1>\n{intro}\n"
+        f"<p>{edition.words['index'].format(readme=_readme(site, edition, index))}</p>\n"
         f"<h2>{edition.words['notebooks']}</h2>\n"
         f'<ul class="toc">\n{items}\n</ul>\n'
         + (f"<p>{edition.words['english_only'].format(missing)}</p>\n" if missing else "")

@@ -264,7 +264,7 @@ class _Neutral(ast.NodeTransformer):
 # Inline code and math; a span may wrap onto the next line of its paragraph.
 _SPANS = re.compile(r"``.+?``|`(?:[^`\n]|\n(?![ \t]*\n))+`|\$\$.+?\$\$|\$[^$\n]+\$", re.DOTALL)
 _FENCES = re.compile(r"```.*?```", re.DOTALL)
-_QUOTED = re.compile(r"「[^」]*」")  # the sources' own words, quoted as they are
+_QUOTED = re.compile(r"“[^”]*”")  # quoted words (a source's own), kept as they are
 _HALF_WIDTH = re.compile(
     r"[\u4e00-\u9fff][:;?!]|[:;?!](?=[\u4e00-\u9fff])"
     r"|[\u4e00-\u9fff]\((?=[^)]*\))|\)(?=[\u4e00-\u9fff])"
@@ -275,7 +275,7 @@ _DOCSTRING = re.compile(r'^[rRbBuU]?("""|\'\'\')')
 def prose_slips(english: str, chinese: str) -> list[str]:
     """What a translated text lost or mixed by accident: a code or math span of the English
     that is not in the Chinese verbatim (a ``+`` or ``>`` dropped on the way), half-width
-    ``:`` ``;`` ``()`` against Chinese characters (outside 「quotes」 of a source)."""
+    ``:`` ``;`` ``()`` against Chinese characters (outside “quotes”, a source's own words)."""
 
     def spans(text):
         return [" ".join(span.split()) for span in _SPANS.findall(_FENCES.sub(" ", text))]
@@ -287,7 +287,7 @@ def prose_slips(english: str, chinese: str) -> list[str]:
             "the Chinese lost or changed " + ", ".join(missing[:3]) + " (code and "
             "formulas stay as in the English)"
         )
-    for line in _SPANS.sub("x", _QUOTED.sub("「」", _FENCES.sub(" ", chinese))).splitlines():
+    for line in _SPANS.sub("x", _QUOTED.sub("“”", _FENCES.sub(" ", chinese))).splitlines():
         if match := _HALF_WIDTH.search(line):
             around = line[max(0, match.start() - 12) : match.end() + 12].strip()
             slips.append(f"half-width punctuation in Chinese text: '{around}' (use ：；（）)")
@@ -304,7 +304,7 @@ def code_slips(chinese: str) -> list[str]:
         if _DOCSTRING.match(s) and _PROSE.search(s) and not _CJK.search(s)
     ]
     for s in strings:
-        if _CJK.search(s) and (match := _HALF_WIDTH.search(_QUOTED.sub("「」", s))):
+        if _CJK.search(s) and (match := _HALF_WIDTH.search(_QUOTED.sub("“”", s))):
             slips.append(
                 f"half-width punctuation in Chinese text: "
                 f"'{s[max(0, match.start() - 12) : match.end() + 12].strip()}' (use ：；（）)"

@@ -266,8 +266,13 @@ def _mha(
     weights="masked",
     keys="k",
     out_proj=True,
+    fill="-inf",
 ):
-    """Multi-head attention from ``ref``'s weights, with one deliberate deviation at a time."""
+    """Multi-head attention from ``ref``'s weights, with one deliberate deviation at a time.
+
+    ``fill``: what the blocked scores become, ``"-inf"``, ``"zero"`` (0, so they still get
+    weight), or ``"after_softmax"`` (the softmax of the unmasked scores, times the mask).
+    """
     B, T, D = x.shape
     H = ref.n_heads
     chunks = dict(zip(order, ref.qkv_proj(x).split(D, dim=-1), strict=True))
@@ -290,8 +295,13 @@ def _mha(
         "inverted": ~causal,
         "upper": causal.T,
     }[mask]
-    masked = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
+    if allowed is None or fill == "after_softmax":
+        masked = scores
+    else:
+        masked = scores.masked_fill(~allowed, 0.0 if fill == "zero" else float("-inf"))
     w = masked.softmax(dim=dim)
+    if allowed is not None and fill == "after_softmax":
+        w = w * allowed
     merged = _merge(w @ v, merge)
     out = ref.out_proj(merged) if out_proj else merged
     return out, (w if weights == "masked" else scores.softmax(dim=dim))
@@ -323,6 +333,25 @@ def _mha_mistakes():
             dict(mask="inverted"),
         ),
         (_wrong_triangle(), dict(mask="upper")),
+        (
+            mistake(
+                "the causal mask fills the blocked scores with 0 instead of -inf, so later "
+                "tokens still get weight (exp(0) = 1); use masked_fill(~mask, float('-inf'))",
+                "因果掩码把被屏蔽的分数填成了 0 而不是 -inf，所以后面的词元仍然分到了权重"
+                "（exp(0) = 1）；请用 masked_fill(~mask, float('-inf'))",
+            ),
+            dict(fill="zero"),
+        ),
+        (
+            mistake(
+                "the causal mask is applied after the softmax (weights * mask): the softmax "
+                "already gave later tokens weight, and the rows no longer sum to 1; mask the "
+                "scores with -inf before the softmax",
+                "因果掩码在 softmax 之后才施加（weights * mask）：softmax 已经给后面的词元分了"
+                "权重，每行之和也不再是 1；应在 softmax 之前用 -inf 屏蔽分数",
+            ),
+            dict(fill="after_softmax"),
+        ),
         (
             mistake(
                 "the queries are used as keys (q @ q^T): the k rows of qkv_proj are never used",
@@ -416,6 +445,7 @@ def _head_weights(
     swap=False,
     dim=-1,
     mean=False,
+    fill="-inf",
 ):
     B, T, D = x.shape
     H = mha.n_heads
@@ -444,11 +474,12 @@ def _head_weights(
             "d_model_full": D,
         }[scale]
         scores = q @ k.transpose(-2, -1) / divisor
-        if mask:
-            allowed = mha.mask[:T, :T]
-            allowed = allowed.T if mask == "upper" else allowed
-            scores = scores.masked_fill(~allowed, float("-inf"))
-        maps.append(scores.softmax(dim=dim))
+        allowed = mha.mask[:T, :T]
+        allowed = allowed.T if mask == "upper" else allowed
+        if mask and fill != "after_softmax":
+            scores = scores.masked_fill(~allowed, 0.0 if fill == "zero" else float("-inf"))
+        weights = scores.softmax(dim=dim)
+        maps.append(weights * allowed if mask and fill == "after_softmax" else weights)
     return torch.stack(maps).mean(0)
 
 
@@ -505,5 +536,21 @@ def _head_mistakes():
         *((description, dict(scale=scale)) for description, scale in _head_dim_scales()),
         (mistake("the causal mask is not applied", "没有施加因果掩码"), dict(mask=False)),
         (_wrong_triangle(), dict(mask="upper")),
+        (
+            mistake(
+                "the blocked scores are set to 0 instead of -inf, so later tokens still get weight",
+                "被屏蔽的分数设成了 0 而不是 -inf，所以后面的词元仍然分到了权重",
+            ),
+            dict(fill="zero"),
+        ),
+        (
+            mistake(
+                "the causal mask multiplies the weights after the softmax, so the rows no longer "
+                "sum to 1; mask the scores with -inf before it",
+                "因果掩码在 softmax 之后才乘到权重上，所以每行之和不再是 1；应在 softmax 之前"
+                "用 -inf 屏蔽分数",
+            ),
+            dict(fill="after_softmax"),
+        ),
         (_softmax_over_queries(), dict(dim=-2)),
     ]

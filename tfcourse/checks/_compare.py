@@ -1,4 +1,5 @@
-"""How a check compares tensors: tolerances, the closeness rule, and distances.
+"""How a check compares tensors: tolerances, the closeness rule, distances, and where exact
+results differ.
 
 Split from ``_harness`` (which re-exports these names): the runner decides *what* to
 compare, this module *how*.
@@ -49,6 +50,19 @@ def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     """Largest ``|a - b|`` (``nan`` if either holds NaN where the other does not)."""
     diff = (a.detach().cpu().double() - b.detach().cpu().double()).abs()
     return float("nan") if torch.isnan(diff).any() else float(diff.max()) if diff.numel() else 0.0
+
+
+def differing_entries(a: torch.Tensor, b: torch.Tensor) -> tuple[int, tuple[int, ...] | None]:
+    """For exact results (bool, integer) of one shape: how many entries of ``a`` differ from
+    ``b``, and the index of the first that does (row-major order), or ``None`` if none does.
+
+    A failed mask is better told by its wrong entries than by ``max |diff| = 1``.
+    """
+    differ = a.detach().cpu() != b.detach().cpu()
+    count = int(differ.sum())
+    if not count:
+        return 0, None
+    return count, tuple(int(i) for i in differ.nonzero()[0])
 
 
 def scaled_error(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> float:

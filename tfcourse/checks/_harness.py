@@ -8,10 +8,18 @@ modules share are in ``_module_cases``).
 
 On success a check prints exactly one line, ``"<Name>: n/n checks passed"`` (in Chinese
 ``"<Name>：n/n 项检查通过"``).
-On failure it raises ``AssertionError``; the first line names the check, the
-case (shapes, settings), what differed and by how much, and, when one of the
-check's known-wrong variants reproduces the learner's output, what the mistake
-looks like. Further lines give a hint.
+On failure it raises ``AssertionError`` whose message reads on one screen::
+
+    causal_mask: mask differs from the reference (check 1 of 4)
+      case: causal_mask(5)
+      5 of 25 entries differ; first at [0, 0]: expected True, got False
+      looks like: the diagonal is excluded (tril(diagonal=-1)): ...
+      hint: ...
+
+a short first line (the check, what differed, which of its sub-checks), then the case
+(shapes, settings), by how much it differed or what the learner's code raised, the
+mistake when one of the check's known-wrong variants reproduces the learner's output, and
+a hint. Each line after the first is there only when there is something to say.
 """
 
 from __future__ import annotations
@@ -25,13 +33,48 @@ from ..language import say
 from ..runtime import default_device, fmt
 
 # Re-exported: checks import these from here.
-from ._compare import close, max_abs_diff, scaled_error, tolerances
+from ._compare import close, differing_entries, max_abs_diff, scaled_error, tolerances
 from ._environment import _disable_tf32, _restore_rng, _restore_tf32, _save_rng
 from ._torch_errors import likely_cause
 from .cases import case_seed
 
 # A known mistake: a short description and a thunk computing what it would output.
 Variant = tuple[str, Callable[[], object]]
+
+# How many sub-checks each check has, by the name it prints: a failure says which one it
+# was, "check 3 of 6". The same number a passing check prints ("LayerNorm: 6/6 checks
+# passed"), which grading's salted cases do not change; tests/test_checks.py holds this
+# table to the checks' names and to the solutions' stored pass lines.
+SUB_CHECKS = {
+    "FeedForward": 8,
+    "GPT": 9,
+    "LayerNorm": 6,
+    "MultiHeadAttention": 7,
+    "RMSNorm": 6,
+    "RotaryAttention": 8,
+    "SwiGLU": 8,
+    "TransformerBlock": 8,
+    "apply_rotary": 5,
+    "attend_with_cache": 5,
+    "bias_savings": 2,
+    "causal_mask": 4,
+    "estimate_loss": 3,
+    "first_head_weights": 5,
+    "fuse_qkv": 4,
+    "generate": 4,
+    "get_batch": 3,
+    "gpt2_small_params": 2,
+    "grad_norm_probe": 4,
+    "lr_at": 3,
+    "merge_pair": 6,
+    "most_frequent_pair": 7,
+    "permute_qk_rows": 4,
+    "repeat_kv": 7,
+    "rotary_cos_sin": 4,
+    "scaled_dot_product_attention": 7,
+    "swiglu_hidden_dim": 6,
+    "train_loop": 4,
+}
 
 
 def first_line(error: BaseException) -> str:
@@ -84,7 +127,7 @@ class Checker:
 
     def __init__(self, name: str):
         self.name = name
-        self.passed = 0
+        self.passed = 0  # sub-checks passed so far: a failure is check passed + 1
         self.device = default_device()
         self.dtype = torch.get_default_dtype()
         self.rtol, self.atol = tolerances(self.dtype, self.device)
@@ -119,38 +162,69 @@ class Checker:
         looks_like: str | None = None,
         hint: str | None = None,
         diff: float | None = None,
+        detail: str | None = None,
         cause=None,
     ):
         """Raise the ``AssertionError`` of a failed sub-check.
 
-        The first line carries everything a report needs: check, case, problem,
-        max |diff| and the diagnosis. ``hint`` (the fix, in general terms) goes
-        on the next line.
+        The first line is short: the check, ``problem`` (what differed) and which sub-check
+        it was. Then, each on its own line and only when given: the ``case`` (shapes,
+        settings), the ``detail`` (how it differed, what was raised) or ``diff`` (a largest
+        absolute difference, from an exact comparison), ``looks like: <looks_like>`` (the
+        mistake) and ``hint: <hint>`` (the fix, in general terms).
         """
-        line = say(f"{self.name} [{case}]: {problem}", f"{self.name} [{case}]：{problem}")
+        position = self._position()
+        lines = [
+            say(f"{self.name}: {problem} ({position})", f"{self.name}：{problem}（{position}）")
+        ]
+        if case:
+            lines.append(say(f"  case: {case}", f"  用例：{case}"))
+        if detail:
+            lines.append(f"  {detail}")
         if diff is not None:
-            line += (
-                say(f" (max |diff| = {fmt(diff)})", f"（max |diff| = {fmt(diff)}）")
-                if math.isfinite(diff)
-                else say(
-                    " (max |diff| = nan: NaN where the reference has numbers)",
-                    "（max |diff| = nan：参考实现是正常数值的位置出现了 NaN）",
-                )
-            )
+            lines.append(f"  {_max_diff(diff)}")
         if looks_like:
-            line += say(f"; looks like: {looks_like}", f"；很可能的原因：{looks_like}")
-        lines = [line]
+            lines.append(say(f"  looks like: {looks_like}", f"  看起来像是：{looks_like}"))
         if hint:
             lines.append(say(f"  hint: {hint}", f"  提示：{hint}"))
-        lines.append(
-            say(
-                f"  ({self.passed} earlier check(s) of {self.name} passed)",
-                f"  （{self.name} 此前已有 {self.passed} 项检查通过）",
-            )
-            if self.passed
-            else say(f"  (the first check of {self.name})", f"  （这是 {self.name} 的第一项检查）")
-        )
         raise AssertionError("\n".join(lines)) from cause
+
+    def _position(self) -> str:
+        """``"check 3 of 6"``: the failing sub-check (those before it passed) among the
+        check's ``SUB_CHECKS``; ``"check 3"`` for a check the table does not know."""
+        k, n = self.passed + 1, SUB_CHECKS.get(self.name)
+        if n is None or k > n:
+            return say(f"check {k}", f"第 {k} 项检查")
+        return say(f"check {k} of {n}", f"第 {k} 项检查，共 {n} 项")
+
+    def difference(self, got: torch.Tensor, expected: torch.Tensor) -> str:
+        """How ``got`` differs from ``expected`` (same shape, same dtype), in one line.
+
+        Exact results (bool, integer): how many entries differ and the first that does,
+        ``"3 of 16 entries differ; first at [0, 1]: expected False, got True"``. Floating
+        ones: the largest absolute difference and the tolerance of ``close``.
+        """
+        if got.is_floating_point() or expected.is_floating_point() or got.is_complex():
+            diff = max_abs_diff(got, expected)
+            if not math.isfinite(diff):
+                return _max_diff(diff)
+            rtol, atol = fmt(self.rtol), fmt(self.atol)
+            return say(
+                f"max |diff| = {fmt(diff)} (tolerance: {atol} + {rtol} * |reference|)",
+                f"max |diff| = {fmt(diff)}（容差：{atol} + {rtol} * |参考值|）",
+            )
+        count, first = differing_entries(got, expected)
+        if first is None:  # equal after all: close() said they differ, so not reached
+            return say("no entry differs", "没有元素不同")
+        want, have = expected[first].item(), got[first].item()
+        if not first:  # a 0-d tensor
+            return say(f"expected {want}, got {have}", f"应为 {want}，实际为 {have}")
+        where, total = list(first), got.numel()
+        differ = "differs" if count == 1 else "differ"
+        return say(
+            f"{count} of {total} entries {differ}; first at {where}: expected {want}, got {have}",
+            f"{total} 个元素中有 {count} 个不同；第一个在 {where}：应为 {want}，实际为 {have}",
+        )
 
     def call(
         self,
@@ -172,12 +246,11 @@ class Checker:
         except Exception as error:  # noqa: BLE001 - any learner error becomes a report
             message = str(error)
             named = next((text for words, text in (known or {}).items() if words in message), None)
+            kind = type(error).__name__
             self.fail(
                 case,
-                say(
-                    f"{what} raised {type(error).__name__}: {first_line(error)}",
-                    f"{what}时抛出了 {type(error).__name__}：{first_line(error)}",
-                ),
+                say(f"{what} raised {kind}", f"{what}时抛出了 {kind}"),
+                detail=f"{kind}: {first_line(error)}" if message.strip() else None,
                 looks_like=named or likely_cause(message),
                 hint=hint,
                 cause=error,
@@ -290,7 +363,7 @@ class Checker:
         self.fail(
             case,
             say(f"{what} differs from the reference", f"{what}与参考实现不一致"),
-            diff=max_abs_diff(got, expected),
+            detail=self.difference(got, expected),
             looks_like=looks,
             hint=hint,
         )
@@ -308,7 +381,7 @@ class Checker:
                         f"times closer to a known mistake",
                         f"{what}虽在参考实现的容差之内，但离某个已知错误还要近十倍",
                     ),
-                    diff=max_abs_diff(got, expected),
+                    detail=self.difference(got, expected),
                     looks_like=description,
                 )
 
@@ -408,7 +481,7 @@ class Checker:
                     f"the gradient of {name} differs from the reference (the output matched)",
                     f"{label} 的梯度与参考实现不一致（输出是一致的）",
                 ),
-                diff=max_abs_diff(have, want) if have.shape == want.shape else None,
+                detail=self.difference(have, want) if have.shape == want.shape else None,
                 looks_like=looks
                 or say(
                     "part of the computation is hidden from autograd (.detach(), .data, "
@@ -427,7 +500,7 @@ class Checker:
                     f"your code modified its input {name} in place",
                     f"你的代码原地修改了它的输入 {name}",
                 ),
-                diff=max_abs_diff(before, after),
+                detail=_exact_difference(before, after.detach()),
                 looks_like=mistake(
                     "an in-place operation on the input (x += ..., x -= mean, "
                     "x.mul_(...), x[...] = ...)",
@@ -451,6 +524,39 @@ class Checker:
         sample = torch.randn(*shape, generator=gen, dtype=torch.float64)
         # Cast on the CPU first: some devices (MPS) have no float64.
         return (sample * scale + offset).to(self.dtype).to(self.device)
+
+
+def _max_diff(diff: float) -> str:
+    """``"max |diff| = 0.223"``, saying why when it is not a number."""
+    if math.isnan(diff):
+        return say(
+            "max |diff| = nan: NaN where the reference has numbers",
+            "max |diff| = nan：参考实现是正常数值的位置出现了 NaN",
+        )
+    if math.isinf(diff):
+        return say(
+            "max |diff| = inf: an infinity on one side only",
+            "max |diff| = inf：只有一方在该位置出现了无穷大",
+        )
+    return f"max |diff| = {fmt(diff)}"
+
+
+def _exact_difference(before: torch.Tensor, after: torch.Tensor) -> str:
+    """How ``after`` differs from ``before`` where they must be equal: the entries for a
+    bool or integer tensor (a mask), else the largest absolute difference."""
+    if before.is_floating_point() or before.is_complex() or before.shape != after.shape:
+        return _max_diff(max_abs_diff(before, after))
+    count, first = differing_entries(after, before)
+    if first is None:
+        return _max_diff(max_abs_diff(before, after))
+    was, now = before[first].item(), after[first].item()
+    if not first:  # a 0-d tensor
+        return say(f"{was} became {now}", f"{was} 变成了 {now}")
+    where, total = list(first), before.numel()
+    return say(
+        f"{count} of {total} entries changed; first at {where}: {was} became {now}",
+        f"{total} 个元素中有 {count} 个被改动；第一个在 {where}：{was} 变成了 {now}",
+    )
 
 
 def _grad_label(name: str) -> str:

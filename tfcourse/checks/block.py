@@ -8,7 +8,7 @@ import torch
 
 from ..language import say
 from ..nn import block as reference_block
-from ._harness import Checker, describe_call, mistake
+from ._harness import Checker, close, describe_call, mistake
 from ._module_cases import dropout_acts, eval_dropout_case, inplace_case, module_case
 from ._parameters import build, load_reference, randomize_
 from .mlp import _feedforward_width
@@ -178,7 +178,8 @@ def check_transformer_block(cls) -> None:
     pre-LN (2, 6, 16) output and gradients; pre-LN batch 1, T=1; post-LN (2, 6, 16);
     post-LN batch 1, T=1; dropout=0.5 in eval mode (no effect); dropout=0.5 in train
     mode with the sublayers' output projections zeroed (the residual stream must pass
-    untouched) and not zeroed (dropout must act).
+    untouched), not zeroed (dropout must act), and one at a time (each sublayer's
+    output is dropped, and only once: no missing and no extra residual dropout).
     """
     with Checker("TransformerBlock") as chk:
         gen = chk.generator(6)
@@ -224,25 +225,28 @@ def check_transformer_block(cls) -> None:
             _residual_stream_case(chk, cls, gen, x, pre_ln)
             if pre_ln:
                 _dropout_acts_case(chk, cls, gen, x)
+                _mlp_dropout_case(chk, cls, gen)
+                _attention_dropout_case(chk, cls, gen)
         chk.ok()
 
 
 def _pair(
-    chk: Checker, cls, gen: torch.Generator, case: str, zero_sublayers: bool = False, **kwargs
+    chk: Checker, cls, gen: torch.Generator, case: str, zeroed: tuple[str, ...] = (), **kwargs
 ):
     """``(learner, reference)`` in eval mode: ``cls(D, H, max_seq_len=M, **kwargs)`` holding
-    the weights of a randomized ``tfcourse.TransformerBlock`` (exact GELU). With
-    ``zero_sublayers`` the attention's and the MLP's output projections are zero."""
+    the weights of a randomized ``tfcourse.TransformerBlock`` (exact GELU). The output
+    projections of the sublayers named in ``zeroed`` (``"attn"``, ``"mlp"``) are zero: such a
+    sublayer adds exactly 0 to the stream, in train mode too."""
     learner = build(chk, case, cls, D, H, max_seq_len=M, **kwargs).eval()
     _no_shared_norm(chk, case, learner)
     reference = randomize_(
         reference_block.TransformerBlock(D, H, max_seq_len=M, activation="gelu", **kwargs), gen
     )
-    if zero_sublayers:
-        with torch.no_grad():
-            for layer in (reference.attn.out_proj, reference.mlp.fc_out):
-                layer.weight.zero_()
-                layer.bias.zero_()
+    projections = {"attn": reference.attn.out_proj, "mlp": reference.mlp.fc_out}
+    with torch.no_grad():
+        for name in zeroed:
+            projections[name].weight.zero_()
+            projections[name].bias.zero_()
     reference = reference.to(chk.device, chk.dtype).eval()
     load_reference(chk, case, learner, reference, bias=True, shape_diagnosis=_block_width)
     return learner, reference
@@ -301,7 +305,7 @@ def _residual_stream_case(
         f"{'原样通过' if pre_ln else '以 norm2(norm1(x)) 的形式通过'}",
     )
     learner, reference = _pair(
-        chk, cls, gen, case, zero_sublayers=True, pre_ln=pre_ln, dropout=P_DROP
+        chk, cls, gen, case, zeroed=("attn", "mlp"), pre_ln=pre_ln, dropout=P_DROP
     )
     with torch.no_grad():
         expected = reference.train()(x)  # deterministic: the sublayers give 0
@@ -345,6 +349,128 @@ def _dropout_acts_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor)
         "随机失活（dropout）从未生效（dropout 参数没有传给注意力和 MLP）",
     )
     dropout_acts(chk, case, out_train, out_eval, P_DROP, not_passed_on)
+
+
+# Dropout located by its effect, one sublayer at a time: the other sublayer's output
+# projection is zero, so the block's output minus x is what the live sublayer added, in train
+# mode and (from the reference) in eval mode. Nothing depends on the random stream, which the
+# learner's code may draw from in any order (and, when graded, in another process).
+B_DROP = 8  # (8, M, D): 1024 outputs, so the share of dropped ones is P_DROP within a few %
+MLP_NAMES = ("MLP", "MLP ")  # (English, Chinese) in the messages
+ATTENTION_NAMES = ("attention", "注意力")
+
+
+def _sublayer_added(chk: Checker, cls, gen: torch.Generator, case: str, live: str):
+    """``(train, eval)``: what the ``live`` sublayer adds to x in train mode (the learner's
+    block) and in eval mode (the reference), pre-LN, dropout=P_DROP, the other one zeroed."""
+    zeroed = ("mlp",) if live == "attn" else ("attn",)
+    learner, reference = _pair(chk, cls, gen, case, zeroed=zeroed, pre_ln=True, dropout=P_DROP)
+    x = chk.randn(gen, B_DROP, M, D)
+    with torch.no_grad():
+        expected = reference.eval()(x)
+        got = chk.call(case, _in_train_mode(), learner.train(), x)
+    learner.eval()
+    if not (isinstance(got, torch.Tensor) and got.shape == x.shape):
+        chk.compare(case, say("train-mode output", "训练模式下的输出"), got, expected)
+    return got.detach() - x, expected - x
+
+
+def _not_passed_on(sublayer: tuple[str, str], module: str) -> str:
+    """The message of a sublayer (English, Chinese) whose train-mode output equals its
+    eval-mode one."""
+    return say(
+        f"with dropout={P_DROP} in train mode, what the {sublayer[0]} adds equals its eval-mode "
+        f"value: nothing of it is dropped ({module}(..., dropout=dropout)?)",
+        f"dropout={P_DROP}、训练模式下，{sublayer[1]}加到 x 上的量与评估模式下相同：它没有被 "
+        f"dropout（{module}(..., dropout=dropout)？）",
+    )
+
+
+def _dropped_twice(sublayer: tuple[str, str]) -> str:
+    return mistake(
+        f"the {sublayer[0]}'s output is dropped twice: a residual dropout in the block "
+        f"(x + drop(sublayer(...)), as in nanoGPT) on top of the one the sublayer applies "
+        f"itself; tc's sublayers end with their own dropout, so add their output as it is",
+        f"{sublayer[1]}的输出被 dropout 了两次：块里又加了一层残差 dropout"
+        f"（x + drop(sublayer(...))，nanoGPT 的写法），而子层自己已经做过一次；"
+        f"tc 的子层最后已有 dropout，直接加上它的输出即可",
+    )
+
+
+def _mlp_dropout_case(chk: Checker, cls, gen: torch.Generator) -> None:
+    """Only the MLP live: in train mode each of its outputs is either dropped (0) or its
+    eval-mode value / (1 - p); both missing and doubled dropout are named."""
+    case = say(
+        f"pre-LN, x ({B_DROP}, {M}, {D}), dropout={P_DROP}, train mode, attention output "
+        f"zeroed: the MLP's output must be dropped once",
+        f"pre-LN，x ({B_DROP}, {M}, {D})，dropout={P_DROP}，训练模式，注意力输出置零："
+        f"MLP 的输出必须恰好被 dropout 一次",
+    )
+    added, added_eval = _sublayer_added(chk, cls, gen, case, "mlp")
+    if close(added, added_eval, chk.rtol, chk.atol):
+        chk.fail(
+            case,
+            _not_passed_on(MLP_NAMES, "tc.FeedForward"),
+            looks_like=mistake(
+                "the MLP has no dropout: the block's dropout is not passed on to "
+                "tc.FeedForward(d_model, dropout=dropout)",
+                "MLP 没有 dropout：块的 dropout 参数没有传给 tc.FeedForward(d_model, "
+                "dropout=dropout)",
+            ),
+        )
+    kept = added != 0
+    zero = torch.zeros_like(added_eval)
+    once = torch.where(kept, added_eval / (1 - P_DROP), zero)
+    twice = torch.where(kept, added_eval / (1 - P_DROP) ** 2, zero)
+    chk.compare(
+        case,
+        say("what the MLP adds in train mode", "训练模式下 MLP 加到 x 上的量"),
+        added,
+        once,
+        variants=[(_dropped_twice(MLP_NAMES), lambda: twice)],
+        hint=say(
+            f"in train mode each output of the MLP is dropped (0) or scaled by "
+            f"1/(1 - {P_DROP}), once",
+            f"训练模式下 MLP 的每个输出要么被置零（0），要么乘以 1/(1 - {P_DROP})，只做一次",
+        ),
+    )
+
+
+def _attention_dropout_case(chk: Checker, cls, gen: torch.Generator) -> None:
+    """Only the attention live: in train mode its output differs from the eval-mode one,
+    and about a share p of it is dropped (0), not 1 - (1 - p)**2 (dropped twice). Dropout
+    on the attention weights zeroes no output, so it may come on top or not."""
+    case = say(
+        f"pre-LN, x ({B_DROP}, {M}, {D}), dropout={P_DROP}, train mode, MLP output zeroed: "
+        f"the attention's output must be dropped once",
+        f"pre-LN，x ({B_DROP}, {M}, {D})，dropout={P_DROP}，训练模式，MLP 输出置零："
+        f"注意力的输出必须恰好被 dropout 一次",
+    )
+    added, added_eval = _sublayer_added(chk, cls, gen, case, "attn")
+    if close(added, added_eval, chk.rtol, chk.atol):
+        chk.fail(
+            case,
+            _not_passed_on(ATTENTION_NAMES, "tc.MultiHeadAttention"),
+            looks_like=mistake(
+                "the attention has no dropout: the block's dropout is not passed on to "
+                "tc.MultiHeadAttention(..., dropout=dropout)",
+                "注意力没有 dropout：块的 dropout 参数没有传给 tc.MultiHeadAttention(..., "
+                "dropout=dropout)",
+            ),
+        )
+    dropped = float((added == 0).double().mean())
+    twice = 1 - (1 - P_DROP) ** 2
+    if dropped > (P_DROP + twice) / 2:
+        chk.fail(
+            case,
+            say(
+                f"{dropped:.0%} of what the attention adds is zero; one dropout with "
+                f"p={P_DROP} zeroes about {P_DROP:.0%}, two about {twice:.0%}",
+                f"注意力加到 x 上的量有 {dropped:.0%} 为零；p={P_DROP} 的一次 dropout 约置零 "
+                f"{P_DROP:.0%}，两次约 {twice:.0%}",
+            ),
+            looks_like=_dropped_twice(ATTENTION_NAMES),
+        )
 
 
 def _no_shared_norm(chk, case, learner) -> None:

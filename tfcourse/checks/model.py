@@ -13,7 +13,7 @@ from ..nn.block import TransformerBlock
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 from ..nn.norms import LayerNorm
-from ._harness import Checker, describe_call, mistake
+from ._harness import Checker, close, describe_call, mistake
 from ._module_cases import backward_case
 from ._parameters import build, load_reference, randomize_
 
@@ -119,10 +119,17 @@ def check_gpt(cls) -> None:
     inside attention). The configs used are ``GPT_CONFIGS`` (GPT-2 style: learned positions,
     tanh GELU, tied head; dropout 0; the last with rotary positions).
 
-    Sub-checks (7): parameter layout; lm_head tied to tok_emb; idx (2, 8) not modified
+    ``config.dropout`` is applied to the embeddings (``drop``, an ``nn.Dropout``) before the
+    first block, and only in train mode.
+
+    Sub-checks (9): parameter layout; lm_head tied to tok_emb; idx (2, 8) not modified
     in place; logits and parameter gradients for batch 1, T=1, then for (2, 16), the
     full context; a second config (1 layer, d_model 24, bias=False) on (3, 8); a third
-    with rotary positions on (2, 8).
+    with rotary positions on (2, 8); the first with dropout=0.5 in train mode and the
+    blocks' output projections zeroed (the blocks pass x on, so only the embedding
+    dropout can change the logits: it must); a fresh model, with the weights its own
+    ``__init__`` gave it, scores random tokens within ``INITIAL_LOSS_MARGIN`` of ln V
+    (GPT-2's initialization; PyTorch's defaults start tens of nats above).
     """
     with Checker("GPT") as chk:
         gen = chk.generator(8)
@@ -195,6 +202,119 @@ def check_gpt(cls) -> None:
             idx = torch.randint(config.vocab_size, (batch, 8), generator=gen).to(chk.device)
             _gpt_case(chk, case, learner, reference, idx, index + 1)
             chk.ok()
+
+        _embedding_dropout_case(chk, cls, gen)
+        chk.ok()
+
+        _initial_loss_case(chk, cls, gen)
+        chk.ok()
+
+
+P_DROP = 0.5
+
+
+def _embedding_dropout_case(chk: Checker, cls, gen: torch.Generator) -> None:
+    """GPT_CONFIGS[0] with dropout=P_DROP in train mode, every block's attention and MLP
+    output projections zero: the (pre-LN) blocks then add exactly 0 to x, in train mode
+    too, so only a dropout outside the blocks, the embeddings', can make the train-mode
+    logits differ from the eval-mode ones. Nothing depends on the random stream (the
+    learner's code may run in another process when graded)."""
+    config = GPT_CONFIGS[0].replace(dropout=P_DROP)
+    case = say(
+        f"GPT_CONFIGS[0] with dropout={P_DROP}, idx (4, 16), train mode, the blocks' output "
+        f"projections zeroed: the embeddings must be dropped",
+        f"GPT_CONFIGS[0]，dropout={P_DROP}，idx (4, 16)，训练模式，各块的输出投影置零："
+        f"嵌入必须经过 dropout",
+    )
+    learner = build(chk, case, cls, config).eval()
+    reference = randomize_(GPT(config), gen)
+    with torch.no_grad():
+        for block in reference.blocks:
+            for layer in (block.attn.out_proj, block.mlp.fc_out):
+                layer.weight.zero_()
+                layer.bias.zero_()
+    reference = reference.to(chk.device, chk.dtype).eval()
+    load_reference(chk, case, learner, reference, bias=config.bias)
+    idx = torch.randint(config.vocab_size, (4, 16), generator=gen).to(chk.device)
+    with torch.no_grad():
+        expected = reference(idx)
+        got = chk.call(
+            case,
+            say("calling your model(idx) in train mode", "在训练模式下调用你的 model(idx)"),
+            learner.train(),
+            idx,
+        )
+    learner.eval()
+    if not (isinstance(got, torch.Tensor) and got.shape == expected.shape):
+        chk.compare(case, say("train-mode logits", "训练模式下的 logits"), got, expected)
+    if close(got, expected, chk.rtol, chk.atol):
+        chk.fail(
+            case,
+            say(
+                f"with dropout={P_DROP} in train mode the logits equal the eval-mode logits, "
+                f"although the blocks pass x on unchanged",
+                f"dropout={P_DROP}、训练模式下，logits 与评估模式下相同，而各块此时只是原样传递 x",
+            ),
+            looks_like=mistake(
+                "the embeddings are not dropped: self.drop = nn.Dropout(config.dropout) is "
+                "missing or never applied to tok_emb(idx) + pos_emb(T) before the blocks",
+                "嵌入没有经过 dropout：缺少 self.drop = nn.Dropout(config.dropout)，或者在进入"
+                "各块之前没有把它作用在 tok_emb(idx) + pos_emb(T) 上",
+            ),
+        )
+
+
+# A fresh model should know nothing yet: its loss on random tokens near ln V, a uniform guess.
+# tc.GPT starts within 0.03 of it on GPT_CONFIGS[0] (seeds 0-2); PyTorch's default
+# initialization (nn.Embedding from N(0, 1), a tied head) starts at 27-29 nats, ln V = 3.9.
+INITIAL_LOSS_MARGIN = 0.5
+
+
+def _initial_loss_case(chk: Checker, cls, gen: torch.Generator) -> None:
+    """GPT_CONFIGS[0] built by the learner's class and used as its ``__init__`` left it (no
+    reference weights loaded): the mean cross-entropy of its logits on random tokens."""
+    config = GPT_CONFIGS[0]
+    case = say(
+        "a fresh GPT_CONFIGS[0] model, your own initial weights, random tokens (4, 16)",
+        "新建的 GPT_CONFIGS[0] 模型，用你自己的初始权重，随机词元 (4, 16)",
+    )
+    learner = build(chk, case, cls, config).eval()
+    idx = torch.randint(config.vocab_size, (4, 16), generator=gen).to(chk.device)
+    targets = torch.randint(config.vocab_size, (4, 16), generator=gen).to(chk.device)
+    with torch.no_grad():
+        logits = chk.call(case, say("calling your model(idx)", "调用你的 model(idx)"), learner, idx)
+    shape = (4, 16, config.vocab_size)
+    if not (isinstance(logits, torch.Tensor) and tuple(logits.shape) == shape):
+        zeros = torch.zeros(shape, device=chk.device, dtype=chk.dtype)
+        chk.compare(case, say("your logits", "你的 logits"), logits, zeros)
+    loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, config.vocab_size).double(), targets.reshape(-1)
+    ).item()
+    uniform = math.log(config.vocab_size)
+    if not loss < uniform + INITIAL_LOSS_MARGIN:  # NaN fails too
+        chk.fail(
+            case,
+            say(
+                f"a fresh model's loss is {loss:.2f}; a model that knows nothing yet should "
+                f"score about ln V = {uniform:.2f} (at most {uniform + INITIAL_LOSS_MARGIN:.2f})",
+                f"新建模型的损失是 {loss:.2f}；一个还什么都没学的模型，损失应当约为 "
+                f"ln V = {uniform:.2f}（至多 {uniform + INITIAL_LOSS_MARGIN:.2f}）",
+            ),
+            looks_like=mistake(
+                "the weights keep PyTorch's default initialization: nn.Embedding draws from "
+                "N(0, 1), so the tied head's first logits are huge and confidently wrong",
+                "权重还是 PyTorch 的默认初始化：nn.Embedding 从 N(0, 1) 中抽取，于是绑定的输出头"
+                "一开始给出的 logits 又大又笃定，而且是错的",
+            ),
+            hint=say(
+                "at the end of __init__, initialize like GPT-2: every Linear and Embedding "
+                "weight from N(0, 0.02), biases zero, and the projections that write into the "
+                "stream (out_proj, fc_out) from N(0, 0.02 / sqrt(2 * n_layers))",
+                "在 __init__ 的最后按 GPT-2 的方式初始化：每个 Linear 和 Embedding 的权重取自 "
+                "N(0, 0.02)，偏置置零，写入残差流的投影（out_proj、fc_out）取自 "
+                "N(0, 0.02 / sqrt(2 * n_layers))",
+            ),
+        )
 
 
 def _no_table(chk: Checker, case: str, learner) -> None:

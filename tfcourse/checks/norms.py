@@ -117,9 +117,12 @@ def _layernorm_variants(ref, x, default_eps):
         weight=True,
         bias=True,
         bias_first=False,
+        about_zero=False,
     ):
         mean = x.mean(dim=dim, keepdim=True)
         var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
+        if about_zero:  # the "variance" mean(x**2): the spread around 0, not around the mean
+            var = x.pow(2).mean(dim=dim, keepdim=True)
         centered = x - mean if center else x
         if not sqrt:
             y = centered / (var + eps)
@@ -168,10 +171,29 @@ def _layernorm_variants(ref, x, default_eps):
             mistake(
                 "the mean is not subtracted: x / sqrt(var + eps), although the variance is the "
                 "centred one; normalize x - mean",
-                "没有减去均值：写成了 x / sqrt(var + eps)，可方差却是中心化之后的；"
-                "应归一化 x - mean",
+                "没有减去均值：写成了 x / sqrt(var + eps)，而方差是按减去均值之后的数据算的；"
+                "应当归一化的是 x - mean",
             ),
             lambda: ln(x, center=False),
+        ),
+        (
+            mistake(
+                "the mean is never subtracted: x / sqrt(mean(x**2) + eps) * weight + bias is "
+                "RMSNorm plus a bias; LayerNorm normalizes x - mean by sqrt(var + eps), "
+                "var = mean((x - mean)**2)",
+                "完全没有减去均值：x / sqrt(mean(x**2) + eps) * weight + bias 是均方根归一化"
+                "（RMSNorm）再加一个 bias；层归一化（LayerNorm）是用 sqrt(var + eps) 去归一化 "
+                "x - mean，其中 var = mean((x - mean)**2)",
+            ),
+            lambda: ln(x, center=False, about_zero=True),
+        ),
+        (
+            mistake(
+                "the variance is mean(x**2), the spread around 0, instead of the spread around "
+                "the mean, mean((x - mean)**2)",
+                "方差写成了 mean(x**2)，即围绕 0 的离散程度，而不是围绕均值的 mean((x - mean)**2)",
+            ),
+            lambda: ln(x, about_zero=True),
         ),
         (
             mistake(

@@ -1,14 +1,22 @@
 """``tfcourse lab``: open the course's notebooks in JupyterLab.
 
-Which folder: ``--dir FOLDER``; else, in a checkout (an editable install), its
-``notebooks/``; else the learner's own copy (``~/tfcourse``, ``~/tfcourse-zh`` for the
-Chinese edition, or ``$TFCOURSE_NOTEBOOKS``), which the first run fills from the installed
-course (``tfcourse notebooks``).
+Which folder: ``--dir FOLDER``, opened as it is; else the learner's own copy (``~/tfcourse``,
+``~/tfcourse-zh`` for the Chinese edition, or ``$TFCOURSE_NOTEBOOKS``), never the course's
+own files -- in a checkout too, where ``notebooks/`` belongs to the repository and a learner's
+edits there would collide with ``git pull``. Each start copies into that copy the course's
+notebooks it lacks (all of them on first use, a new one after an update) and says so in one
+line; a file already there is never written (``notebooks_command.add_missing``).
 
 Starts ``jupyter lab`` on a free localhost port (the first from 8888) with a fresh token,
 prints the URL of the first notebook and opens it there. Extra arguments after ``--`` go to
 ``jupyter lab`` unchanged, e.g. ``tfcourse lab -- --port 8889 --no-browser``. As root
 (containers, cloud VMs) it adds ``--allow-root``, without which Jupyter refuses to start.
+
+The URL is the last line a learner sees: the server logs warnings and errors only
+(``QUIET_LOG``). At its default level, JupyterLab 4 on jupyter_server 2 prints about twenty
+lines of startup log after it (extensions linked and loaded, "Jupyter Server ... is running
+at", the language servers it skipped), which scroll it out of view. ``LabApp`` logs on a
+logger of its own, so it needs its own level.
 
 The sessions it starts are quiet: no "Would you like to get notified about official Jupyter
 news?" toast over the learner's outputs, and no "a newer JupyterLab is available" one. The
@@ -37,9 +45,8 @@ from urllib.parse import quote
 
 from ..language import current, say
 from . import installed
-from .notebooks_command import copy_notebooks, destination, report
+from .notebooks_command import add_missing, destination
 
-FOLDER = "notebooks"
 FIRST_PORT = 8888
 
 # What keeps JupyterLab's announcements quiet (see the module docstring; JupyterLab 4).
@@ -49,6 +56,8 @@ QUIET_OPTIONS = [
     "--LabApp.news_url=None",  # the server fetches no news feed
     "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",  # nor asks PyPI
 ]
+# The server's own log: warnings and errors only, so the URL stays the last line in view.
+QUIET_LOG = ["--ServerApp.log_level=WARN", "--LabApp.log_level=WARN"]
 QUIET_LABCONFIG = {
     # read by jupyterlab_server from <each JUPYTER_CONFIG_PATH entry>/labconfig/
     "page_config.json": {"disabledExtensions": {ANNOUNCEMENTS_PLUGIN: True}},
@@ -63,10 +72,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dir",
         default=None,
         help=say(
-            f"folder to open (default: a checkout's {FOLDER}/, else your copy of the "
-            "notebooks, ~/tfcourse, made on first use)",
-            f"要打开的文件夹（默认：课程仓库的 {FOLDER}/，否则是你的 notebook 副本 ~/tfcourse，"
-            "第一次运行时创建）",
+            "folder to open, as it is (default: your own copy of the notebooks, ~/tfcourse, "
+            "~/tfcourse-zh for the Chinese edition, or $TFCOURSE_NOTEBOOKS: made on first "
+            "use; later the course's new notebooks are added to it, and none of your files "
+            "is overwritten)",
+            "要打开的文件夹，按原样打开（默认：你自己的 notebook 副本，英文版在 ~/tfcourse，"
+            "中文版在 ~/tfcourse-zh，也可以用 $TFCOURSE_NOTEBOOKS 指定：第一次运行时创建；"
+            "以后课程新增的 notebook 会补充进去，你的文件一个也不会被覆盖）",
         ),
     )
     parser.add_argument(
@@ -74,32 +86,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=installed.LANGUAGES,
         default=None,
         help=say(
-            "the edition your copy is made of (default: TFCOURSE_LANG, else en)",
-            "副本用哪个版本（默认：TFCOURSE_LANG，否则 en）",
+            "the edition to open: which copy, made of which notebooks (default: "
+            "TFCOURSE_LANG, else en)",
+            "打开哪个版本：用哪一份副本、从哪个版本复制（默认：TFCOURSE_LANG，否则 en）",
         ),
     )
     parser.add_argument(
         "jupyter_args",
         nargs="*",
         metavar="-- JUPYTER_ARGS",
-        help="passed to `jupyter lab` (put them after --)",
+        help=say(
+            "passed to `jupyter lab` (put them after --)",
+            "原样传给 `jupyter lab` 的参数（写在 -- 之后）",
+        ),
     )
 
 
 def find_notebooks(explicit: str | None = None, language: str = "en") -> Path | None:
-    """The folder to open: ``explicit`` (None if it is not a folder); else a checkout's
-    ``notebooks/``; else the learner's copy of ``language``'s edition, filled from the
-    installed course (and said so) when it holds no notebook yet. Raises ``OSError`` when
+    """The folder to open: ``explicit`` as it is (None if it is not a folder); else the
+    learner's own copy of ``language``'s edition, into which the course's notebooks it lacks
+    are copied first (all of them on first use), said in one line. The same in a checkout
+    as in an installed wheel: never the course's own ``notebooks/``. Raises ``OSError`` when
     that copy cannot be made."""
     if explicit is not None:
         folder = Path(explicit).expanduser()
         return folder.resolve() if folder.is_dir() else None
-    if installed.course_root() == installed.CHECKOUT:
-        return (installed.CHECKOUT / FOLDER).resolve()
     folder = destination(None, language)
-    if not any(folder.glob("*.ipynb")):  # first use
-        print(report(folder, copy_notebooks(folder, language)), flush=True)
-    return folder.resolve()
+    first = not folder.is_dir() or not any(folder.glob("*.ipynb"))
+    try:
+        added = add_missing(folder, language)
+    except FileNotFoundError:  # this installation has no notebooks: open what is there
+        if first:
+            raise
+        added = []
+    folder = folder.resolve()
+    if added:
+        print(copied(folder, added, first), flush=True)
+    return folder
+
+
+def copied(folder: Path, added: list[str], first: bool) -> str:
+    """The one line that says what ``find_notebooks`` copied into the learner's copy."""
+    if first:
+        return say(
+            f"tfcourse lab: first run: copied the course's {len(added)} notebooks into "
+            f"{folder}, your own copy (your work stays there; updating the course never "
+            "overwrites it)",
+            f"tfcourse lab：第一次运行，已把课程的 {len(added)} 个 notebook 复制到 {folder}，"
+            "这是你自己的副本（你的练习都保存在这里，更新课程时不会覆盖它）",
+        )
+    return say(
+        f"tfcourse lab: the course has new notebooks; added to your copy in {folder}: "
+        + ", ".join(added),
+        f"tfcourse lab：课程新增了 notebook，已复制到你的副本 {folder}：" + "、".join(added),
+    )
 
 
 def first_notebook(folder: Path) -> str | None:
@@ -182,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         folder = find_notebooks(args.dir, args.language or current())
     except OSError as error:
-        print(f"tfcourse lab: {error}", file=sys.stderr)
+        print(say(f"tfcourse lab: {error}", f"tfcourse lab：{error}"), file=sys.stderr)
         return 1
     if folder is None:
         print(
@@ -211,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         extra = extra[1:]
     # The URL printed below must be the one that serves: choose the port and token here
     # (the user's own --port / token win) and stop Jupyter moving to another port.
-    ours = ["--ServerApp.port_retries=0", *QUIET_OPTIONS]
+    ours = ["--ServerApp.port_retries=0", *QUIET_OPTIONS, *QUIET_LOG]
     port = option(extra, "--port", "--ServerApp.port")
     if port is None:
         port = str(free_port())
@@ -239,9 +279,9 @@ def run(args: argparse.Namespace) -> int:
     link = url + (f"?token={token}" if token else "")
     print(
         say(
-            f"tfcourse lab: opening {folder} in JupyterLab (Ctrl+C stops the server)\n"
+            f"tfcourse lab: opening {folder} in JupyterLab (Ctrl+C twice stops the server)\n"
             f"tfcourse lab: open {link}",
-            f"tfcourse lab：正在用 JupyterLab 打开 {folder}（按 Ctrl+C 停止服务器）\n"
+            f"tfcourse lab：正在用 JupyterLab 打开 {folder}（连按两次 Ctrl+C 停止服务器）\n"
             f"tfcourse lab：请打开 {link}",
         ),
         flush=True,

@@ -5,6 +5,10 @@ is never overwritten: where ``DIR/NAME.ipynb`` exists and differs from the cours
 kept and the course's notebook is written beside it as ``NAME.vVERSION.ipynb`` (one line
 says so); an identical one is left as it is. The two editions use the same file names, so
 the Chinese one has a default folder of its own (``~/tfcourse-zh``).
+
+``add_missing`` is what ``tfcourse lab`` does to the learner's copy on every start: it
+copies in the course's notebooks the copy lacks (all of them, the first time) and leaves
+every file there as it is.
 """
 
 from __future__ import annotations
@@ -43,10 +47,9 @@ def beside(target: Path, content: bytes) -> Path:
         number += 1
 
 
-def copy_notebooks(folder: Path, language: str = "en") -> list[Copied]:
-    """Copy the learner notebooks of ``language``'s edition into ``folder`` (created if
-    missing), never replacing a file that differs. Raises ``FileNotFoundError`` when this
-    installation has no notebooks."""
+def course_notebooks(language: str = "en") -> list[Path]:
+    """The installed learner notebooks of ``language``'s edition, in course order. Raises
+    ``FileNotFoundError`` when this installation has none."""
     source = installed.learner_notebooks(language)
     if source is None:
         raise FileNotFoundError(
@@ -56,9 +59,17 @@ def copy_notebooks(folder: Path, language: str = "en") -> list[Copied]:
                 "这个 tfcourse 没有附带 notebook（从课程仓库构建的 wheel 和课程仓库本身都带有）",
             )
         )
+    return sorted(source.glob("*.ipynb"))
+
+
+def copy_notebooks(folder: Path, language: str = "en") -> list[Copied]:
+    """Copy the learner notebooks of ``language``'s edition into ``folder`` (created if
+    missing), never replacing a file that differs. Raises ``FileNotFoundError`` when this
+    installation has no notebooks."""
+    notebooks = course_notebooks(language)
     folder.mkdir(parents=True, exist_ok=True)
     done = []
-    for notebook in sorted(source.glob("*.ipynb")):
+    for notebook in notebooks:
         content = notebook.read_bytes()
         target = folder / notebook.name
         if not target.exists():
@@ -72,6 +83,28 @@ def copy_notebooks(folder: Path, language: str = "en") -> list[Copied]:
                 shutil.copyfile(notebook, copy)
             done.append(Copied(notebook.name, "kept", copy))
     return done
+
+
+def add_missing(folder: Path, language: str = "en") -> list[str]:
+    """Copy into ``folder`` (created if missing) each learner notebook of ``language``'s
+    edition that it lacks, and return their names. A file already there is never written,
+    whatever it holds: it is the learner's. Raises ``FileNotFoundError`` when this
+    installation has no notebooks, ``OSError`` when the folder cannot be written."""
+    notebooks = course_notebooks(language)
+    folder.mkdir(parents=True, exist_ok=True)
+    added = []
+    for notebook in notebooks:
+        target = folder / notebook.name
+        if target.exists():
+            continue
+        content = notebook.read_bytes()
+        try:
+            with open(target, "xb") as copy:  # "x": never over a file made meanwhile
+                copy.write(content)
+        except FileExistsError:
+            continue
+        added.append(notebook.name)
+    return added
 
 
 def report(folder: Path, done: list[Copied]) -> str:
@@ -93,6 +126,18 @@ def report(folder: Path, done: list[Copied]) -> str:
                 )
             )
     return "\n".join(lines)
+
+
+def next_step(folder: Path) -> str:
+    """The line after the copy: the command that opens these notebooks. ``--dir`` is always
+    given: without it ``tfcourse lab`` opens the default copy of the reader's language, which
+    this folder need not be."""
+    where = str(folder)
+    command = f'tfcourse lab --dir "{where}"' if " " in where else f"tfcourse lab --dir {where}"
+    return say(
+        f"Next: `{command}` opens them in JupyterLab.",
+        f"下一步：运行 `{command}`，在 JupyterLab 中打开这些 notebook。",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -133,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         done = copy_notebooks(folder, language)
     except OSError as error:  # no notebooks installed, or the folder cannot be written
-        print(f"tfcourse notebooks: {error}", file=sys.stderr)
+        print(say(f"tfcourse notebooks: {error}", f"tfcourse notebooks：{error}"), file=sys.stderr)
         return 1
     print(report(folder, done))
+    print(next_step(folder))
     return 0

@@ -1,9 +1,14 @@
 """What a learner's screen shows when a check runs in a notebook.
 
-- A failing check shows its verdict (case, what differed, the likely mistake, the hint) in
-  a few lines, without the frames of the course's code: IPython draws an exception through
-  its ``_render_traceback_`` when it has one. ``full_traceback()`` prints the whole
-  traceback of the last failure, and ``TFCOURSE_TRACEBACK=full`` keeps IPython's own.
+- A failing check shows its verdict in a few lines, without the frames of the course's
+  code: IPython draws an exception through its ``_render_traceback_`` when it has one. The
+  check's message (``tfcourse/checks/_harness.py``) gives a short first line (the check,
+  what differed, "check 3 of 6"), then the case, how it differed or what was raised, where
+  the learner's code raised it (added here), ``looks like: <the mistake>`` and a hint.
+  ``full_traceback()`` prints the whole traceback of the last failure, and
+  ``TFCOURSE_TRACEBACK=full`` keeps IPython's own.
+- ``one_line(message)``: a failing check's first line with its diagnosis, where a verdict
+  must fit one line (a table's cell).
 - A cell that stops at an exercise's stub (its ``NotImplementedError``, in a check or in a
   demo that uses the learner's code) prints one line and counts as run, so Run All goes on
   to the plots and widgets below (``install_stub_handler``, called by the notebook's first
@@ -23,6 +28,26 @@ from ..language import say
 
 TRACEBACK_ENV = "TFCOURSE_TRACEBACK"
 _last: list[BaseException] = []  # the last failure, for full_traceback()
+
+# How a failing check's message labels its last lines (tfcourse/checks/_harness.py), in
+# either language: a message is read in whichever it was written in.
+LOOKS_LIKE = ("  looks like: ", "  看起来像是：")
+HINT = ("  hint: ", "  提示：")
+
+
+def one_line(message: str) -> str:
+    """A failing check's first line and, when it names the likely mistake, that diagnosis:
+    ``"LayerNorm: output differs from the reference (check 3 of 6); looks like: ..."``
+    (the whole message's first line when it has no diagnosis)."""
+    lines = message.strip().splitlines()
+    if not lines:
+        return ""
+    for line in lines[1:]:
+        if line.startswith(LOOKS_LIKE[0]):
+            return f"{lines[0]}; {line.strip()}"
+        if line.startswith(LOOKS_LIKE[1]):
+            return f"{lines[0]}；{line.strip()}"
+    return lines[0]
 
 
 def _learners_lines(error: BaseException) -> list[str]:
@@ -51,10 +76,16 @@ def _short(error: BaseException) -> list[str]:
     learner's lines that raised, and where to find the rest."""
     red, plain = "\x1b[0;31m", "\x1b[0m"
     lines = str(error).strip().splitlines() or [""]
+    # The learner's lines follow what was raised, before the diagnosis and the hint.
+    at = next(
+        (i for i, line in enumerate(lines) if i and line.startswith(LOOKS_LIKE + HINT)),
+        len(lines),
+    )
     return [
         f"{red}{type(error).__name__}{plain}: {lines[0]}",
-        *lines[1:],
+        *lines[1:at],
         *_learners_lines(error),
+        *lines[at:],
         say(
             "  (the full traceback: tc.checks.full_traceback())",
             "  （完整的回溯信息：tc.checks.full_traceback()）",

@@ -379,12 +379,11 @@ def check_chinese_font() -> list[Finding]:
                 f"{'、'.join(CJK_FONTS)} 都没有安装：中文版的图中，文字会显示成方框",
             ),
             say(
-                "`pip install mplfonts` in the course's environment (a dependency of "
-                "tfcourse: it ships Noto Sans CJK SC), or a system font (Debian/Ubuntu: "
+                "reinstall the course as the README says (the package ships its font, in "
+                "tfcourse/lab/fonts/), or install a system font (Debian/Ubuntu: "
                 "`sudo apt-get install fonts-noto-cjk`); then restart the kernel",
-                "在课程的环境里执行 `pip install mplfonts`（tfcourse 的依赖，自带 Noto Sans "
-                "CJK SC），或安装系统字体（Debian/Ubuntu：`sudo apt-get install "
-                "fonts-noto-cjk`）；装好后重启内核",
+                "按 README 重新安装课程（软件包自带字体，在 tfcourse/lab/fonts/ 中），或安装"
+                "系统字体（Debian/Ubuntu：`sudo apt-get install fonts-noto-cjk`）；装好后重启内核",
             ),
         )
     ]
@@ -423,7 +422,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--root",
         metavar="FOLDER",
         default=None,
-        help="course folder to check (default: the checkout tfcourse was installed from)",
+        help=say(
+            "course folder to check (default: the checkout tfcourse was installed from)",
+            "要检查的课程文件夹（默认：安装 tfcourse 时所用的课程仓库）",
+        ),
     )
 
 

@@ -287,7 +287,7 @@ def check_widget_frontend() -> list[Finding]:
 
 def notebook_versions(folder: Path) -> dict[str, str | None]:
     """``{notebook name: metadata.tfcourse.version}`` for the notebooks in ``folder``."""
-    versions = {}
+    versions: dict[str, str | None] = {}
     for path in sorted(folder.glob("*.ipynb")):
         try:
             meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..course import notebook_format
 from ..files import replaced_atomically
+from ..language import say
 from .secret import load_secret
 
 NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]*")  # also keeps the name safe in a shell script
@@ -192,9 +193,12 @@ def course_notebook(solutions: Path, name: str) -> Path:
     stem = name.removesuffix(".ipynb")
     names = sorted(p.stem for p in solutions.glob("*.ipynb") if p.is_file())
     if not NAME.fullmatch(stem) or stem not in names:
+        shown, listed = notebook_format.shown(solutions), ", ".join(names)
         raise ValueError(
-            f"{name!r} is not one of the course's notebooks (in "
-            f"{notebook_format.shown(solutions)}: {', '.join(names) or 'none'})"
+            say(
+                f"{name!r} is not one of the course's notebooks (in {shown}: {listed or 'none'})",
+                f"{name!r} 不是课程中的 notebook（{shown} 里有：{listed or '无'}）",
+            )
         )
     return solutions / f"{stem}.ipynb"
 
@@ -203,9 +207,12 @@ def _package_files(root: Path) -> list[tuple[str, Path]]:
     """(name in the zip, file) for the package source: what `pip install` needs to build it."""
     missing = [name for name in (*PACKAGE_FILES, "tfcourse") if not (root / name).exists()]
     if missing:
+        shown, listed = notebook_format.shown(root), ", ".join(missing)
         raise ValueError(
-            f"{notebook_format.shown(root)} is not a tfcourse checkout: "
-            f"{', '.join(missing)} missing"
+            say(
+                f"{shown} is not a tfcourse checkout: {listed} missing",
+                f"{shown} 不是 tfcourse 的代码仓库：缺少 {listed}",
+            )
         )
     files = [(name, root / name) for name in PACKAGE_FILES]
     for path in sorted((root / "tfcourse").rglob("*")):
@@ -263,25 +270,39 @@ def _add(bundle: zipfile.ZipFile, entry: str, data: bytes, mode: int) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "notebook", metavar="NOTEBOOK", help="the course notebook to grade, by name (e.g. 03_norms)"
+        "notebook",
+        metavar="NOTEBOOK",
+        help=say(
+            "the course notebook to grade, by name (e.g. 03_norms)",
+            "要评分的课程 notebook 的名字（例如 03_norms）",
+        ),
     )
     parser.add_argument(
         "--out",
         metavar="FILE.zip",
-        help="where to write the zip (default: NOTEBOOK-autograder.zip here)",
+        help=say(
+            "where to write the zip (default: NOTEBOOK-autograder.zip here)",
+            "zip 包写到哪里（默认：当前目录下的 NOTEBOOK-autograder.zip）",
+        ),
     )
     parser.add_argument(
         "--timeout",
         type=float,
         default=120,
         metavar="SECONDS",
-        help="per-cell time limit on Gradescope (default: 120)",
+        help=say(
+            "per-cell time limit on Gradescope (default: 120)",
+            "在 Gradescope 上每个单元格的时间上限（默认：120）",
+        ),
     )
     parser.add_argument(
         "--unsealed",
         action="store_true",
-        help="grade without the sandbox where bubblewrap cannot run on "
-        "Gradescope (every test then says UNSEALED)",
+        help=say(
+            "grade without the sandbox where bubblewrap cannot run on "
+            "Gradescope (every test then says UNSEALED)",
+            "Gradescope 上无法运行 bubblewrap 时不用沙箱评分（此时每项测试都会注明 UNSEALED）",
+        ),
     )
 
 
@@ -291,11 +312,26 @@ def run(args: argparse.Namespace) -> int:
     try:
         solution = course_notebook(root / "solutions", args.notebook)
         if not (math.isfinite(args.timeout) and args.timeout > 0):
-            raise ValueError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}")
+            raise ValueError(
+                say(
+                    f"--timeout must be a number of seconds > 0, got {args.timeout:g}",
+                    f"--timeout 必须是大于 0 的秒数，实际是 {args.timeout:g}",
+                )
+            )
         if out.is_dir():
-            raise ValueError(f"--out {out}: is a folder; name a file")
+            raise ValueError(
+                say(
+                    f"--out {out}: is a folder; name a file",
+                    f"--out {out}：这是文件夹，请给出文件名",
+                )
+            )
         if not out.parent.resolve().is_dir():
-            raise ValueError(f"--out {out}: the folder {out.parent} does not exist")
+            raise ValueError(
+                say(
+                    f"--out {out}: the folder {out.parent} does not exist",
+                    f"--out {out}：文件夹 {out.parent} 不存在",
+                )
+            )
         build_bundle(
             root,
             solution.stem,
@@ -305,10 +341,15 @@ def run(args: argparse.Namespace) -> int:
             unsealed=args.unsealed,
         )
     except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(say(f"error: {error}", f"错误：{error}"), file=sys.stderr)
         return 2
+    shown = notebook_format.shown(out)
     print(
-        f"wrote {notebook_format.shown(out)}: upload it as the autograder of a Gradescope "
-        f"programming assignment for {solution.stem} (see docs/grading.md)"
+        say(
+            f"wrote {shown}: upload it as the autograder of a Gradescope "
+            f"programming assignment for {solution.stem} (see docs/grading.md)",
+            f"已写入 {shown}：把它上传为 Gradescope 编程作业 {solution.stem} 的自动评分器"
+            f"（见 docs/grading.md）",
+        )
     )
     return 0

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..course import notebook_format
+from ..course.screen import one_line
 from ..language import pad, say, text_width
 from . import notebook
 from .records import NotebookGrade
@@ -54,7 +55,7 @@ def _rows(name: str, exercises: list[str], graded: NotebookGrade | None) -> list
         return [Row(name, exercise, "error", graded.error) for exercise in exercises]
     rows = []
     for result in graded.exercises:
-        first = (result.got or "").strip().splitlines()[0] if result.got.strip() else ""
+        first = one_line(result.got or "")
         if result.passed:
             rows.append(Row(name, result.name, "passed"))
         elif "NotImplementedError" in first:
@@ -116,6 +117,19 @@ def _status(row: Row) -> str:
     return f"{words}: {row.detail}" if row.detail else words
 
 
+def _clip(text: str, width: int) -> str:
+    """``text``, cut to ``width`` columns with "…" when longer (a Chinese character takes two)."""
+    if text_width(text) <= width:
+        return text
+    kept, used = "", 0
+    for character in text:
+        used += text_width(character)
+        if used > width - 1:
+            break
+        kept += character
+    return kept + "…"
+
+
 def table(rows: list[Row], *, width: int = 160) -> str:
     """The rows as an aligned table (each notebook named once), then a count of each status."""
     header = (say("notebook", "notebook"), say("exercise", "练习"), say("status", "状态"))
@@ -128,7 +142,7 @@ def table(rows: list[Row], *, width: int = 160) -> str:
     out = []
     for line in lines:
         text = "  ".join([pad(line[0], widths[0]), pad(line[1], widths[1]), line[2]])
-        out.append(text if text_width(text) <= width else text[: width - 1] + "…")
+        out.append(_clip(text, width))
     counts = Counter(row.status for row in rows)
     out.append(
         say(

@@ -60,12 +60,12 @@ class Verdict:
         """ "holds" when the margin clears the threshold by more than the noise, "does not
         hold" when it misses it by more than the noise, "inconclusive" otherwise."""
         if self.count < 2 or not math.isfinite(self.noise):
-            return say("inconclusive (too few cases)", "无法判断（样本太少）")
+            return say("inconclusive (too few cases)", "无法判定（样本太少）")
         if self.margin - self.threshold > self.noise:
             return say("holds", "成立")
         if self.threshold - self.margin > self.noise:
             return say("does not hold", "不成立")
-        return say("inconclusive", "无法判断")
+        return say("inconclusive", "无法判定")
 
     def __str__(self) -> str:
         return say(
@@ -423,6 +423,18 @@ def copied_share(sample: str, train_text: str, span: int = 30) -> float:
         if sample[i : i + span] in train_text:
             covered[i : i + span] = [True] * span
     return sum(covered) / len(sample)
+
+
+SAMPLE_TESTS_ZH = {
+    "real words": "真实单词",
+    "unmatched brackets": "未配对的括号",
+    "copied from training": "照抄训练文本",
+}
+
+
+def label(test: str) -> str:
+    """The name of one of ``sample_scores``' yardsticks, in the reader's language."""
+    return say(test, SAMPLE_TESTS_ZH.get(test, test))
 
 
 def sample_scores(sample: str, train_text: str, known: set[str]) -> dict[str, float]:

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from ..language import say
+from .figure_text import png_metadata
 
 # Values below this are drawn at this height on a log axis (a log axis cannot show 0).
 LOG_FLOOR = 1e-12
@@ -41,7 +42,7 @@ def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
     if not isinstance(fig, Figure):
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight", metadata=png_metadata(fig))
     return buffer.getvalue()
 
 

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..language import say
 from ..nn import validate
 from ..nn.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 from .timing import compare_times, peak_cuda_bytes, synchronize, tensor_bytes
@@ -273,7 +274,7 @@ def autocast_op_dtypes(device, dtype: torch.dtype | None = None) -> dict[str, to
     a ``(4, 8)`` input, float32 or already in ``dtype`` (as a previous autocast op's
     output would be). ``dtype`` defaults to ``autocast_dtype(device)``.
 
-    Returns ``{"op (input dtype)": output dtype}``.
+    Returns ``{"F.op (input dtype)": output dtype}``.
     """
     device = torch.device(device)
     dtype = autocast_dtype(device) if dtype is None else dtype
@@ -286,11 +287,11 @@ def autocast_op_dtypes(device, dtype: torch.dtype | None = None) -> dict[str, to
     target = torch.zeros(4, dtype=torch.long, device=device)
     with torch.autocast(device_type=device.type, dtype=dtype):
         outputs = {
-            "linear (float32)": F.linear(x32, weight),
-            f"softmax ({low})": F.softmax(x_low, dim=-1),
-            f"layer_norm ({low})": F.layer_norm(x_low, (8,)),
-            f"cross_entropy ({low})": F.cross_entropy(x_low, target),
-            "softmax (float32)": F.softmax(x32, dim=-1),
+            "F.linear (float32)": F.linear(x32, weight),
+            f"F.softmax ({low})": F.softmax(x_low, dim=-1),
+            f"F.layer_norm ({low})": F.layer_norm(x_low, (8,)),
+            f"F.cross_entropy ({low})": F.cross_entropy(x_low, target),
+            "F.softmax (float32)": F.softmax(x32, dim=-1),
         }
     return {name: out.dtype for name, out in outputs.items()}
 
@@ -528,7 +529,13 @@ def try_compile(
     code after it runs either way.
     """
     if not hasattr(torch, "compile"):
-        return CompileResult(module, False, f"torch {torch.__version__} has no torch.compile", None)
+        version = torch.__version__
+        return CompileResult(
+            module,
+            False,
+            say(f"torch {version} has no torch.compile", f"torch {version} 没有 torch.compile"),
+            None,
+        )
     try:
         compiled = torch.compile(module, backend=backend)
         synchronize(example.device)
@@ -537,7 +544,10 @@ def try_compile(
             compiled(example)
         synchronize(example.device)
         return CompileResult(
-            compiled, True, f"compiled with backend={backend!r}", time.perf_counter() - start
+            compiled,
+            True,
+            say(f"compiled with backend={backend!r}", f"已用后端 backend={backend!r} 编译"),
+            time.perf_counter() - start,
         )
     except Exception as error:  # noqa: BLE001 - any compiler failure means: run eagerly instead
         message = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""

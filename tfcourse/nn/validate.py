@@ -19,15 +19,25 @@ from collections.abc import Iterable
 
 import torch
 
+from ..language import say
+
 
 class _Depth(threading.local):
     """How many ``inputs_checked()`` blocks are active, per thread.
 
     Per thread so that one thread running a GPT does not switch off the checks
     of a learner's layer called in another thread.
+
+    ``value`` is set in ``__init__`` (which ``threading.local`` runs again in every
+    thread that touches the object), not as a class attribute: with a class default,
+    the instance's ``__dict__`` lacks ``value`` until the first ``inputs_checked()``
+    block writes it, and ``torch.compile``, tracing a layer before any eager call,
+    guards on that absence, then finds it broken by the frame's own write ("Guard
+    failed on the same frame it was created").
     """
 
-    value = 0
+    def __init__(self) -> None:
+        self.value = 0
 
 
 _depth = _Depth()
@@ -63,26 +73,55 @@ class inputs_checked:
 def positive_int(name: str, value) -> int:
     """Return ``value`` if it is an int > 0, else raise naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+        raise TypeError(
+            say(
+                f"{name} must be an int, got {type(value).__name__} ({value!r})",
+                f"{name} 必须是 int，实际是 {type(value).__name__}（{value!r}）",
+            )
+        )
     if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
+        raise ValueError(
+            say(
+                f"{name} must be a positive int, got {value}",
+                f"{name} 必须是正整数，实际是 {value}",
+            )
+        )
     return value
 
 
 def probability(name: str, value) -> float:
     """Return ``value`` if it is a number in [0, 1), else raise naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a float in [0, 1), got {type(value).__name__}")
+        raise TypeError(
+            say(
+                f"{name} must be a float in [0, 1), got {type(value).__name__}",
+                f"{name} 必须是 [0, 1) 中的 float，实际是 {type(value).__name__}",
+            )
+        )
     if not 0.0 <= value < 1.0:
-        raise ValueError(f"{name} must be in [0, 1), got {value}")
+        raise ValueError(
+            say(
+                f"{name} must be in [0, 1), got {value}", f"{name} 必须在 [0, 1) 中，实际是 {value}"
+            )
+        )
     return float(value)
 
 
 def positive_float(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a positive float, got {type(value).__name__}")
+        raise TypeError(
+            say(
+                f"{name} must be a positive float, got {type(value).__name__}",
+                f"{name} 必须是正的 float，实际是 {type(value).__name__}",
+            )
+        )
     if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        raise ValueError(
+            say(
+                f"{name} must be a finite number > 0, got {value}",
+                f"{name} 必须是大于 0 的有限数，实际是 {value}",
+            )
+        )
     return float(value)
 
 
@@ -90,7 +129,13 @@ def choice(name: str, value, choices: Iterable[str]) -> str:
     """Return ``value`` if it is one of ``choices``, else raise listing them."""
     choices = tuple(choices)
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+        listed = ", ".join(map(repr, choices))
+        raise ValueError(
+            say(
+                f"{name} must be one of {listed}; got {value!r}",
+                f"{name} 必须是 {listed} 之一；实际是 {value!r}",
+            )
+        )
     return value
 
 
@@ -99,18 +144,31 @@ def divisible(d_model: int, n_heads: int) -> int:
     positive_int("d_model", d_model)
     positive_int("n_heads", n_heads)
     if d_model % n_heads:
+        got = f"d_model={d_model}, n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})"
         raise ValueError(
-            f"d_model must be divisible by n_heads, got d_model={d_model}, n_heads={n_heads} "
-            f"(d_model % n_heads = {d_model % n_heads})"
+            say(
+                f"d_model must be divisible by n_heads, got {got}",
+                f"d_model 必须能被 n_heads 整除，实际是 {got}",
+            )
         )
     return d_model // n_heads
 
 
 def floating_tensor(name: str, x) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        raise TypeError(
+            say(
+                f"{name} must be a torch.Tensor, got {type(x).__name__}",
+                f"{name} 必须是 torch.Tensor，实际是 {type(x).__name__}",
+            )
+        )
     if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+        raise TypeError(
+            say(
+                f"{name} must be a floating-point tensor, got dtype {x.dtype}",
+                f"{name} 必须是浮点张量，实际的 dtype 是 {x.dtype}",
+            )
+        )
     return x
 
 
@@ -119,7 +177,10 @@ def activations(x, d_model: int, name: str = "x") -> torch.Tensor:
     floating_tensor(name, x)
     if x.dim() != 3 or x.shape[-1] != d_model:
         raise ValueError(
-            f"{name} must have shape (batch, seq, d_model={d_model}), got {tuple(x.shape)}"
+            say(
+                f"{name} must have shape (batch, seq, d_model={d_model}), got {tuple(x.shape)}",
+                f"{name} 的形状必须是 (batch, seq, d_model={d_model})，实际是 {tuple(x.shape)}",
+            )
         )
     return x
 
@@ -128,15 +189,24 @@ def last_dim(x, d_model: int, name: str = "x") -> torch.Tensor:
     """Check that ``x`` is a float tensor of shape ``(..., d_model)``."""
     floating_tensor(name, x)
     if x.dim() == 0 or x.shape[-1] != d_model:
-        raise ValueError(f"{name} must have shape (..., {d_model}), got {tuple(x.shape)}")
+        raise ValueError(
+            say(
+                f"{name} must have shape (..., {d_model}), got {tuple(x.shape)}",
+                f"{name} 的形状必须是 (..., {d_model})，实际是 {tuple(x.shape)}",
+            )
+        )
     return x
 
 
 def seq_len(T: int, max_seq_len: int) -> int:
     if max_seq_len < T:
         raise ValueError(
-            f"sequence length {T} exceeds max_seq_len={max_seq_len}; "
-            f"crop the input or build the module with a larger max_seq_len"
+            say(
+                f"sequence length {T} exceeds max_seq_len={max_seq_len}; "
+                f"crop the input or build the module with a larger max_seq_len",
+                f"序列长度 {T} 超过了 max_seq_len={max_seq_len}；"
+                f"请截短输入，或用更大的 max_seq_len 构建模块",
+            )
         )
     return T
 
@@ -144,12 +214,26 @@ def seq_len(T: int, max_seq_len: int) -> int:
 def attention_mask(mask, batch: int, T: int, name: str = "attn_mask") -> torch.Tensor:
     """Check a boolean mask of shape ``(T, T)`` or ``(batch, 1, T, T)``; True = may attend."""
     if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
+        raise TypeError(
+            say(
+                f"{name} must be a torch.Tensor, got {type(mask).__name__}",
+                f"{name} 必须是 torch.Tensor，实际是 {type(mask).__name__}",
+            )
+        )
     if mask.dtype != torch.bool:
-        raise TypeError(f"{name} must be a bool tensor (True = may attend), got dtype {mask.dtype}")
+        raise TypeError(
+            say(
+                f"{name} must be a bool tensor (True = may attend), got dtype {mask.dtype}",
+                f"{name} 必须是 bool 张量（True 表示可以关注），实际的 dtype 是 {mask.dtype}",
+            )
+        )
     if tuple(mask.shape) not in {(T, T), (batch, 1, T, T), (1, 1, T, T)}:
+        shapes, got = f"({T}, {T}) or ({batch}, 1, {T}, {T})", tuple(mask.shape)
         raise ValueError(
-            f"{name} must have shape ({T}, {T}) or ({batch}, 1, {T}, {T}), got {tuple(mask.shape)}"
+            say(
+                f"{name} must have shape {shapes}, got {got}",
+                f"{name} 的形状必须是 {shapes.replace(' or ', ' 或 ')}，实际是 {got}",
+            )
         )
     return mask
 
@@ -161,8 +245,11 @@ def mask_with_cache(mask, batch: int, T: int, past: int, name: str = "attn_mask"
     if past:
         # A (T, T) mask cannot describe the past keys; padding must be handled before caching.
         raise ValueError(
-            f"{name} must be None once the KV cache holds past tokens "
-            f"(it holds {past}); got an {name}"
+            say(
+                f"{name} must be None once the KV cache holds past tokens "
+                f"(it holds {past}); got an {name}",
+                f"KV 缓存里已有之前的词元（{past} 个）时，{name} 必须是 None；实际给了 {name}",
+            )
         )
     return attention_mask(mask, batch, T, name)
 
@@ -176,11 +263,26 @@ def token_ids(idx, vocab_size: int, max_seq_len: int | None = None, name: str = 
     (``torch._assert_async``) and an out-of-range id raises at the next synchronisation.
     """
     if not isinstance(idx, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
+        raise TypeError(
+            say(
+                f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}",
+                f"{name} 必须是存放词元 id 的 torch.Tensor，实际是 {type(idx).__name__}",
+            )
+        )
     if idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer token ids (torch.long), got dtype {idx.dtype}")
+        raise TypeError(
+            say(
+                f"{name} must hold integer token ids (torch.long), got dtype {idx.dtype}",
+                f"{name} 必须存放整数词元 id（torch.long），实际的 dtype 是 {idx.dtype}",
+            )
+        )
     if idx.dim() != 2:
-        raise ValueError(f"{name} must have shape (batch, seq), got {tuple(idx.shape)}")
+        raise ValueError(
+            say(
+                f"{name} must have shape (batch, seq), got {tuple(idx.shape)}",
+                f"{name} 的形状必须是 (batch, seq)，实际是 {tuple(idx.shape)}",
+            )
+        )
     if idx.numel() and idx.device.type != "cpu":
         torch._assert_async(
             ((idx >= 0) & (idx < vocab_size)).all(),
@@ -189,8 +291,12 @@ def token_ids(idx, vocab_size: int, max_seq_len: int | None = None, name: str = 
     elif idx.numel():
         low, high = int(idx.min()), int(idx.max())
         if low < 0 or high >= vocab_size:
+            bounds, got = f"[0, vocab_size={vocab_size})", f"[{low}, {high}]"
             raise ValueError(
-                f"{name} must be in [0, vocab_size={vocab_size}), got values in [{low}, {high}]"
+                say(
+                    f"{name} must be in {bounds}, got values in {got}",
+                    f"{name} 必须在 {bounds} 中，实际取值范围是 {got}",
+                )
             )
     if max_seq_len is not None:
         seq_len(idx.shape[1], max_seq_len)

@@ -18,6 +18,7 @@ import inspect
 import re
 import warnings
 
+from ..language import say
 from ..nn import validate
 
 CORPUS_SOURCE = (
@@ -25,6 +26,16 @@ CORPUS_SOURCE = (
     "(pydoc_data.topics) and standard-library docstrings"
 )
 CORPUS_LICENCE = "Python Software Foundation License (PSF-2.0), shipped with CPython"
+
+
+def describe_source() -> str:
+    """Where the capstone's text comes from and its licence, two lines in the reader's language."""
+    return say(
+        f"{CORPUS_SOURCE}\nlicence: {CORPUS_LICENCE}",
+        "Python 自带的文档：参考手册的各个主题（pydoc_data.topics）和标准库的 docstring\n"
+        "许可证：Python 软件基金会许可证（PSF-2.0），随 CPython 一同发布",
+    )
+
 
 # Fixed, sorted list: the text changes only with the Python version, never with
 # what else happens to be installed or imported.

@@ -26,6 +26,7 @@ import os
 
 import torch
 
+from ..language import say
 from ..nn import validate
 from .corpus import STDLIB_MODULES, capstone_text, stdlib_docstrings  # noqa: F401 - re-exported
 
@@ -91,9 +92,14 @@ class MarkovChain:
         need, have = self.table_bytes(vocab_size), _physical_memory_bytes()
         if have is not None and need > have:
             raise ValueError(
-                f"a Markov chain over vocab_size={vocab_size} tokens builds (V, V) float64 "
-                f"tables of about {need / 2**30:,.0f} GiB, more than this machine's "
-                f"{have / 2**30:,.0f} GiB of memory; use a smaller vocab_size"
+                say(
+                    f"a Markov chain over vocab_size={vocab_size} tokens builds (V, V) float64 "
+                    f"tables of about {need / 2**30:,.0f} GiB, more than this machine's "
+                    f"{have / 2**30:,.0f} GiB of memory; use a smaller vocab_size",
+                    f"vocab_size={vocab_size} 个词元的马尔可夫链要建 (V, V) 的 float64 表，"
+                    f"大约 {need / 2**30:,.0f} GiB，超过了这台机器 {have / 2**30:,.0f} GiB "
+                    f"的内存；请用更小的 vocab_size",
+                )
             )
         self.vocab_size = vocab_size
         self.n_successors = n_successors
@@ -259,7 +265,12 @@ class CopyTask:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         _check_batch_args(batch_size, seq_len, generator, split)
         if seq_len < 3:
-            raise ValueError(f"the copy task needs seq_len >= 3, got {seq_len}")
+            raise ValueError(
+                say(
+                    f"the copy task needs seq_len >= 3, got {seq_len}",
+                    f"复制任务要求 seq_len >= 3，实际是 {seq_len}",
+                )
+            )
         n = (seq_len + 1) // 2  # 2n + 1 >= seq_len + 1 tokens: enough for x and y
         symbols = torch.randint(0, self.n_symbols, (batch_size, n), generator=generator)
         sep = torch.full((batch_size, 1), self.separator, dtype=torch.long)
@@ -352,7 +363,11 @@ def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1, block: int 
     train = [b for i, b in enumerate(blocks) if i % every != every - 1]
     if not val:
         raise ValueError(
-            f"{len(tokens)} tokens make fewer than {every} blocks of {block}: nothing left for val"
+            say(
+                f"{len(tokens)} tokens make fewer than {every} blocks of {block}: "
+                f"nothing left for val",
+                f"{len(tokens)} 个词元切不出 {every} 个长为 {block} 的块：没有留给验证集的部分",
+            )
         )
     return torch.cat(train), torch.cat(val)
 
@@ -404,8 +419,12 @@ class TextDataset:
         data = self.train if split == "train" else self.val
         if len(data) < seq_len + 1:
             raise ValueError(
-                f"the {split} split has {len(data)} tokens, fewer than seq_len + 1 = "
-                f"{seq_len + 1}; use a shorter seq_len or more text"
+                say(
+                    f"the {split} split has {len(data)} tokens, fewer than seq_len + 1 = "
+                    f"{seq_len + 1}; use a shorter seq_len or more text",
+                    f"{split} 划分只有 {len(data)} 个词元，少于 seq_len + 1 = {seq_len + 1}；"
+                    f"请用更短的 seq_len 或更多的文本",
+                )
             )
         starts = torch.randint(0, len(data) - seq_len, (batch_size,), generator=generator)
         offsets = torch.arange(seq_len + 1)

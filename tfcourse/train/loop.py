@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..language import current, say
 from ..nn import validate
 from . import memo
 from .checkpoint import CHECKPOINT_FORMAT
@@ -174,7 +175,13 @@ class TrainConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
         if self.warmup_steps > self.steps:
-            raise ValueError(f"warmup_steps ({self.warmup_steps}) must be <= steps ({self.steps})")
+            raise ValueError(
+                say(
+                    f"warmup_steps ({self.warmup_steps}) must be <= steps ({self.steps})",
+                    f"预热步数 warmup_steps（{self.warmup_steps}）不能超过总步数 steps"
+                    f"（{self.steps}）",
+                )
+            )
         validate.positive_float("max_lr", self.max_lr)
         if self.min_lr is not None and not 0 <= self.min_lr <= self.max_lr:
             raise ValueError(f"min_lr must be in [0, max_lr={self.max_lr}], got {self.min_lr}")
@@ -249,21 +256,37 @@ class _Progress:
             except ImportError:
                 return
             self.bar = tqdm(
-                total=total, initial=initial, desc="train", dynamic_ncols=True, file=sys.stderr
+                total=total,
+                initial=initial,
+                desc=say("train", "训练"),
+                dynamic_ncols=True,
+                file=sys.stderr,
+                # tqdm's own layout, with a full-width colon after a Chinese description
+                bar_format="{desc}：{percentage:3.0f}%|{bar}{r_bar}" if current() == "zh" else None,
             )
 
     def update(self, step: int, loss: float, lr: float, val_loss: float | None):
         if not self.enabled:
             return
         if self.bar is not None:
-            info = {"loss": f"{loss:.4f}", "lr": f"{lr:.2e}"}
+            info = {say("loss", "损失"): f"{loss:.4f}", say("lr", "学习率"): f"{lr:.2e}"}
             if val_loss is not None:
-                info["val"] = f"{val_loss:.4f}"
+                info[say("val", "验证损失")] = f"{val_loss:.4f}"
             self.bar.set_postfix(info, refresh=False)
             self.bar.update(1)
         elif (step + 1) % self.every == 0 or step + 1 == self.total:
-            val = f"  val {val_loss:.4f}" if val_loss is not None else ""
-            print(f"step {step + 1:>6}/{self.total}  loss {loss:.4f}  lr {lr:.2e}{val}", flush=True)
+            print(
+                say(
+                    f"step {step + 1:>6}/{self.total}  loss {loss:.4f}  lr {lr:.2e}",
+                    f"第 {step + 1:>6}/{self.total} 步  损失 {loss:.4f}  学习率 {lr:.2e}",
+                )
+                + (
+                    say(f"  val {val_loss:.4f}", f"  验证损失 {val_loss:.4f}")
+                    if val_loss is not None
+                    else ""
+                ),
+                flush=True,
+            )
 
     def close(self):
         if self.bar is not None:

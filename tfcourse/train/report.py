@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from ..lab.language import real_word_fraction, vocabulary
-from ..language import say
+from ..language import current, say
 from ..nn.config import GPTConfig
 from .data import CopyTask, MarkovChain, TextDataset
 from .loop import History, TrainConfig, held_out_loss
@@ -18,6 +18,15 @@ def opening_line(dataset_name: str, dataset, model, model_config: GPTConfig, env
     """The data (with its loss floor, where known), the model's size and norm placement, the
     device, and under torchrun the processes."""
     floor = getattr(dataset, "loss_floor", None)
+    if current() == "zh":
+        return (
+            f"tfcourse train：{dataset_name} 数据（词表 {dataset.vocab_size}"
+            + (f"，损失下限 {floor:.4f} 奈特" if floor is not None else "")
+            + "），"
+            f"{model.num_params():,} 个参数，{model_config.n_layers} 层，"
+            f"{'Pre' if model_config.pre_ln else 'Post'}-LN，设备 {env.device}"
+            + (f"，{env.world_size} 个进程（{env.backend}）" if env.enabled else "")
+        )
     return (
         f"tfcourse train: {dataset_name} data (vocab {dataset.vocab_size}"
         + (f", loss floor {floor:.4f} nats" if floor is not None else "")
@@ -41,11 +50,16 @@ def summary_lines(
     """The losses at ``step`` (train: the mean of the last ten; val, when measured there; the
     floor) and the speed of the ``step - first_step`` steps this invocation trained."""
     tail = history.loss[-10:]
-    line = f"step {step}: train loss {sum(tail) / len(tail):.4f} (mean of last {len(tail)})"
+    line = say(
+        f"step {step}: train loss {sum(tail) / len(tail):.4f} (mean of last {len(tail)})",
+        f"第 {step} 步：训练损失 {sum(tail) / len(tail):.4f}（最近 {len(tail)} 步的平均）",
+    )
     if history.val_loss and history.val_step[-1] == step:
-        line += f", val loss {history.val_loss[-1]:.4f}"
+        line += say(
+            f", val loss {history.val_loss[-1]:.4f}", f"，验证损失 {history.val_loss[-1]:.4f}"
+        )
     if floor is not None:
-        line += f", floor {floor:.4f}"
+        line += say(f", floor {floor:.4f}", f"，下限 {floor:.4f}")
     tokens = (step - first_step) * train_config.batch_size * train_config.seq_len
     return [
         line,
@@ -94,17 +108,27 @@ def report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: int
         copied = model.generate(x[:, : n + 1].to(device), n - 1, temperature=0).cpu()[:, n + 1 :]
         accuracy = (copied == x[:, : n - 1]).double().mean()
         print(
-            f"copy task, greedy decoding: {accuracy:.1%} of {copied.numel()} symbols copied right"
+            say(
+                f"copy task, greedy decoding: {accuracy:.1%} of {copied.numel()} symbols "
+                f"copied right",
+                f"复制任务，贪心解码：{copied.numel()} 个符号中复制正确的占 {accuracy:.1%}",
+            )
         )
         return
     x, _ = dataset.batch(4, 1, generator=generator)
     n_tokens = min(n_tokens, model.config.max_seq_len - 1)
     out = model.generate(x.to(device), n_tokens, generator=generator).cpu()
-    print(f"sample (first row): {out[0, :24].tolist()}")
+    print(say("sample (first row): ", "采样（第一行）：") + f"{out[0, :24].tolist()}")
     if isinstance(dataset, MarkovChain):
+        nll, impossible = dataset.transition_nll(out), dataset.impossible_fraction(out)
         print(
-            f"generated {n_tokens} tokens x 4: -log P under the true chain "
-            f"{dataset.transition_nll(out):.4f} nats/token (entropy rate "
-            f"{dataset.entropy_rate:.4f}); impossible transitions "
-            f"{dataset.impossible_fraction(out):.1%}"
+            say(
+                f"generated {n_tokens} tokens x 4: -log P under the true chain "
+                f"{nll:.4f} nats/token (entropy rate "
+                f"{dataset.entropy_rate:.4f}); impossible transitions "
+                f"{impossible:.1%}",
+                f"生成了 4 行、每行 {n_tokens} 个词元：在真实的马尔可夫链下 -log P 为 "
+                f"{nll:.4f} 奈特/词元（熵率 {dataset.entropy_rate:.4f}）；"
+                f"不可能出现的转移占 {impossible:.1%}",
+            )
         )

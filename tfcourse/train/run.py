@@ -143,7 +143,13 @@ def _trainer(args, env: Distributed, plan: _Plan, model_config: GPTConfig, datas
     torch.manual_seed(train_config.seed + 1 + env.rank)  # dropout: each rank its own stream
     if plan.state is not None:
         preflight.restore(plan.path, lambda: trainer.load_state_dict(plan.state))
-        log(f"resuming from {plan.path} at step {plan.state['step']}")
+        step = plan.state["step"]
+        log(
+            say(
+                f"resuming from {plan.path} at step {step}",
+                f"从 {plan.path} 的第 {step} 步继续训练",
+            )
+        )
     return model, trainer
 
 
@@ -211,12 +217,17 @@ def run_training(args, env: Distributed, signals: interrupt.Signals) -> int:
             )
         return 128 + stopped
     if checkpoint_path:
-        log(f"saved {checkpoint_path} at step {trainer.step}")
+        log(
+            say(
+                f"saved {checkpoint_path} at step {trainer.step}",
+                f"已保存第 {trainer.step} 步的检查点：{checkpoint_path}",
+            )
+        )
     if history.diverged:
         log(
             say(
                 f"diverged at step {trainer.step}: loss {history.loss[-1]}",
-                f"训练在第 {trainer.step} 步发散：loss {history.loss[-1]}",
+                f"训练在第 {trainer.step} 步发散：损失为 {history.loss[-1]}",
             )
         )
         return 1
@@ -228,8 +239,12 @@ def run_training(args, env: Distributed, signals: interrupt.Signals) -> int:
     if env.enabled:
         diff = params_in_sync(trainer.module)
         log(
-            f"ranks in sync: max |parameter difference| across {env.world_size} processes "
-            f"= {diff:.3g}"
+            say(
+                f"ranks in sync: max |parameter difference| across {env.world_size} processes "
+                f"= {diff:.3g}",
+                f"各进程的模型副本保持一致：{env.world_size} 个进程之间参数的最大差值 "
+                f"|Δ| = {diff:.3g}",
+            )
         )
     if main and args.sample and trainer.step == train_config.steps:
         report.report_sample(
