@@ -43,11 +43,14 @@ setup: $(STAMP)
 # Bytecode is compiled at install (pip's default, not uv's), and the package's own too: a
 # process that may not write it (PYTHONDONTWRITEBYTECODE=1, or the grader's workers, which see
 # the environment read-only) would otherwise compile every module it imports, every time.
+# The setup's own line, in the reader's language (TFCOURSE_LANG=zh, as the package's).
+NO_SANDBOX = $(if $(filter zh%,$(TFCOURSE_LANG)),make setup：没有评分沙箱：需要隔离运行学员代码的测试将被跳过,make setup: no grading sandbox: the tests that seal workers will be skipped)
+
 # The grading sandbox (bubblewrap, libseccomp), where the machine lets setup install it (root,
 # or sudo without a password); else the tests that seal workers are skipped, saying so.
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	command -v bwrap >/dev/null 2>&1 || bash scripts/apt_install.sh bubblewrap libseccomp2 || \
-	  echo "make setup: no grading sandbox: the tests that seal workers will be skipped" >&2
+	  echo "$(NO_SANDBOX)" >&2
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) scripts/install_torch.py --python $(PY) --torch "$(TORCH)" $(if $(TORCH_INDEX),--index "$(TORCH_INDEX)") $(if $(TORCH_FIND_LINKS),--find-links "$(TORCH_FIND_LINKS)")

@@ -15,6 +15,8 @@ import tempfile
 import pytest
 import torch
 
+from tfcourse import language
+
 # Hugging Face models in the tests are built from configs with random weights;
 # nothing may be downloaded, so make any accidental hub access fail fast.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -95,6 +97,23 @@ def _sandbox(request):
 def _seed_torch():
     """Every test starts from the same global RNG state, whatever ran before it."""
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def english_first(monkeypatch):
+    """The test starts in English (no TFCOURSE_LANG, nothing chosen) and leaves the process
+    language as it found it (a test file of messages uses it for every test)."""
+    monkeypatch.delenv("TFCOURSE_LANG", raising=False)
+    language.use(None)
+    yield
+    language.use(None)
+
+
+@pytest.fixture
+def zh(monkeypatch, english_first):
+    """The reader is Chinese: TFCOURSE_LANG=zh."""
+    monkeypatch.setenv("TFCOURSE_LANG", "zh")
+    language.use(None)
 
 
 @pytest.fixture

@@ -41,14 +41,7 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 SHAPE = re.compile(r"\(\d+(?:, \d+)+\)")
 
-
-@pytest.fixture(autouse=True)
-def _english_unless_asked(monkeypatch):
-    """Each test starts in English and leaves the process language as it found it."""
-    monkeypatch.delenv("TFCOURSE_LANG", raising=False)
-    language.use(None)
-    yield
-    language.use(None)
+pytestmark = pytest.mark.usefixtures("english_first")
 
 
 def failure(check, implementation, monkeypatch, lang: str) -> str:

@@ -24,10 +24,6 @@ from tfcourse.lab.figure_text import TEXTS_KEY
 from helpers import ROOT, english_sentences
 
 CHINESE_SOLUTIONS = sorted((ROOT / "solutions" / "zh").glob("*.ipynb"))
-# Their stored outputs predate the translated labels, and come from a run this suite cannot
-# repeat (notebook 12's full run, `make capstone`, about half an hour): strict, so the mark
-# goes the day the outputs are refreshed.
-NOT_YET_RERUN = {"12_capstone": "its stored outputs come from the full run (make capstone)"}
 # What PyTorch says itself, quoted in an output after our own words: left out.
 THEIRS = ("Invalid backend", "Unsupported Tensor.item()", "Invalid device string")
 
@@ -98,16 +94,7 @@ def _read(notebook) -> tuple[list[tuple[str, str]], list[str]]:
     return texts, unrecorded
 
 
-@pytest.mark.parametrize(
-    "notebook",
-    [
-        pytest.param(path, marks=pytest.mark.xfail(reason=NOT_YET_RERUN[path.stem], strict=True))
-        if path.stem in NOT_YET_RERUN
-        else path
-        for path in CHINESE_SOLUTIONS
-    ],
-    ids=lambda path: path.stem,
-)
+@pytest.mark.parametrize("notebook", CHINESE_SOLUTIONS, ids=lambda path: path.stem)
 def test_a_chinese_notebook_prints_and_draws_no_english_of_ours(notebook):
     texts, unrecorded = _read(notebook)
     assert not unrecorded, (
@@ -160,12 +147,14 @@ def test_a_picture_the_package_draws_keeps_its_texts(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tfcourse.lab import plots
+    from tfcourse.lab import fonts, plots
 
-    fig, ax = plt.subplots()
-    ax.set_title("第 0 层，头 1")
-    png = base64.b64encode(plots.figure_to_png(fig)).decode("ascii")
-    plt.close(fig)
+    with matplotlib.rc_context():
+        fonts.use_chinese_fonts()
+        fig, ax = plt.subplots()
+        ax.set_title("第 0 层，头 1")
+        png = base64.b64encode(plots.figure_to_png(fig)).decode("ascii")
+        plt.close(fig)
     output = {"output_type": "display_data", "data": {"image/png": png}, "metadata": {}}
     notebook = tmp_path / "widget.ipynb"
     notebook.write_text(json.dumps({"cells": [{"id": "widget", "outputs": [output]}]}))

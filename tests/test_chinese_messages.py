@@ -23,20 +23,7 @@ from helpers import BASE, SOLUTIONS, refused, resume_args
 
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
 
-
-@pytest.fixture(autouse=True)
-def _reader_language(monkeypatch):
-    """Each test starts from English (no TFCOURSE_LANG, nothing chosen) and resets after."""
-    monkeypatch.delenv("TFCOURSE_LANG", raising=False)
-    language.use(None)
-    yield
-    language.use(None)
-
-
-@pytest.fixture
-def zh(monkeypatch):
-    monkeypatch.setenv("TFCOURSE_LANG", "zh")
-    language.use(None)
+pytestmark = pytest.mark.usefixtures("english_first")
 
 
 def test_doctor_speaks_chinese(zh, tmp_path, capsys):

@@ -20,20 +20,7 @@ SMALL = ["--layers", "2", "--d-model", "32", "--heads", "2", "--seq-len", "8", "
 SMALL += ["--vocab", "40", "--device", "cpu"]
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
 
-
-@pytest.fixture(autouse=True)
-def _reader_language(monkeypatch):
-    """Each test starts from English (no TFCOURSE_LANG, nothing chosen) and resets after."""
-    monkeypatch.delenv("TFCOURSE_LANG", raising=False)
-    language.use(None)
-    yield
-    language.use(None)
-
-
-@pytest.fixture
-def zh(monkeypatch):
-    monkeypatch.setenv("TFCOURSE_LANG", "zh")
-    language.use(None)
+pytestmark = pytest.mark.usefixtures("english_first")
 
 
 def helped(capsys, *argv: str) -> str:
