@@ -78,7 +78,13 @@ class Verdict:
 
 def _one_d(name: str, values: torch.Tensor) -> torch.Tensor:
     if not isinstance(values, torch.Tensor) or values.dim() != 1:
-        raise ValueError(f"{name} must be a 1-D tensor, got {getattr(values, 'shape', values)!r}")
+        got = getattr(values, "shape", values)
+        raise ValueError(
+            say(
+                f"{name} must be a 1-D tensor, got {got!r}",
+                f"{name} 必须是一维张量，实际是 {got!r}",
+            )
+        )
     return values.double()
 
 
@@ -96,9 +102,12 @@ def paired_verdict(larger: torch.Tensor, smaller: torch.Tensor, threshold: float
     """Judge "``larger`` exceeds ``smaller`` by at least ``threshold``" from two 1-D tensors
     with one entry per case (for a loss: the n-gram's first, the GPT's second)."""
     if larger.shape != smaller.shape or larger.dim() != 1:
+        first, second = tuple(larger.shape), tuple(smaller.shape)
         raise ValueError(
-            f"expected two 1-D tensors of one shape, got {tuple(larger.shape)} "
-            f"and {tuple(smaller.shape)}"
+            say(
+                f"expected two 1-D tensors of one shape, got {first} and {second}",
+                f"应为两个形状相同的一维张量，实际是 {first} 和 {second}",
+            )
         )
     return mean_verdict(larger.double() - smaller.double(), threshold)
 
@@ -134,7 +143,12 @@ class HeldOut:
         boundary inside a character's UTF-8 bytes counts from that character's start."""
         ids = tokenizer.encode(text)
         if tokenizer.decode(ids) != text:
-            raise ValueError("the tokenizer does not spell the text back exactly")
+            raise ValueError(
+                say(
+                    "the tokenizer does not spell the text back exactly",
+                    "分词器解码后不能原样还原这段文本",
+                )
+            )
         spell = getattr(tokenizer, "token_bytes", None)
         char_of_byte = [i for i, c in enumerate(text) for _ in c.encode("utf-8")] + [len(text)]
         offsets, at = [0], 0
@@ -166,7 +180,12 @@ def span_losses(losses: torch.Tensor, offsets, spans) -> torch.Tensor:
     out = []
     for a, b in spans:
         if a not in unit or b not in unit or not 0 < a < b:
-            raise ValueError(f"span ({a}, {b}) does not start and end at token boundaries")
+            raise ValueError(
+                say(
+                    f"span ({a}, {b}) does not start and end at token boundaries",
+                    f"片段 ({a}, {b}) 的起点和终点不在词元边界上",
+                )
+            )
         out.append(float(total[unit[b] - 1] - total[unit[a] - 1]) / (b - a))
     return torch.tensor(out, dtype=torch.float64)
 
@@ -227,7 +246,13 @@ def gpt_windows(model, held: HeldOut, context: int | None = None, batch_size: in
     validate.positive_int("context", context)
     n_windows = (len(held.ids) - 1) // context
     if n_windows < 1:
-        raise ValueError(f"held-out text must hold more than {context} tokens, got {len(held.ids)}")
+        got = len(held.ids)
+        raise ValueError(
+            say(
+                f"held-out text must hold more than {context} tokens, got {got}",
+                f"留出文本必须多于 {context} 个词元，实际是 {got} 个",
+            )
+        )
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -343,7 +368,12 @@ def with_recurring_names(
     the paragraph to a random name of ``name_length`` lowercase letters. Returns the text
     and the names, in order. Nothing predicts such a name but an earlier occurrence."""
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
-        raise ValueError(f"share must be a number in [0, 1], got {share!r}")
+        raise ValueError(
+            say(
+                f"share must be a number in [0, 1], got {share!r}",
+                f"share 必须是 [0, 1] 中的数，实际是 {share!r}",
+            )
+        )
     rng = random.Random(seed)
     word = re.compile(rf"\b[A-Za-z]{{{min_length},}}\b")
     paragraphs, names = [], []

@@ -18,6 +18,7 @@ import random
 import re
 from collections import Counter, defaultdict
 
+from ..language import say
 from ..nn import validate
 
 _WORD = re.compile(r"[A-Za-z]+")
@@ -26,7 +27,8 @@ _WORD = re.compile(r"[A-Za-z]+")
 def words(text: str) -> list[str]:
     """The alphabetic words of ``text``, lower-cased, in order."""
     if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+        got = type(text).__name__
+        raise TypeError(say(f"text must be a str, got {got}", f"text 必须是 str，实际是 {got}"))
     return [w.lower() for w in _WORD.findall(text)]
 
 
@@ -65,10 +67,15 @@ class CharNGram:
 
     def __init__(self, text: str, order: int = 5, discount: float = 0.75):
         if not isinstance(text, str) or not text:
-            raise ValueError("text must be a non-empty str")
+            raise ValueError(say("text must be a non-empty str", "text 必须是非空的 str"))
         self.order = validate.positive_int("order", order)
         if not 0 < discount < 1:
-            raise ValueError(f"discount must be in (0, 1), got {discount}")
+            raise ValueError(
+                say(
+                    f"discount must be in (0, 1), got {discount}",
+                    f"discount 必须在 (0, 1) 中，实际是 {discount}",
+                )
+            )
         self.discount = float(discount)
         self.alphabet = sorted(set(text))
         # counts[k][context of length k][char]: raw counts at the highest order; below
@@ -108,7 +115,12 @@ class CharNGram:
         """``-log P(text[i] | the characters before it)`` for every ``i >= 1``: a list of
         ``len(text) - 1`` losses, each with up to ``order - 1`` characters of context."""
         if not isinstance(text, str) or len(text) < 2:
-            raise ValueError("text must be a str of at least 2 characters")
+            raise ValueError(
+                say(
+                    "text must be a str of at least 2 characters",
+                    "text 必须是至少有 2 个字符的 str",
+                )
+            )
         n = self.order - 1
         return [
             -math.log(self.probability(text[max(0, i - n) : i], text[i]))

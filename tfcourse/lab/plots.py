@@ -33,14 +33,25 @@ def _as_array(name: str, values, ndim: int) -> np.ndarray:
         values = values.detach().float().cpu().numpy()
     array = np.asarray(values, dtype=float)
     if array.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {array.shape}")
+        raise ValueError(
+            say(
+                f"{name} must have {ndim} dimensions, got shape {array.shape}",
+                f"{name} 必须是 {ndim} 维的，实际的形状是 {array.shape}",
+            )
+        )
     return array
 
 
 def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
     """The figure as PNG bytes (the figure is left open; standalone figures need no closing)."""
     if not isinstance(fig, Figure):
-        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+        got = type(fig).__name__
+        raise TypeError(
+            say(
+                f"fig must be a matplotlib Figure, got {got}",
+                f"fig 必须是 matplotlib 的 Figure，实际是 {got}",
+            )
+        )
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight", metadata=png_metadata(fig))
     return buffer.getvalue()
@@ -63,7 +74,12 @@ def integer_ticks(ax, axis: str = "both"):
         ``ax``, so that it can be chained.
     """
     if axis not in ("x", "y", "both"):
-        raise ValueError(f"axis must be 'x', 'y' or 'both', got {axis!r}")
+        raise ValueError(
+            say(
+                f"axis must be 'x', 'y' or 'both', got {axis!r}",
+                f"axis 必须是 'x'、'y' 或 'both'，实际是 {axis!r}",
+            )
+        )
     for name in ("x", "y") if axis == "both" else (axis,):
         target = ax.xaxis if name == "x" else ax.yaxis
         target.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
@@ -119,7 +135,13 @@ def _label_tokens(ax, tokens: Sequence[str] | None, n_queries: int, n_keys: int)
         ax.set_ylabel(say("query position", "查询的位置"))
         return
     if len(tokens) != n_keys or n_keys != n_queries:
-        raise ValueError(f"tokens must have one label per position ({n_keys}), got {len(tokens)}")
+        got = len(tokens)
+        raise ValueError(
+            say(
+                f"tokens must have one label per position ({n_keys}), got {got}",
+                f"tokens 必须为每个位置各给一个标签（共 {n_keys} 个），实际是 {got} 个",
+            )
+        )
     labels = [_tick_label(t) for t in tokens]
     upright = max(len(label) for label in labels) > 1 if labels else False
     for axis, n in (("x", n_keys), ("y", n_queries)):
@@ -231,9 +253,19 @@ def gradient_norms(
             a dashed line: points at or below it are noise, not gradients.
     """
     if round_off is not None and not (isinstance(round_off, (int, float)) and round_off >= 0):
-        raise ValueError(f"round_off must be a number >= 0 or None, got {round_off!r}")
+        raise ValueError(
+            say(
+                f"round_off must be a number >= 0 or None, got {round_off!r}",
+                f"round_off 必须是 >= 0 的数或 None，实际是 {round_off!r}",
+            )
+        )
     if not isinstance(series, Mapping) or not series:
-        raise ValueError(f"series must be a non-empty mapping name -> norms, got {series!r}")
+        raise ValueError(
+            say(
+                f"series must be a non-empty mapping name -> norms, got {series!r}",
+                f"series 必须是非空的映射（名称 -> 范数），实际是 {series!r}",
+            )
+        )
     fig, ax = _new_axes(ax, (6.0, 3.4))
     markers = iter("os^Dv")
     for name, norms in series.items():

@@ -11,6 +11,7 @@ import copy
 import torch
 import torch.nn.functional as F
 
+from ..language import say
 from ..nn.config import GPTConfig
 from ..nn.model import GPT
 
@@ -62,9 +63,19 @@ def gradient_probe(
         where ``embedding`` is the norm of d loss / d (embedding output), shape (B, T, D).
     """
     if loss != "lm" and loss not in _SUMMED:
-        raise ValueError(f"loss must be one of {LOSSES} or 'stack_sum', got {loss!r}")
+        raise ValueError(
+            say(
+                f"loss must be one of {LOSSES} or 'stack_sum', got {loss!r}",
+                f"loss 必须是 {LOSSES} 之一或 'stack_sum'，实际是 {loss!r}",
+            )
+        )
     if loss == "lm" and targets is None:
-        raise ValueError("loss='lm' needs targets (B, T), got None")
+        raise ValueError(
+            say(
+                "loss='lm' needs targets (B, T), got None",
+                "loss='lm' 需要 targets (B, T)，实际是 None",
+            )
+        )
     model.zero_grad(set_to_none=True)
     captured = {}
 
@@ -126,10 +137,21 @@ def roundoff_level(
             ``(B, T)``; loss as in ``gradient_probe``.
     """
     if not isinstance(model, GPT):
-        raise TypeError(f"model must be a tfcourse GPT, got {type(model).__name__}")
+        got = type(model).__name__
+        raise TypeError(
+            say(
+                f"model must be a tfcourse GPT, got {got}",
+                f"model 必须是 tfcourse 的 GPT，实际是 {got}",
+            )
+        )
     dtype = next(model.parameters()).dtype
     if dtype != torch.float32:
-        raise ValueError(f"model must be float32 (its round-off is measured), got {dtype}")
+        raise ValueError(
+            say(
+                f"model must be float32 (its round-off is measured), got {dtype}",
+                f"model 必须是 float32（这里测量的是它的舍入误差），实际是 {dtype}",
+            )
+        )
     wide = copy.deepcopy(model).double()
     probe64 = gradient_probe(wide, idx, targets, loss)
     probe32 = gradient_probe(model, idx, targets, loss)

@@ -38,13 +38,28 @@ def fuse_qkv(q_proj: nn.Linear, k_proj: nn.Linear, v_proj: nn.Linear) -> nn.Line
     projections = (q_proj, k_proj, v_proj)
     for name, p in zip("qkv", projections, strict=True):
         if not isinstance(p, nn.Linear):
-            raise TypeError(f"{name}_proj must be an nn.Linear, got {type(p).__name__}")
+            raise TypeError(
+                say(
+                    f"{name}_proj must be an nn.Linear, got {type(p).__name__}",
+                    f"{name}_proj 必须是 nn.Linear，实际是 {type(p).__name__}",
+                )
+            )
     shapes = {tuple(p.weight.shape) for p in projections}
     if len(shapes) != 1:
-        raise ValueError(f"q/k/v projections must have the same shape, got {sorted(shapes)}")
+        raise ValueError(
+            say(
+                f"q/k/v projections must have the same shape, got {sorted(shapes)}",
+                f"q/k/v 三个投影的形状必须相同，实际是 {sorted(shapes)}",
+            )
+        )
     has_bias = {p.bias is not None for p in projections}
     if len(has_bias) != 1:
-        raise ValueError("either all or none of the q/k/v projections must have a bias")
+        raise ValueError(
+            say(
+                "either all or none of the q/k/v projections must have a bias",
+                "q/k/v 三个投影要么都有偏置（bias），要么都没有",
+            )
+        )
     out_features, in_features = q_proj.weight.shape
     w = q_proj.weight
     fused = nn.Linear(
@@ -80,7 +95,9 @@ def attend_with_cache(
     ``T_past`` (``tril(diagonal=T_past)``). With one new token it allows everything.
     """
     if (past_k is None) != (past_v is None):
-        raise ValueError("pass both past_k and past_v, or neither")
+        raise ValueError(
+            say("pass both past_k and past_v, or neither", "past_k、past_v 要么都传，要么都不传")
+        )
     if past_k is not None:
         k_new = torch.cat([past_k, k_new], dim=-2)  # (B, H, T_past + T_new, hd)
         v_new = torch.cat([past_v, v_new], dim=-2)
@@ -279,7 +296,12 @@ def autocast_op_dtypes(device, dtype: torch.dtype | None = None) -> dict[str, to
     device = torch.device(device)
     dtype = autocast_dtype(device) if dtype is None else dtype
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+        raise TypeError(
+            say(
+                f"dtype must be a floating torch.dtype, got {dtype!r}",
+                f"dtype 必须是浮点类型的 torch.dtype，实际是 {dtype!r}",
+            )
+        )
     low = str(dtype).removeprefix("torch.")
     gen = torch.Generator().manual_seed(0)
     x32 = torch.randn(4, 8, generator=gen).to(device)
@@ -396,11 +418,18 @@ class PreallocatedKVCache:
             validate.floating_tensor(name, t)
             if t.dim() != 4:
                 raise ValueError(
-                    f"{name} must have shape (B, H, T_new, head_dim), got {tuple(t.shape)}"
+                    say(
+                        f"{name} must have shape (B, H, T_new, head_dim), got {tuple(t.shape)}",
+                        f"{name} 的形状必须是 (B, H, T_new, head_dim)，实际是 {tuple(t.shape)}",
+                    )
                 )
         if k.shape != v.shape:
+            got = f"k {tuple(k.shape)}, v {tuple(v.shape)}"
             raise ValueError(
-                f"k and v must have the same shape, got k {tuple(k.shape)}, v {tuple(v.shape)}"
+                say(
+                    f"k and v must have the same shape, got {got}",
+                    f"k 和 v 的形状必须相同，实际是 {got}",
+                )
             )
         B, H, T_new, hd = k.shape
         if self._k is None:
@@ -408,14 +437,21 @@ class PreallocatedKVCache:
             self._v = v.new_empty(B, H, self.max_len, hd)
         elif (B, H, hd) != (self._k.shape[0], self._k.shape[1], self._k.shape[3]):
             B0, H0, _, hd0 = self._k.shape
+            want, got = f"(batch={B0}, heads={H0}, T, head_dim={hd0})", tuple(k.shape)
             raise ValueError(
-                f"new keys must have shape (batch={B0}, heads={H0}, T, head_dim={hd0}) "
-                f"like the cached ones, got {tuple(k.shape)}"
+                say(
+                    f"new keys must have shape {want} like the cached ones, got {got}",
+                    f"新的键必须与缓存中的键形状一致，即 {want}，实际是 {got}",
+                )
             )
         if self._len + T_new > self.max_len:
             raise ValueError(
-                f"the cache holds at most max_len={self.max_len} positions; it holds "
-                f"{self._len} and got {T_new} more"
+                say(
+                    f"the cache holds at most max_len={self.max_len} positions; it holds "
+                    f"{self._len} and got {T_new} more",
+                    f"缓存最多存 max_len={self.max_len} 个位置；"
+                    f"它已存了 {self._len} 个，又来了 {T_new} 个",
+                )
             )
         self._k[:, :, self._len : self._len + T_new] = k  # writes T_new slots, copies nothing else
         self._v[:, :, self._len : self._len + T_new] = v
@@ -425,7 +461,12 @@ class PreallocatedKVCache:
     def truncate(self, length: int) -> None:
         """Forget every position from ``length`` on (the storage stays allocated)."""
         if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self._len:
-            raise ValueError(f"length must be an int in [0, {self._len}], got {length!r}")
+            raise ValueError(
+                say(
+                    f"length must be an int in [0, {self._len}], got {length!r}",
+                    f"length 必须是 [0, {self._len}] 中的 int，实际是 {length!r}",
+                )
+            )
         self._len = length
 
 
@@ -489,11 +530,16 @@ def measure_decode_step(model, positions, *, repeats: int = 10, seed: int = 0) -
     positions = [validate.positive_int("position", T) for T in positions]
     validate.positive_int("repeats", repeats)
     if not positions:
-        raise ValueError("positions must name at least one position, got none")
-    if max(positions) + 1 > model.config.max_seq_len:
         raise ValueError(
-            f"positions need max_seq_len > {max(positions)}, "
-            f"got max_seq_len={model.config.max_seq_len}"
+            say("positions must name at least one position, got none", "positions 不能为空")
+        )
+    if max(positions) + 1 > model.config.max_seq_len:
+        need, got = max(positions), f"max_seq_len={model.config.max_seq_len}"
+        raise ValueError(
+            say(
+                f"positions need max_seq_len > {need}, got {got}",
+                f"positions 要求 max_seq_len > {need}，实际是 {got}",
+            )
         )
     model.eval()
     gen = torch.Generator().manual_seed(seed)

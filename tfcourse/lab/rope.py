@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from ..language import say
 from ..nn import validate
 from ..nn.positional import rotary_cos_sin, rotary_inv_freq, rotate_half
 
@@ -19,9 +20,13 @@ def _tables(cos: torch.Tensor, sin: torch.Tensor, name: str, head_dim: int) -> N
     validate.floating_tensor(f"{name} cos", cos)
     validate.floating_tensor(f"{name} sin", sin)
     if cos.dim() != 2 or cos.shape != sin.shape or cos.shape[-1] != head_dim:
+        want = f"(rows, head_dim={head_dim})"
+        got = f"cos {tuple(cos.shape)}, sin {tuple(sin.shape)}"
         raise ValueError(
-            f"{name} tables must both have shape (rows, head_dim={head_dim}); "
-            f"got cos {tuple(cos.shape)}, sin {tuple(sin.shape)}"
+            say(
+                f"{name} tables must both have shape {want}; got {got}",
+                f"{name} 的两张表的形状都必须是 {want}；实际是 {got}",
+            )
         )
 
 
@@ -37,9 +42,12 @@ def rotary_scores(q: torch.Tensor, k: torch.Tensor, q_tables, k_tables) -> torch
     validate.floating_tensor("q", q)
     validate.floating_tensor("k", k)
     if q.dim() != 2 or q.shape != k.shape:
+        got = f"q {tuple(q.shape)}, k {tuple(k.shape)}"
         raise ValueError(
-            f"q and k must both have shape (N, head_dim); "
-            f"got q {tuple(q.shape)}, k {tuple(k.shape)}"
+            say(
+                f"q and k must both have shape (N, head_dim); got {got}",
+                f"q 和 k 的形状都必须是 (N, head_dim)；实际是 {got}",
+            )
         )
     head_dim = q.shape[-1]
     (cq, sq), (ck, sk) = q_tables, k_tables
@@ -58,9 +66,12 @@ def rotary_scores(q: torch.Tensor, k: torch.Tensor, q_tables, k_tables) -> torch
 def relative_rms(values: torch.Tensor, reference: torch.Tensor) -> float:
     """``rms(values - reference) / rms(reference)``: 0 = unchanged, about 1.4 = unrelated."""
     if values.shape != reference.shape:
+        first, second = tuple(values.shape), tuple(reference.shape)
         raise ValueError(
-            f"values and reference must have the same shape; "
-            f"got {tuple(values.shape)} and {tuple(reference.shape)}"
+            say(
+                f"values and reference must have the same shape; got {first} and {second}",
+                f"values 和 reference 的形状必须相同；实际是 {first} 和 {second}",
+            )
         )
     return float((values - reference).pow(2).mean().sqrt() / reference.pow(2).mean().sqrt())
 
@@ -80,11 +91,21 @@ def rounded_rotary_tables(
     to float32. Both False gives the exact angles (one float32 rounding of cos and sin at the end).
     """
     if not isinstance(positions, torch.Tensor):
+        got = type(positions).__name__
         raise TypeError(
-            f"positions must be a torch.Tensor of shape (P,), got {type(positions).__name__}"
+            say(
+                f"positions must be a torch.Tensor of shape (P,), got {got}",
+                f"positions 必须是形状为 (P,) 的 torch.Tensor，实际是 {got}",
+            )
         )
     if positions.dim() != 1:
-        raise ValueError(f"positions must have shape (P,), got {tuple(positions.shape)}")
+        shape = tuple(positions.shape)
+        raise ValueError(
+            say(
+                f"positions must have shape (P,), got {shape}",
+                f"positions 的形状必须是 (P,)，实际是 {shape}",
+            )
+        )
     theta = rotary_inv_freq(head_dim, base, dtype=torch.float64, device=positions.device)
     if round_theta:
         theta = theta.float().double()
@@ -112,12 +133,23 @@ def unseen_rotation_share(
     """
     validate.positive_int("trained_len", trained_len)
     if inv_freq.shape != trained_inv_freq.shape or inv_freq.dim() != 1:
+        first, second = tuple(inv_freq.shape), tuple(trained_inv_freq.shape)
         raise ValueError(
-            f"inv_freq and trained_inv_freq must both have shape (head_dim/2,); "
-            f"got {tuple(inv_freq.shape)} and {tuple(trained_inv_freq.shape)}"
+            say(
+                "inv_freq and trained_inv_freq must both have shape (head_dim/2,); "
+                f"got {first} and {second}",
+                "inv_freq 和 trained_inv_freq 的形状都必须是 (head_dim/2,)；"
+                f"实际是 {first} 和 {second}",
+            )
         )
     if distances.dim() != 1:
-        raise ValueError(f"distances must have shape (P,), got {tuple(distances.shape)}")
+        shape = tuple(distances.shape)
+        raise ValueError(
+            say(
+                f"distances must have shape (P,), got {shape}",
+                f"distances 的形状必须是 (P,)，实际是 {shape}",
+            )
+        )
     if distances.numel() == 0:
         return 0.0  # no new distance, nothing unseen
     reached = trained_len * trained_inv_freq  # (pairs,) largest angle seen
@@ -151,7 +183,13 @@ def context_extension(
     validate.positive_int("trained_len", trained_len)
     factor = validate.positive_float("factor", factor)
     if q.dim() != 2:
-        raise ValueError(f"q and k must have shape (N, head_dim), got q {tuple(q.shape)}")
+        shape = tuple(q.shape)
+        raise ValueError(
+            say(
+                f"q and k must have shape (N, head_dim), got q {shape}",
+                f"q 和 k 的形状必须是 (N, head_dim)，实际 q 是 {shape}",
+            )
+        )
     head_dim = q.shape[-1]
     length = round(factor * trained_len)
     options = (

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from ..language import say
 from ..nn import validate
 
 
@@ -50,10 +51,20 @@ def compare_times(
         ``{name: median_seconds}`` in the order given.
     """
     if not candidates:
-        raise ValueError("compare_times needs at least one candidate")
+        raise ValueError(
+            say(
+                "compare_times needs at least one candidate",
+                "compare_times 至少需要一个待比较的候选",
+            )
+        )
     validate.positive_int("repeats", repeats)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+        raise ValueError(
+            say(
+                f"warmup must be an int >= 0, got {warmup!r}",
+                f"warmup 必须是 >= 0 的 int，实际是 {warmup!r}",
+            )
+        )
     for _ in range(warmup):
         for fn in candidates.values():
             fn()
@@ -94,7 +105,13 @@ def peak_cuda_bytes(fn: Callable[[], object], device) -> int | None:
 
 def _require_callable(name: str, fn) -> None:
     if not callable(fn):
-        raise TypeError(f"{name} must be a zero-argument callable, got {type(fn).__name__}")
+        got = type(fn).__name__
+        raise TypeError(
+            say(
+                f"{name} must be a zero-argument callable, got {got}",
+                f"{name} 必须是不带参数的可调用对象，实际是 {got}",
+            )
+        )
 
 
 @contextlib.contextmanager
@@ -158,9 +175,14 @@ def peak_memory_bytes(fn: Callable[[], object], device) -> int:
     if device.type == "cuda":
         return peak_cuda_bytes(fn, device)
     if device.type != "cpu":
+        got = device.type
         raise ValueError(
-            f"peak_memory_bytes measures on 'cpu' or 'cuda', got {device.type!r}: "
-            f"run the measurement on CPU tensors instead"
+            say(
+                f"peak_memory_bytes measures on 'cpu' or 'cuda', got {got!r}: "
+                f"run the measurement on CPU tensors instead",
+                f"peak_memory_bytes 只能在 'cpu' 或 'cuda' 上测量，实际是 {got!r}："
+                f"请改用 CPU 张量来测量",
+            )
         )
     from torch.profiler import ProfilerActivity
 

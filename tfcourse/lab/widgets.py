@@ -96,9 +96,14 @@ class Explorer:
         title: str = "",
     ):
         if not callable(render):
-            raise TypeError(f"render must be callable, got {type(render).__name__}")
+            got = type(render).__name__
+            raise TypeError(
+                say(f"render must be callable, got {got}", f"render 必须可调用，实际是 {got}")
+            )
         if not controls:
-            raise ValueError("an Explorer needs at least one control")
+            raise ValueError(
+                say("an Explorer needs at least one control", "Explorer 至少需要一个控件")
+            )
         self.render = render
         self.controls = dict(controls)
         self.title = title
@@ -198,7 +203,12 @@ def char_model(train_steps: int = TRAIN_STEPS, seed: int = 0) -> GPT:
     uniform over the allowed keys.
     """
     if isinstance(train_steps, bool) or not isinstance(train_steps, int) or train_steps < 0:
-        raise ValueError(f"train_steps must be an int >= 0, got {train_steps!r}")
+        raise ValueError(
+            say(
+                f"train_steps must be an int >= 0, got {train_steps!r}",
+                f"train_steps 必须是 >= 0 的 int，实际是 {train_steps!r}",
+            )
+        )
     with _cpu_and_private_rng():
         torch.manual_seed(seed)
         model = GPT(ATTENTION_CONFIG)
@@ -222,9 +232,12 @@ def char_model(train_steps: int = TRAIN_STEPS, seed: int = 0) -> GPT:
 def attention_weights(model: GPT, idx: torch.Tensor) -> torch.Tensor:
     """Every layer's attention weights for token ids ``idx (T,)``: ``(n_layers, H, T, T)``, CPU."""
     if not isinstance(idx, torch.Tensor) or idx.dim() != 1:
+        got = tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__
         raise ValueError(
-            f"idx must be a 1-D tensor of token ids (T,), got "
-            f"{tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__}"
+            say(
+                f"idx must be a 1-D tensor of token ids (T,), got {got}",
+                f"idx 必须是存放词元 id 的一维张量 (T,)，实际是 {got}",
+            )
         )
     idx = idx.to(next(model.parameters()).device)
     captured = []
@@ -252,11 +265,19 @@ def _attention_for_text(text: str, train_steps: int, seed: int) -> torch.Tensor:
 
 def _check_text(text) -> str:
     if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+        got = type(text).__name__
+        raise TypeError(say(f"text must be a str, got {got}", f"text 必须是 str，实际是 {got}"))
     if not text:
-        raise ValueError("text is empty: type at least one character")
+        raise ValueError(
+            say("text is empty: type at least one character", "text 是空的：请至少输入一个字符")
+        )
     if len(text) > MAX_TEXT:
-        raise ValueError(f"text has {len(text)} characters; at most {MAX_TEXT} fit in the heatmap")
+        raise ValueError(
+            say(
+                f"text has {len(text)} characters; at most {MAX_TEXT} fit in the heatmap",
+                f"text 有 {len(text)} 个字符；热力图最多只能容纳 {MAX_TEXT} 个",
+            )
+        )
     return text
 
 
@@ -273,7 +294,12 @@ def attention_png(
     weights = _attention_for_text(text, train_steps, seed)  # (L, H, T, T)
     n_layers, n_heads = weights.shape[:2]
     if layer not in range(n_layers):
-        raise ValueError(f"layer must be in 0..{n_layers - 1}, got {layer!r}")
+        raise ValueError(
+            say(
+                f"layer must be in 0..{n_layers - 1}, got {layer!r}",
+                f"layer 必须在 0..{n_layers - 1} 中，实际是 {layer!r}",
+            )
+        )
     tokens = [ch if ch in VOCAB else UNKNOWN for ch in text.lower()]
     note = (
         say(f" ('{UNKNOWN}' = not in the vocabulary)", f"（'{UNKNOWN}' = 不在词表中）")
@@ -293,7 +319,12 @@ def attention_png(
             title=say(f"layer {layer}, head {head}{note}", f"第 {layer} 层，头 {head}{note}"),
         )
     else:
-        raise ValueError(f"head must be in 0..{n_heads - 1} or 'all', got {head!r}")
+        raise ValueError(
+            say(
+                f"head must be in 0..{n_heads - 1} or 'all', got {head!r}",
+                f"head 必须在 0..{n_heads - 1} 中或为 'all'，实际是 {head!r}",
+            )
+        )
     return plots.figure_to_png(fig, dpi=PNG_DPI)
 
 
@@ -327,9 +358,19 @@ def attention_explorer(
     _check_text(text)
     n_layers, n_heads = ATTENTION_CONFIG.n_layers, ATTENTION_CONFIG.n_heads
     if layer not in range(n_layers):
-        raise ValueError(f"layer must be in 0..{n_layers - 1}, got {layer!r}")
+        raise ValueError(
+            say(
+                f"layer must be in 0..{n_layers - 1}, got {layer!r}",
+                f"layer 必须在 0..{n_layers - 1} 中，实际是 {layer!r}",
+            )
+        )
     if head != "all" and head not in range(n_heads):
-        raise ValueError(f"head must be in 0..{n_heads - 1} or 'all', got {head!r}")
+        raise ValueError(
+            say(
+                f"head must be in 0..{n_heads - 1} or 'all', got {head!r}",
+                f"head 必须在 0..{n_heads - 1} 中或为 'all'，实际是 {head!r}",
+            )
+        )
     char_model(train_steps, seed)  # validate and train once, before any control exists
     controls = {
         "text": W.Text(
@@ -390,11 +431,26 @@ def gradient_flow(
         (``probes.roundoff_level``) for ``loss="sum"``.
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 48:
-        raise ValueError(f"depth must be an int in 1..48, got {depth!r}")
+        raise ValueError(
+            say(
+                f"depth must be an int in 1..48, got {depth!r}",
+                f"depth 必须是 1..48 中的 int，实际是 {depth!r}",
+            )
+        )
     if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+        raise ValueError(
+            say(
+                f"loss must be one of {LOSSES}, got {loss!r}",
+                f"loss 必须是 {LOSSES} 之一，实际是 {loss!r}",
+            )
+        )
     if not isinstance(init_scale, (int, float)) or not init_scale > 0:
-        raise ValueError(f"init_scale must be a number > 0, got {init_scale!r}")
+        raise ValueError(
+            say(
+                f"init_scale must be a number > 0, got {init_scale!r}",
+                f"init_scale 必须是 > 0 的数，实际是 {init_scale!r}",
+            )
+        )
     config = GRADIENT_CONFIG.replace(n_layers=depth)
     with _cpu_and_private_rng():
         pre, post = twin_models(config, seed)
@@ -419,7 +475,12 @@ def gradient_flow_png(
 ) -> bytes:
     """PNG of the gradient norm per block for the given controls."""
     if model not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+        raise ValueError(
+            say(
+                f"model must be one of {MODELS}, got {model!r}",
+                f"model 必须是 {MODELS} 之一，实际是 {model!r}",
+            )
+        )
     probes = gradient_flow(depth, loss, init_scale, seed)
     names = ["pre-LN", "post-LN"] if model == "both" else [model]
     round_off = max(probes[n]["round_off"] for n in names) if loss == "sum" else None

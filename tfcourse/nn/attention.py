@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..language import say
 from . import validate
 from .positional import RotaryEmbedding
 
@@ -29,12 +30,17 @@ def _check_qkv(q, k, v, dropout_p) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         validate.floating_tensor(name, t)
         if t.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., seq, dim), got {tuple(t.shape)}")
+            shape = tuple(t.shape)
+            raise ValueError(
+                say(
+                    f"{name} must have shape (..., seq, dim), got {shape}",
+                    f"{name} 的形状必须是 (..., seq, dim)，实际是 {shape}",
+                )
+            )
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            "expected q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); "
-            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
+        shapes = "q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v)"
+        got = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        raise ValueError(say(f"expected {shapes}; got {got}", f"形状应为 {shapes}；实际是 {got}"))
     validate.probability("dropout_p", dropout_p)
 
 
@@ -42,14 +48,22 @@ def _check_scores_mask(mask, scores_shape: torch.Size) -> None:
     """``mask`` must be a bool tensor that broadcasts to the scores ``(..., T_q, T_k)``."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         got = f"dtype {mask.dtype}" if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise TypeError(f"mask must be a bool tensor (True = may attend), got {got}")
+        raise TypeError(
+            say(
+                f"mask must be a bool tensor (True = may attend), got {got}",
+                f"mask 必须是 bool 张量（True 表示可以关注），实际是 {got}",
+            )
+        )
     # Checked by hand: torch.broadcast_shapes imports sympy on first use (about 1 s).
     # A mask may have fewer dimensions than the scores: its trailing ones are compared.
     trailing = list(zip(reversed(mask.shape), reversed(scores_shape), strict=False))
     if mask.dim() > len(scores_shape) or any(m not in (1, s) for m, s in trailing):
+        shape, scores = tuple(mask.shape), tuple(scores_shape)
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
-            f"{tuple(scores_shape)}"
+            say(
+                f"mask of shape {shape} does not broadcast to the scores {scores}",
+                f"形状为 {shape} 的 mask 无法广播到注意力分数的形状 {scores}",
+            )
         )
 
 
@@ -110,9 +124,12 @@ class KVCache:
         if self.k is not None and self.v is not None:
             if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]:
                 B, H, _, hd = self.k.shape
+                want, got = f"(batch={B}, heads={H}, T, head_dim={hd})", tuple(k.shape)
                 raise ValueError(
-                    f"new keys must have shape (batch={B}, heads={H}, T, head_dim={hd}) "
-                    f"like the cached ones, got {tuple(k.shape)}"
+                    say(
+                        f"new keys must have shape {want} like the cached ones, got {got}",
+                        f"新的键必须与缓存中的键形状一致，即 {want}，实际是 {got}",
+                    )
                 )
             k = torch.cat([self.k, k], dim=-2)
             v = torch.cat([self.v, v], dim=-2)
@@ -177,7 +194,13 @@ class MultiHeadAttention(nn.Module):
             n_heads if n_kv_heads is None else validate.positive_int("n_kv_heads", n_kv_heads)
         )
         if n_heads % self.n_kv_heads:
-            raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={n_heads}")
+            kv = f"n_kv_heads={self.n_kv_heads}"
+            raise ValueError(
+                say(
+                    f"{kv} must divide n_heads={n_heads}",
+                    f"{kv} 必须能整除 n_heads={n_heads}",
+                )
+            )
         self.kv_dim = self.n_kv_heads * self.head_dim
         self.max_seq_len = validate.positive_int("max_seq_len", max_seq_len)
         self.dropout = validate.probability("dropout", dropout)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..language import say
 from . import validate
 from .attention import ATTN_IMPLS
 from .block import MLPS
@@ -49,7 +50,8 @@ class GPTConfig:
         if self.n_kv_heads is not None:
             validate.positive_int("n_kv_heads", self.n_kv_heads)
             if self.n_heads % self.n_kv_heads:
-                raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads}")
+                kv, heads = f"n_kv_heads={self.n_kv_heads}", f"n_heads={self.n_heads}"
+                raise ValueError(say(f"{kv} must divide {heads}", f"{kv} 必须能整除 {heads}"))
         if self.d_hidden is not None:
             validate.positive_int("d_hidden", self.d_hidden)
         validate.probability("dropout", self.dropout)
@@ -62,8 +64,12 @@ class GPTConfig:
         validate.choice("positional", self.positional, POSITIONAL)
         validate.choice("attn_impl", self.attn_impl, ATTN_IMPLS)
         if self.positional == "rope" and (self.d_model // self.n_heads) % 2:
+            head_dim = self.d_model // self.n_heads
             raise ValueError(
-                f"rotary embeddings need an even head_dim, got {self.d_model // self.n_heads}"
+                say(
+                    f"rotary embeddings need an even head_dim, got {head_dim}",
+                    f"旋转位置编码（RoPE）要求头维度 head_dim 为偶数，实际是 {head_dim}",
+                )
             )
 
     @property

@@ -5,6 +5,7 @@ Only reads a config object and a state dict; it does not import ``transformers``
 
 from __future__ import annotations
 
+from ..language import say
 from .config import GPTConfig
 
 _HF_ACTIVATIONS = {
@@ -18,8 +19,12 @@ _HF_ACTIVATIONS = {
 def gpt2_config_to_ours(hf_config, **overrides) -> GPTConfig:
     act = hf_config.activation_function
     if act not in _HF_ACTIVATIONS:
+        known = sorted(_HF_ACTIVATIONS)
         raise ValueError(
-            f"unsupported GPT-2 activation {act!r}; expected one of {sorted(_HF_ACTIVATIONS)}"
+            say(
+                f"unsupported GPT-2 activation {act!r}; expected one of {known}",
+                f"不支持的 GPT-2 激活函数 {act!r}；应为 {known} 之一",
+            )
         )
     return GPTConfig(
         vocab_size=hf_config.vocab_size,

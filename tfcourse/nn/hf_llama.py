@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import torch
 
+from ..language import say
 from .config import GPTConfig
 
 _LINEARS = {
@@ -51,9 +52,13 @@ def _llama_bias(hf_config) -> bool:
     attention_bias = bool(getattr(hf_config, "attention_bias", False))
     mlp_bias = bool(getattr(hf_config, "mlp_bias", False))
     if attention_bias != mlp_bias:
+        got = f"attention_bias={attention_bias} and mlp_bias={mlp_bias}"
         raise ValueError(
-            "GPTConfig has one `bias` flag for every Linear; got attention_bias="
-            f"{attention_bias} and mlp_bias={mlp_bias}"
+            say(
+                f"GPTConfig has one `bias` flag for every Linear; got {got}",
+                "GPTConfig 只有一个 `bias` 开关，作用于所有 Linear 层；实际是 "
+                f"attention_bias={attention_bias}，mlp_bias={mlp_bias}",
+            )
         )
     return attention_bias
 
@@ -63,20 +68,33 @@ def llama_config_to_ours(hf_config, **overrides) -> GPTConfig:
     n_heads = hf_config.num_attention_heads
     kv_heads = getattr(hf_config, "num_key_value_heads", None) or n_heads
     if n_heads % kv_heads:
-        raise ValueError(
-            f"num_key_value_heads={kv_heads} must divide num_attention_heads={n_heads}"
-        )
+        kv, heads = f"num_key_value_heads={kv_heads}", f"num_attention_heads={n_heads}"
+        raise ValueError(say(f"{kv} must divide {heads}", f"{kv} 必须能整除 {heads}"))
     head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // n_heads
     if head_dim * n_heads != hf_config.hidden_size:
+        got = f"{head_dim} * {n_heads} != {hf_config.hidden_size}"
         raise ValueError(
-            f"head_dim * num_attention_heads must equal hidden_size, got {head_dim} * "
-            f"{n_heads} != {hf_config.hidden_size}"
+            say(
+                f"head_dim * num_attention_heads must equal hidden_size, got {got}",
+                f"head_dim * num_attention_heads 必须等于 hidden_size，实际是 {got}",
+            )
         )
     if hf_config.hidden_act != "silu":
-        raise ValueError(f"SwiGLU needs hidden_act='silu', got {hf_config.hidden_act!r}")
+        act = hf_config.hidden_act
+        raise ValueError(
+            say(
+                f"SwiGLU needs hidden_act='silu', got {act!r}",
+                f"SwiGLU 要求 hidden_act='silu'，实际是 {act!r}",
+            )
+        )
     theta, rope_type = llama_rope(hf_config)
     if rope_type != "default":
-        raise ValueError(f"only plain RoPE (rope_type='default') is supported, got {rope_type!r}")
+        raise ValueError(
+            say(
+                f"only plain RoPE (rope_type='default') is supported, got {rope_type!r}",
+                f"只支持普通的 RoPE（rope_type='default'），实际是 {rope_type!r}",
+            )
+        )
     return GPTConfig(
         vocab_size=hf_config.vocab_size,
         max_seq_len=hf_config.max_position_embeddings,
@@ -109,7 +127,12 @@ def llama_block_state_dict_to_ours(hf_layer_state: dict, prefix: str = "") -> di
         if len(qkv) == 3:
             out[f"{prefix}attn.qkv_proj.{suffix}"] = torch.cat(qkv, dim=0)  # rows [q; k; v]
         elif qkv:
-            raise KeyError(f"LLaMA layer has only some of q/k/v_proj.{suffix}")
+            raise KeyError(
+                say(
+                    f"LLaMA layer has only some of q/k/v_proj.{suffix}",
+                    f"LLaMA 层只有 q/k/v_proj.{suffix} 中的一部分",
+                )
+            )
         for hf_name, ours in _LINEARS.items():
             if f"{hf_name}.{suffix}" in hf_layer_state:
                 out[f"{prefix}{ours}.{suffix}"] = hf_layer_state[f"{hf_name}.{suffix}"]

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..language import say
 from . import validate
 from .attention import KVCache
 from .block import TransformerBlock
@@ -49,7 +50,13 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         if not isinstance(config, GPTConfig):
-            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+            got = type(config).__name__
+            raise TypeError(
+                say(
+                    f"config must be a GPTConfig, got {got}",
+                    f"config 必须是 GPTConfig，实际是 {got}",
+                )
+            )
         self.config = config
         D = config.d_model
         self.tok_emb = nn.Embedding(config.vocab_size, D)
@@ -109,8 +116,12 @@ class GPT(nn.Module):
     def _check_inputs(self, idx, attn_mask, caches) -> None:
         """Everything the layers would check, once: ``idx (B, T)``, the mask, the caches."""
         if caches is not None and len(caches) != len(self.blocks):
+            blocks, got = len(self.blocks), len(caches)
             raise ValueError(
-                f"caches must hold one KVCache per block ({len(self.blocks)}), got {len(caches)}"
+                say(
+                    f"caches must hold one KVCache per block ({blocks}), got {got}",
+                    f"caches 必须为每个块各存一个 KVCache（共 {blocks} 个），实际是 {got} 个",
+                )
             )
         past = len(caches[0]) if caches else 0
         validate.token_ids(idx, self.config.vocab_size)
@@ -122,8 +133,12 @@ class GPT(nn.Module):
         """Mean next-token cross-entropy; ``targets (B, T)`` are ``idx`` shifted by one."""
         validate.token_ids(targets, self.config.vocab_size, name="targets")
         if targets.shape != idx.shape:
+            want, got = tuple(idx.shape), tuple(targets.shape)
             raise ValueError(
-                f"targets must have the shape of idx {tuple(idx.shape)}, got {tuple(targets.shape)}"
+                say(
+                    f"targets must have the shape of idx {want}, got {got}",
+                    f"targets 的形状必须与 idx 相同，即 {want}，实际是 {got}",
+                )
             )
         logits = self(idx)
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
@@ -166,15 +181,28 @@ class GPT(nn.Module):
             or not isinstance(max_new_tokens, int)
             or max_new_tokens < 0
         ):
-            raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+            raise ValueError(
+                say(
+                    f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}",
+                    f"max_new_tokens 必须是 >= 0 的 int，实际是 {max_new_tokens!r}",
+                )
+            )
         if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+            raise ValueError(
+                say(
+                    f"temperature must be >= 0, got {temperature}",
+                    f"temperature（温度）必须 >= 0，实际是 {temperature}",
+                )
+            )
         if top_k is not None:
             validate.positive_int("top_k", top_k)
         if use_cache and idx.shape[1] + max_new_tokens > self.config.max_seq_len:
+            limit, got = f"max_seq_len={self.config.max_seq_len}", idx.shape[1] + max_new_tokens
             raise ValueError(
-                f"use_cache needs prompt + new tokens <= max_seq_len="
-                f"{self.config.max_seq_len}, got {idx.shape[1] + max_new_tokens}"
+                say(
+                    f"use_cache needs prompt + new tokens <= {limit}, got {got}",
+                    f"use_cache 要求提示的词元数加上新生成的词元数 <= {limit}，实际是 {got}",
+                )
             )
 
     def _sample(self, idx, max_new_tokens, temperature, top_k, generator, use_cache):

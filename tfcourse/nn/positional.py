@@ -14,6 +14,7 @@ import math
 import torch
 from torch import nn
 
+from ..language import say
 from . import validate
 
 
@@ -49,7 +50,12 @@ def sinusoidal_encoding(
     validate.positive_int("T", T)
     validate.positive_int("d_model", d_model)
     if d_model % 2:
-        raise ValueError(f"d_model must be even for sinusoidal encodings, got {d_model}")
+        raise ValueError(
+            say(
+                f"d_model must be even for sinusoidal encodings, got {d_model}",
+                f"正弦位置编码要求 d_model 为偶数，实际是 {d_model}",
+            )
+        )
     position = torch.arange(T, dtype=torch.float64, device=device)[:, None]  # (T, 1)
     inv_freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64, device=device) / d_model)
     angles = position * inv_freq  # (T, D/2)
@@ -95,34 +101,64 @@ def _check_scaling(
 ) -> float:
     """Validate the context-extension options of ``rotary_inv_freq``; return ``factor``."""
     if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-        raise TypeError(f"factor must be a float >= 1, got {type(factor).__name__} ({factor!r})")
+        got = f"{type(factor).__name__} ({factor!r})"
+        got_zh = f"{type(factor).__name__}（{factor!r}）"
+        raise TypeError(
+            say(
+                f"factor must be a float >= 1, got {got}",
+                f"factor 必须是 >= 1 的 float，实际是 {got_zh}",
+            )
+        )
     factor = float(factor)
     if scaling is None:
         if factor != 1.0:
             raise ValueError(
-                f"factor={factor} has no effect without scaling; "
-                f"choose scaling from {ROPE_SCALINGS} or leave factor at 1.0"
+                say(
+                    f"factor={factor} has no effect without scaling; "
+                    f"choose scaling from {ROPE_SCALINGS} or leave factor at 1.0",
+                    f"不设 scaling 时 factor={factor} 不起作用；"
+                    f"请从 {ROPE_SCALINGS} 中选一种 scaling，或让 factor 保持 1.0",
+                )
             )
         return factor
     validate.choice("scaling", scaling, ROPE_SCALINGS)
     if not (math.isfinite(factor) and factor >= 1.0):
         raise ValueError(
-            f"factor must be a finite number >= 1 (how many times longer), got {factor}"
+            say(
+                f"factor must be a finite number >= 1 (how many times longer), got {factor}",
+                f"factor 必须是 >= 1 的有限数（上下文延长的倍数），实际是 {factor}",
+            )
         )
     if scaling == "ntk" and head_dim < 4:
-        raise ValueError(f"scaling='ntk' needs head_dim >= 4, got {head_dim}")
+        raise ValueError(
+            say(
+                f"scaling='ntk' needs head_dim >= 4, got {head_dim}",
+                f"scaling='ntk' 要求头维度 head_dim >= 4，实际是 {head_dim}",
+            )
+        )
     if scaling == "yarn":
         if original_max_len is None:
             raise ValueError(
-                "scaling='yarn' needs original_max_len, the length the model was trained on"
+                say(
+                    "scaling='yarn' needs original_max_len, the length the model was trained on",
+                    "scaling='yarn' 需要 original_max_len，即模型训练时的序列长度",
+                )
             )
         validate.positive_int("original_max_len", original_max_len)
         if base <= 1.0:
-            raise ValueError(f"scaling='yarn' needs base > 1, got {base}")
+            raise ValueError(
+                say(
+                    f"scaling='yarn' needs base > 1, got {base}",
+                    f"scaling='yarn' 要求 base > 1，实际是 {base}",
+                )
+            )
         validate.positive_float("beta_slow", beta_slow)
         if not (isinstance(beta_fast, (int, float)) and beta_fast > beta_slow):
             raise ValueError(
-                f"beta_fast must be a number > beta_slow={beta_slow}, got {beta_fast!r}"
+                say(
+                    f"beta_fast must be a number > beta_slow={beta_slow}, got {beta_fast!r}",
+                    f"beta_fast 必须是 > beta_slow={beta_slow} 的数，实际是 {beta_fast!r}",
+                )
             )
     return factor
 
@@ -156,7 +192,12 @@ def rotary_inv_freq(
     """
     validate.positive_int("head_dim", head_dim)
     if head_dim % 2:
-        raise ValueError(f"head_dim must be even for rotary embeddings, got {head_dim}")
+        raise ValueError(
+            say(
+                f"head_dim must be even for rotary embeddings, got {head_dim}",
+                f"旋转位置编码（RoPE）要求头维度 head_dim 为偶数，实际是 {head_dim}",
+            )
+        )
     base = validate.positive_float("base", base)
     factor = _check_scaling(scaling, factor, original_max_len, head_dim, base, beta_fast, beta_slow)
     if scaling == "ntk":
@@ -231,9 +272,14 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     ``cos`` and ``sin`` are ``(T, head_dim)``.
     """
     if x.shape[-2:] != cos.shape or cos.shape != sin.shape:
+        shapes = "x (..., T, head_dim) and cos/sin (T, head_dim)"
+        got = f"x {tuple(x.shape)}, cos {tuple(cos.shape)}, sin {tuple(sin.shape)}"
         raise ValueError(
-            f"apply_rotary expects x (..., T, head_dim) and cos/sin (T, head_dim); "
-            f"got x {tuple(x.shape)}, cos {tuple(cos.shape)}, sin {tuple(sin.shape)}"
+            say(
+                f"apply_rotary expects {shapes}; got {got}",
+                "apply_rotary 要求 x 的形状为 (..., T, head_dim)，cos/sin 的形状为 "
+                f"(T, head_dim)；实际是 {got}",
+            )
         )
     return x * cos + rotate_half(x) * sin
 

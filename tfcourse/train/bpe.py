@@ -26,6 +26,8 @@ from collections import Counter, defaultdict
 
 import regex
 
+from ..language import say
+
 # GPT-2's pre-tokenization pattern (Radford et al., 2019): contractions, letters with an
 # optional leading space, numbers likewise, other symbols likewise, then whitespace (a run
 # of spaces before a word leaves its last space to the word).
@@ -55,7 +57,10 @@ class ByteBPE:
                 )
             ):
                 raise ValueError(
-                    f"merges[{i}] must be a pair of ids below {N_BYTES + i}, got {pair!r}"
+                    say(
+                        f"merges[{i}] must be a pair of ids below {N_BYTES + i}, got {pair!r}",
+                        f"merges[{i}] 必须是一对小于 {N_BYTES + i} 的 id，实际是 {pair!r}",
+                    )
                 )
             self.merges.append((pair[0], pair[1]))
             self._bytes.append(self._bytes[pair[0]] + self._bytes[pair[1]])
@@ -75,9 +80,15 @@ class ByteBPE:
     def train(cls, text: str, n_merges: int) -> ByteBPE:
         """Learn ``n_merges`` merges from ``text`` (fewer if no pair is left to merge)."""
         if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+            got = type(text).__name__
+            raise TypeError(say(f"text must be a str, got {got}", f"text 必须是 str，实际是 {got}"))
         if isinstance(n_merges, bool) or not isinstance(n_merges, int) or n_merges < 0:
-            raise ValueError(f"n_merges must be an int >= 0, got {n_merges!r}")
+            raise ValueError(
+                say(
+                    f"n_merges must be an int >= 0, got {n_merges!r}",
+                    f"n_merges 必须是 >= 0 的 int，实际是 {n_merges!r}",
+                )
+            )
         chunks = Counter(PATTERN.findall(text))
         words = [list(chunk.encode("utf-8")) for chunk in chunks]
         weights = list(chunks.values())
@@ -110,7 +121,8 @@ class ByteBPE:
     def encode(self, text: str) -> list[int]:
         """The ids of ``text``: its chunks' bytes, merged by the learned merges."""
         if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+            got = type(text).__name__
+            raise TypeError(say(f"text must be a str, got {got}", f"text 必须是 str，实际是 {got}"))
         ids: list[int] = []
         for chunk in PATTERN.findall(text):
             if chunk not in self._cache:
@@ -134,7 +146,12 @@ class ByteBPE:
             or not isinstance(token, int)
             or not 0 <= token < self.vocab_size
         ):
-            raise ValueError(f"token must be an id in [0, {self.vocab_size}), got {token!r}")
+            raise ValueError(
+                say(
+                    f"token must be an id in [0, {self.vocab_size}), got {token!r}",
+                    f"token 必须是 [0, {self.vocab_size}) 中的 id，实际是 {token!r}",
+                )
+            )
         return self._bytes[token]
 
     def decode(self, ids) -> str:

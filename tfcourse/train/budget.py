@@ -47,7 +47,12 @@ class Setting:
         if self.tokens != "chars" and not (
             self.tokens.startswith("bpe") and self.tokens[3:].isdigit()
         ):
-            raise ValueError(f"tokens must be 'chars' or 'bpeN', got {self.tokens!r}")
+            raise ValueError(
+                say(
+                    f"tokens must be 'chars' or 'bpeN', got {self.tokens!r}",
+                    f"tokens 必须是 'chars' 或 'bpeN'，实际是 {self.tokens!r}",
+                )
+            )
 
     @property
     def schedule(self) -> dict:
@@ -223,7 +228,12 @@ def best_run(runs: list[RecordedRun] | None = None) -> RecordedRun:
     """The recorded run with the lowest mean held-out loss: the setting notebook 12 trains."""
     runs = recorded_runs() if runs is None else runs
     if not runs:
-        raise ValueError("no run is recorded: run benchmarks/capstone_budget.py")
+        raise ValueError(
+            say(
+                "no run is recorded: run benchmarks/capstone_budget.py",
+                "还没有记录任何运行：请运行 benchmarks/capstone_budget.py",
+            )
+        )
     return min(runs, key=lambda r: r.mean)
 
 

@@ -47,8 +47,12 @@ def _check_batch_args(batch_size, seq_len, generator, split):
     validate.positive_int("batch_size", batch_size)
     validate.positive_int("seq_len", seq_len)
     if generator is not None and not isinstance(generator, torch.Generator):
+        got = type(generator).__name__
         raise TypeError(
-            f"generator must be a torch.Generator or None, got {type(generator).__name__}"
+            say(
+                f"generator must be a torch.Generator or None, got {got}",
+                f"generator 必须是 torch.Generator 或 None，实际是 {got}",
+            )
         )
     validate.choice("split", split, SPLITS)
 
@@ -83,9 +87,19 @@ class MarkovChain:
         validate.positive_int("vocab_size", vocab_size)
         validate.positive_int("n_successors", n_successors)
         if vocab_size < 2:
-            raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
+            raise ValueError(
+                say(
+                    f"vocab_size must be >= 2, got {vocab_size}",
+                    f"vocab_size（词表大小）必须 >= 2，实际是 {vocab_size}",
+                )
+            )
         if n_successors > vocab_size:
-            raise ValueError(f"n_successors must be <= vocab_size={vocab_size}, got {n_successors}")
+            raise ValueError(
+                say(
+                    f"n_successors must be <= vocab_size={vocab_size}, got {n_successors}",
+                    f"n_successors 必须 <= vocab_size={vocab_size}，实际是 {n_successors}",
+                )
+            )
         # Refused even when a caller skips the memory estimate (tfcourse train
         # --no-memory-check): where the kernel overcommits memory, an 8 TB torch.zeros
         # succeeds and filling it gets the process killed without a word.
@@ -207,8 +221,12 @@ class MarkovChain:
         """
         seq = validate.token_ids(seq, self.vocab_size, name="seq")
         if seq.shape[1] < 2:
+            shape = tuple(seq.shape)
             raise ValueError(
-                f"seq must have at least 2 tokens per row, got shape {tuple(seq.shape)}"
+                say(
+                    f"seq must have at least 2 tokens per row, got shape {shape}",
+                    f"seq 每行至少要有 2 个词元，实际的形状是 {shape}",
+                )
             )
         p = self.transition[seq[:, :-1].cpu(), seq[:, 1:].cpu()]
         return float(-p.log().mean())
@@ -217,8 +235,12 @@ class MarkovChain:
         """Fraction of the transitions in ``seq (B, L)`` that the chain can never take."""
         seq = validate.token_ids(seq, self.vocab_size, name="seq")
         if seq.shape[1] < 2:
+            shape = tuple(seq.shape)
             raise ValueError(
-                f"seq must have at least 2 tokens per row, got shape {tuple(seq.shape)}"
+                say(
+                    f"seq must have at least 2 tokens per row, got shape {shape}",
+                    f"seq 每行至少要有 2 个词元，实际的形状是 {shape}",
+                )
             )
         p = self.transition[seq[:, :-1].cpu(), seq[:, 1:].cpu()]
         return float((p == 0).double().mean())
@@ -249,7 +271,12 @@ class CopyTask:
     def __init__(self, n_symbols: int = 16):
         validate.positive_int("n_symbols", n_symbols)
         if n_symbols < 2:
-            raise ValueError(f"n_symbols must be >= 2, got {n_symbols}")
+            raise ValueError(
+                say(
+                    f"n_symbols must be >= 2, got {n_symbols}",
+                    f"n_symbols 必须 >= 2，实际是 {n_symbols}",
+                )
+            )
         self.n_symbols = n_symbols
         self.separator = n_symbols
         self.vocab_size = n_symbols + 1
@@ -296,16 +323,21 @@ class CharTokenizer:
     def __init__(self, chars):
         chars = list(chars)
         if not chars or not all(isinstance(c, str) and len(c) == 1 for c in chars):
-            raise ValueError("chars must be a non-empty sequence of single characters")
+            raise ValueError(
+                say(
+                    "chars must be a non-empty sequence of single characters",
+                    "chars 必须是由单个字符组成的非空序列",
+                )
+            )
         if len(set(chars)) != len(chars):
-            raise ValueError("chars must not repeat")
+            raise ValueError(say("chars must not repeat", "chars 中的字符不能重复"))
         self.chars = chars
         self.stoi = {c: i for i, c in enumerate(chars)}
 
     @classmethod
     def from_text(cls, text: str) -> CharTokenizer:
         if not isinstance(text, str) or not text:
-            raise ValueError("text must be a non-empty str")
+            raise ValueError(say("text must be a non-empty str", "text 必须是非空的 str"))
         return cls(sorted(set(text)))
 
     @property
@@ -314,22 +346,40 @@ class CharTokenizer:
 
     def encode(self, text: str) -> list[int]:
         if not isinstance(text, str):
-            raise TypeError(f"encode expects a str, got {type(text).__name__}")
+            got = type(text).__name__
+            raise TypeError(
+                say(f"encode expects a str, got {got}", f"encode 需要 str，实际是 {got}")
+            )
         unknown = sorted(set(text) - self.stoi.keys())
         if unknown:
-            raise ValueError(f"characters not in the vocabulary: {''.join(unknown)!r}")
+            missing = "".join(unknown)
+            raise ValueError(
+                say(
+                    f"characters not in the vocabulary: {missing!r}",
+                    f"这些字符不在词表中：{missing!r}",
+                )
+            )
         return [self.stoi[c] for c in text]
 
     def decode(self, ids) -> str:
         if isinstance(ids, torch.Tensor):
             if ids.dim() != 1:
+                shape = tuple(ids.shape)
                 raise ValueError(
-                    f"decode expects a 1-D sequence of ids, got shape {tuple(ids.shape)}"
+                    say(
+                        f"decode expects a 1-D sequence of ids, got shape {shape}",
+                        f"decode 需要一维的 id 序列，实际的形状是 {shape}",
+                    )
                 )
             ids = ids.tolist()
         bad = [i for i in ids if not 0 <= int(i) < self.vocab_size]
         if bad:
-            raise ValueError(f"ids must be in [0, {self.vocab_size}), got {bad[:5]}")
+            raise ValueError(
+                say(
+                    f"ids must be in [0, {self.vocab_size}), got {bad[:5]}",
+                    f"ids 必须在 [0, {self.vocab_size}) 中，实际有 {bad[:5]}",
+                )
+            )
         return "".join(self.chars[int(i)] for i in ids)
 
     def __repr__(self) -> str:
@@ -347,8 +397,9 @@ def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1, block: int 
     parts differ (a manual, then docstrings), not only from its end.
     """
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
+        got = getattr(tokens, "shape", type(tokens))
         raise ValueError(
-            f"tokens must be a 1-D tensor, got {getattr(tokens, 'shape', type(tokens))}"
+            say(f"tokens must be a 1-D tensor, got {got}", f"tokens 必须是一维张量，实际是 {got}")
         )
     validate.probability("val_fraction", val_fraction)
     if block is None:
@@ -356,7 +407,9 @@ def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1, block: int 
         return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val :]
     validate.positive_int("block", block)
     if not val_fraction > 0:
-        raise ValueError("a block split needs val_fraction > 0")
+        raise ValueError(
+            say("a block split needs val_fraction > 0", "按块划分要求 val_fraction > 0")
+        )
     every = max(2, round(1 / val_fraction))
     blocks = tokens.split(block)
     val = [b for i, b in enumerate(blocks) if i % every == every - 1]

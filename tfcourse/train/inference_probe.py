@@ -18,10 +18,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..language import say
 from ..nn import validate
 from ..nn.config import GPTConfig
 
-# The words the check recognises in the learner's traceback (sealed or not).
+# The words the check recognises in the learner's traceback (sealed or not): English in
+# both languages, so the check finds them whatever language the probe spoke.
 TRAINING_MODE = "InferenceProbe ran in training mode"
 GRADIENTS_ON = "InferenceProbe ran with gradients enabled"
 TOO_LONG = "InferenceProbe got a context longer than max_seq_len"
@@ -40,7 +42,13 @@ class InferenceProbe(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         if not isinstance(config, GPTConfig):
-            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+            got = type(config).__name__
+            raise TypeError(
+                say(
+                    f"config must be a GPTConfig, got {got}",
+                    f"config 必须是 GPTConfig，实际是 {got}",
+                )
+            )
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.pos_emb = nn.Embedding(config.max_seq_len, config.d_model)
@@ -48,15 +56,28 @@ class InferenceProbe(nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         if self.training:
-            raise RuntimeError(f"{TRAINING_MODE}: call model.eval() before sampling")
+            raise RuntimeError(
+                say(
+                    f"{TRAINING_MODE}: call model.eval() before sampling",
+                    f"{TRAINING_MODE}：采样前请先调用 model.eval()",
+                )
+            )
         if torch.is_grad_enabled():
-            raise RuntimeError(f"{GRADIENTS_ON}: sample under torch.no_grad()")
+            raise RuntimeError(
+                say(
+                    f"{GRADIENTS_ON}: sample under torch.no_grad()",
+                    f"{GRADIENTS_ON}：请在 torch.no_grad() 下采样",
+                )
+            )
         validate.token_ids(idx, self.config.vocab_size)
         length = idx.shape[1]
         if length > self.config.max_seq_len:
+            got = f"T={length} > {self.config.max_seq_len}"
             raise ValueError(
-                f"{TOO_LONG}: T={length} > {self.config.max_seq_len}; crop idx to its last "
-                f"max_seq_len tokens"
+                say(
+                    f"{TOO_LONG}: {got}; crop idx to its last max_seq_len tokens",
+                    f"{TOO_LONG}：{got}；请把 idx 裁剪为最后 max_seq_len 个词元",
+                )
             )
         positions = torch.arange(length, device=idx.device)
         x = self.tok_emb(idx) + self.pos_emb(positions)  # (B, T, D)

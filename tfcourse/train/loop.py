@@ -37,9 +37,13 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     Targets equal to ``IGNORE_INDEX`` (-100) are skipped (the copy task's random half).
     """
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
+        got = f"{tuple(logits.shape)} and {tuple(targets.shape)}"
+        got_zh = f"{tuple(logits.shape)} 和 {tuple(targets.shape)}"
         raise ValueError(
-            f"expected logits (B, T, V) and targets (B, T), got "
-            f"{tuple(logits.shape)} and {tuple(targets.shape)}"
+            say(
+                f"expected logits (B, T, V) and targets (B, T), got {got}",
+                f"logits 的形状应为 (B, T, V)，targets 的形状应为 (B, T)，实际是 {got_zh}",
+            )
         )
     return F.cross_entropy(
         logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX
@@ -102,14 +106,21 @@ def held_out_losses(
     float64: entry ``i`` is ``-log P(tokens[i + 1] | what precedes it)``, scored as
     ``held_out_loss`` describes."""
     if tokens.dim() != 1 or tokens.dtype != torch.long or len(tokens) < 2:
+        got = f"{tuple(tokens.shape)} {tokens.dtype}"
         raise ValueError(
-            f"tokens must be a 1-D long tensor of 2 or more ids, got "
-            f"{tuple(tokens.shape)} {tokens.dtype}"
+            say(
+                f"tokens must be a 1-D long tensor of 2 or more ids, got {got}",
+                f"tokens 必须是至少含 2 个 id 的一维 long 张量，实际是 {got}",
+            )
         )
     context = model.config.max_seq_len if context is None else context
     if not 2 <= context <= model.config.max_seq_len:
+        bounds = f"[2, max_seq_len={model.config.max_seq_len}]"
         raise ValueError(
-            f"context must be in [2, max_seq_len={model.config.max_seq_len}], got {context}"
+            say(
+                f"context must be in {bounds}, got {context}",
+                f"context 必须在 {bounds} 中，实际是 {context}",
+            )
         )
     device = next(model.parameters()).device
     stride = context // 2
@@ -173,7 +184,12 @@ class TrainConfig:
         for name in ("warmup_steps", "eval_every", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+                raise ValueError(
+                    say(
+                        f"{name} must be an int >= 0, got {value!r}",
+                        f"{name} 必须是 >= 0 的 int，实际是 {value!r}",
+                    )
+                )
         if self.warmup_steps > self.steps:
             raise ValueError(
                 say(
@@ -184,7 +200,13 @@ class TrainConfig:
             )
         validate.positive_float("max_lr", self.max_lr)
         if self.min_lr is not None and not 0 <= self.min_lr <= self.max_lr:
-            raise ValueError(f"min_lr must be in [0, max_lr={self.max_lr}], got {self.min_lr}")
+            bounds = f"[0, max_lr={self.max_lr}]"
+            raise ValueError(
+                say(
+                    f"min_lr must be in {bounds}, got {self.min_lr}",
+                    f"min_lr 必须在 {bounds} 中，实际是 {self.min_lr}",
+                )
+            )
         if self.grad_clip is not None:
             validate.positive_float("grad_clip", self.grad_clip)
         for name in ("beta1", "beta2"):
@@ -324,11 +346,20 @@ class Trainer:
         compile: bool = False,
     ):
         if not isinstance(config, TrainConfig):
-            raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
-        if not hasattr(dataset, "batch"):
+            got = type(config).__name__
             raise TypeError(
-                f"dataset must have a batch(batch_size, seq_len, *, generator, split) "
-                f"method, got {type(dataset).__name__}"
+                say(
+                    f"config must be a TrainConfig, got {got}",
+                    f"config 必须是 TrainConfig，实际是 {got}",
+                )
+            )
+        if not hasattr(dataset, "batch"):
+            method, got = "batch(batch_size, seq_len, *, generator, split)", type(dataset).__name__
+            raise TypeError(
+                say(
+                    f"dataset must have a {method} method, got {got}",
+                    f"dataset 必须有 {method} 方法，实际是 {got}",
+                )
             )
         self.config = config
         self.dataset = dataset
@@ -344,8 +375,12 @@ class Trainer:
 
             if not dist.is_initialized():
                 raise RuntimeError(
-                    "distributed=True needs torch.distributed.init_process_group() "
-                    "first (run under torchrun)"
+                    say(
+                        "distributed=True needs torch.distributed.init_process_group() "
+                        "first (run under torchrun)",
+                        "distributed=True 需要先调用 torch.distributed.init_process_group()"
+                        "（用 torchrun 运行）",
+                    )
                 )
             self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -481,8 +516,12 @@ class Trainer:
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("format") != CHECKPOINT_FORMAT:
+            got = state.get("format")
             raise ValueError(
-                f"unknown checkpoint format {state.get('format')!r}, expected {CHECKPOINT_FORMAT}"
+                say(
+                    f"unknown checkpoint format {got!r}, expected {CHECKPOINT_FORMAT}",
+                    f"未知的检查点格式 {got!r}，应为 {CHECKPOINT_FORMAT}",
+                )
             )
         self.module.load_state_dict(state["model"], strict=True)
         self.optimizer.load_state_dict(state["optimizer"])

@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from ..language import say
 from ..nn import validate
 
 
@@ -26,15 +27,29 @@ def lr_at(
     """
     for name, value in (("step", step), ("warmup_steps", warmup_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+            raise ValueError(
+                say(
+                    f"{name} must be an int >= 0, got {value!r}",
+                    f"{name} 必须是 >= 0 的 int，实际是 {value!r}",
+                )
+            )
     validate.positive_int("total_steps", total_steps)
     if warmup_steps > total_steps:
+        got = f"warmup_steps={warmup_steps}, total_steps={total_steps}"
         raise ValueError(
-            f"warmup_steps must be <= total_steps, got warmup_steps={warmup_steps}, "
-            f"total_steps={total_steps}"
+            say(
+                f"warmup_steps must be <= total_steps, got {got}",
+                f"warmup_steps 必须 <= total_steps，实际是 {got}",
+            )
         )
     if not (0.0 <= min_lr <= max_lr):
-        raise ValueError(f"need 0 <= min_lr <= max_lr, got min_lr={min_lr}, max_lr={max_lr}")
+        got = f"min_lr={min_lr}, max_lr={max_lr}"
+        raise ValueError(
+            say(
+                f"need 0 <= min_lr <= max_lr, got {got}",
+                f"要求 0 <= min_lr <= max_lr，实际是 {got}",
+            )
+        )
     if step < warmup_steps:
         return max_lr * (step + 1) / (warmup_steps + 1)
     if step >= total_steps:
@@ -57,10 +72,18 @@ def configure_optimizer(
     towards 0 and a bias towards 0 for no benefit, so they get ``weight_decay=0``.
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+        got = type(model).__name__
+        raise TypeError(
+            say(f"model must be an nn.Module, got {got}", f"model 必须是 nn.Module，实际是 {got}")
+        )
     validate.positive_float("lr", lr)
     if weight_decay < 0:
-        raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        raise ValueError(
+            say(
+                f"weight_decay must be >= 0, got {weight_decay}",
+                f"weight_decay（权重衰减）必须 >= 0，实际是 {weight_decay}",
+            )
+        )
     params = [p for p in model.parameters() if p.requires_grad]  # tied weights appear once
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
