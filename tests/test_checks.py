@@ -12,9 +12,9 @@ import tfcourse as tc
 from tfcourse import checks
 from tfcourse.checks import _harness, _parameters
 from tfcourse.checks.mlp import check_swiglu as check_swiglu_mlp
-from tfcourse.checks.model import _block_params, _count
 from tfcourse.lab.probes import gradient_probe
 
+import mutants.core
 from conftest import fails, named_mistake
 from helpers import ROOT
 
@@ -68,11 +68,16 @@ REFERENCES = [
         checks.check_grad_norm_probe, reference_probe, "grad_norm_probe: 4/4", id="grad_norm_probe"
     ),
     pytest.param(checks.check_gpt, tc.GPT, "GPT: 9/9", id="gpt"),
-    pytest.param(checks.check_bias_savings, 82_944, "bias_savings: 2/2", id="bias_savings"),
+    pytest.param(
+        checks.check_bias_savings,
+        mutants.core.linear_bias_count,
+        "bias_savings: 4/4",
+        id="bias_savings",
+    ),
     pytest.param(
         checks.check_gpt2_small_params,
-        124_439_808,
-        "gpt2_small_params: 2/2",
+        mutants.core.gpt_num_params,
+        "gpt2_small_params: 6/6",
         id="gpt2_small_params",
     ),
 ]
@@ -277,20 +282,15 @@ def test_fused_qkv_is_split_for_separate_projections():
     assert torch.equal(out["attn.k_proj.weight"], weight[2:4])
 
 
-def test_the_parameter_count_formula_matches_gpt(tiny_config):
-    # check_gpt2_small_params adds up embeddings + blocks + final norm instead of building
-    # a 124M-parameter model; this pins that sum to GPT.num_params() on a small config.
-    model = tc.GPT(tiny_config)
-    block = _count(model.blocks[0])
-    D = tiny_config.d_model
-    formula = (
-        tiny_config.vocab_size * D
-        + tiny_config.max_seq_len * D
-        + tiny_config.n_layers * block
-        + _count(tc.LayerNorm(D))
-    )
-    assert model.num_params() == formula
-    assert _block_params(True) == _count(tc.TransformerBlock(768, 12, max_seq_len=1))
+def test_the_counting_checks_expect_the_reference_models_counts():
+    # The checks take their expected counts from GPT(config) on the meta device; the
+    # course's own formula (notebook 07's solution) and the real models agree with them.
+    from tfcourse.checks.counting import PARAM_CASES
+
+    for _, config in PARAM_CASES[-1:]:
+        assert mutants.core.gpt_num_params(config) == tc.GPT(config).num_params()
+    gpt2 = tc.GPTConfig.preset("gpt2-small")
+    assert mutants.core.gpt_num_params(gpt2) == 124_439_808  # GPT-2 small's published count
 
 
 @pytest.mark.parametrize("turn_on", ["legacy", "precision", "new"])

@@ -17,6 +17,7 @@ import pytest
 import torch
 from nbformat.v4 import new_code_cell
 
+import tfcourse as tc
 from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
 from tfcourse.course.restamp import restamp
@@ -149,6 +150,29 @@ def test_the_worker_rebuilds_only_course_and_torch_modules():
     node = _module_by_value(linear, encoder)
     rebuilt = protocol.decode(node, encoder.tensors, dataclasses_from_tfcourse=True)
     assert torch.equal(rebuilt.weight, linear.weight) and torch.equal(rebuilt.bias, linear.bias)
+
+
+def test_a_module_on_the_meta_device_crosses_as_its_arguments_only():
+    """Notebook 07's counting checks hand the learner's function GPT-2 small on meta: no
+    tensor crosses, and the worker rebuilds it on meta with the same shapes."""
+    from tfcourse.grade.sealed.channel import SealedUnsupported
+    from tfcourse.grade.sealed.proxy import _module_by_value
+
+    with torch.device("meta"):
+        gpt2 = tc.GPT(tc.GPTConfig.preset("gpt2-small"))
+    encoder = protocol.Encoder()
+    node = _module_by_value(gpt2, encoder)
+    assert node["meta"] is True and encoder.tensors == {}
+    rebuilt = protocol.decode(node, encoder.tensors, dataclasses_from_tfcourse=True)
+    assert all(p.is_meta for p in rebuilt.parameters())
+    assert {n: p.shape for n, p in rebuilt.named_parameters()} == {
+        n: p.shape for n, p in gpt2.named_parameters()
+    }
+    assert rebuilt.num_params() == 124_439_808
+    partly = torch.nn.Linear(3, 2)
+    partly.bias = torch.nn.Parameter(torch.empty(2, device="meta"))
+    with pytest.raises(SealedUnsupported, match="partly on the meta device"):
+        _module_by_value(partly, protocol.Encoder())
 
 
 def test_an_optimizer_crosses_by_value_over_the_module_sent_before_it():

@@ -5,6 +5,7 @@ See ``mutants/__init__.py``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -731,13 +732,83 @@ class LearnerGPT(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
-# Counting parameters: wrong numbers for gpt2-small (vocabulary V, width D, context T), whose
-# blocks have BLOCK parameters each; bias=False saves SAVED over its 12 blocks.
+# Counting parameters: the exercises' functions, with one mistake each
 
-V, D, T = 50_257, 768, 1_024
-BLOCK = 7_087_872
-SAVED = 82_944
-GPT2 = 124_439_808
+
+def linear_bias_count(module, mistake=None):
+    """The Linear biases inside ``module`` (notebook 07's solution), or a mistake."""
+    if mistake == "norms-too":
+        return sum(p.numel() for name, p in module.named_parameters() if name.endswith("bias"))
+    if mistake == "no-none-check":
+        return sum(m.bias.numel() for m in module.modules() if isinstance(m, nn.Linear))
+    if mistake == "children-only":
+        return sum(
+            m.bias.numel()
+            for m in module.children()
+            if isinstance(m, nn.Linear) and m.bias is not None
+        )
+    linears = [m for m in module.modules() if isinstance(m, nn.Linear) and m.bias is not None]
+    if mistake == "layers":
+        return len(linears)
+    if mistake == "weights-too":
+        return sum(m.bias.numel() + m.weight.numel() for m in linears)
+    if mistake == "every-parameter":
+        return sum(p.numel() for p in module.parameters())
+    return sum(m.bias.numel() for m in linears)
+
+
+def linear_bias_count_by_name(module):
+    """A correct variant: biases found by name, kept when their owner is a Linear."""
+    return sum(
+        p.numel()
+        for name, p in module.named_parameters()
+        if name.endswith(".bias")
+        and isinstance(module.get_submodule(name.rsplit(".", 1)[0]), nn.Linear)
+    )
+
+
+def gpt_num_params(config, mistake=None):
+    """Parameters of tc.GPT(config) by formula (notebook 07's solution), or a mistake."""
+    V, T, D, L = config.vocab_size, config.max_seq_len, config.d_model, config.n_layers
+    H = config.d_hidden or 4 * D
+    if mistake == "width-4d":
+        H = 4 * D
+    bias = {"no-biases": False, "always-biases": True}.get(mistake, config.bias)
+    if mistake == "padded-vocabulary":
+        V = 50_304
+    attention = 4 * D * D + bias * 4 * D
+    mlp = 2 * D * H + bias * (H + D)
+    blocks = (L - (mistake == "block-missing")) * (attention + mlp + 4 * D)
+    embeddings = {"no-embeddings": 0, "no-token": T * D, "no-positions": V * D}.get(
+        mistake, V * D + T * D
+    )
+    head = 0 if config.tie_weights else V * D
+    if mistake == "head-always":
+        head = V * D
+    if mistake == "head-never":
+        head = 0
+    head += V if mistake == "head-bias" else 0
+    final_norm = 0 if mistake == "no-final-norm" else 2 * D
+    return embeddings + blocks + final_norm + head
+
+
+def gpt_num_params_by_layers(config):
+    """A correct variant: every layer counted as in_features * out_features (+ out)."""
+
+    def linear(n_in, n_out, bias):
+        return n_in * n_out + (n_out if bias else 0)
+
+    D, H = config.d_model, config.d_hidden or 4 * config.d_model
+    block = (
+        linear(D, 3 * D, config.bias)
+        + linear(D, D, config.bias)
+        + linear(D, H, config.bias)
+        + linear(H, D, config.bias)
+        + 2 * (2 * D)
+    )
+    tables = (config.vocab_size + config.max_seq_len) * D
+    head = 0 if config.tie_weights else linear(D, config.vocab_size, False)
+    return tables + config.n_layers * block + 2 * D + head
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1531,101 +1602,144 @@ MUTANTS = [
         "forward returns log-probabilities",
     ),
     (
-        "bias-savings-with-the-final-norm-bias",
+        "bias-savings-norms-too",
         checks.check_bias_savings,
-        SAVED + 12 * 2 * D + D,
-        "(and a final norm's) are counted too",
+        functools.partial(linear_bias_count, mistake="norms-too"),
+        "the LayerNorm biases are counted too",
     ),
     (
-        "bias-savings-only-norm-biases",
+        "bias-savings-no-none-check",
         checks.check_bias_savings,
-        12 * 2 * D,
-        "only the LayerNorm biases are counted",
+        functools.partial(linear_bias_count, mistake="no-none-check"),
+        "bias=None, e.g. the LM head",
     ),
     (
-        "bias-savings-qkv-bias-as-d",
+        "bias-savings-children-only",
         checks.check_bias_savings,
-        SAVED - 12 * 2 * D,
-        "the fused qkv_proj bias has 3 * 768 entries",
+        functools.partial(linear_bias_count, mistake="children-only"),
+        "only the module's direct children",
     ),
     (
-        "bias-savings-mlp-bias-as-d",
+        "bias-savings-layers",
         checks.check_bias_savings,
-        SAVED - 12 * 3 * D,
-        "the MLP's first bias has 4 * 768 entries",
+        functools.partial(linear_bias_count, mistake="layers"),
+        "not their bias entries",
     ),
     (
-        "bias-savings-count-without-biases",
+        "bias-savings-weights-too",
         checks.check_bias_savings,
-        12 * BLOCK - SAVED,
-        "the count without biases",
+        functools.partial(linear_bias_count, mistake="weights-too"),
+        "weights are counted too",
     ),
     (
-        "bias-savings-count-with-biases",
+        "bias-savings-every-parameter",
         checks.check_bias_savings,
-        12 * BLOCK,
-        "the count with biases",
+        functools.partial(linear_bias_count, mistake="every-parameter"),
+        "every parameter of the model",
     ),
     (
-        "gpt2-params-no-embeddings",
+        "bias-savings-typed-in",
+        checks.check_bias_savings,
+        lambda module: 82_944,
+        "the same number as for a different model",
+    ),
+    (
+        "bias-savings-float",
+        checks.check_bias_savings,
+        lambda module: float(linear_bias_count(module)),
+        "expected an int",
+    ),
+    (
+        "gpt2-params-width-4d",
         checks.check_gpt2_small_params,
-        GPT2 - V * D - T * D,
-        "the embedding tables are left out",
+        functools.partial(gpt_num_params, mistake="width-4d"),
+        "config.d_hidden sets it",
     ),
     (
-        "gpt2-params-no-token-embedding",
+        "gpt2-params-no-biases",
         checks.check_gpt2_small_params,
-        GPT2 - V * D,
-        "the token embedding is left out",
-    ),
-    (
-        "gpt2-params-no-position-table",
-        checks.check_gpt2_small_params,
-        GPT2 - T * D,
-        "the position embedding table (1024 x 768)",
-    ),
-    (
-        "gpt2-params-no-linear-biases",
-        checks.check_gpt2_small_params,
-        GPT2 - SAVED,
+        functools.partial(gpt_num_params, mistake="no-biases"),
         "the Linear biases are left out",
     ),
     (
-        "gpt2-params-no-final-norm",
+        "gpt2-params-always-biases",
         checks.check_gpt2_small_params,
-        GPT2 - 2 * D,
-        "the final LayerNorm is left out",
+        functools.partial(gpt_num_params, mistake="always-biases"),
+        "although config.bias is False",
     ),
     (
         "gpt2-params-padded-vocabulary",
         checks.check_gpt2_small_params,
-        GPT2 + (50_304 - V) * D,
+        functools.partial(gpt_num_params, mistake="padded-vocabulary"),
         "padded to 50304",
     ),
-    ("gpt2-params-head-bias", checks.check_gpt2_small_params, GPT2 + V, "the LM head has a bias"),
     (
-        "gpt2-params-eleven-blocks",
+        "gpt2-params-block-missing",
         checks.check_gpt2_small_params,
-        GPT2 - BLOCK,
+        functools.partial(gpt_num_params, mistake="block-missing"),
         "one block is missing",
     ),
     (
-        "bias-savings-counts-layernorm-biases",
-        checks.check_bias_savings,
-        82_944 + 12 * 2 * 768,
-        "the LayerNorm biases are counted too",
-    ),
-    ("bias-savings-one-block", checks.check_bias_savings, 6_912, "the saving of one block"),
-    (
-        "gpt2-params-untied-head",
+        "gpt2-params-no-embeddings",
         checks.check_gpt2_small_params,
-        124_439_808 + 50_257 * 768,
-        "the LM head is counted as its own matrix",
+        functools.partial(gpt_num_params, mistake="no-embeddings"),
+        "the embedding tables are left out",
     ),
-    ("gpt2-params-float", checks.check_gpt2_small_params, 124_439_808.0, "expected an int"),
+    (
+        "gpt2-params-no-token",
+        checks.check_gpt2_small_params,
+        functools.partial(gpt_num_params, mistake="no-token"),
+        "the token embedding is left out",
+    ),
+    (
+        "gpt2-params-no-positions",
+        checks.check_gpt2_small_params,
+        functools.partial(gpt_num_params, mistake="no-positions"),
+        "the position embedding table",
+    ),
+    (
+        "gpt2-params-head-always",
+        checks.check_gpt2_small_params,
+        functools.partial(gpt_num_params, mistake="head-always"),
+        "counted as its own matrix",
+    ),
+    (
+        "gpt2-params-head-never",
+        checks.check_gpt2_small_params,
+        functools.partial(gpt_num_params, mistake="head-never"),
+        "with tie_weights=False it is its own",
+    ),
+    (
+        "gpt2-params-head-bias",
+        checks.check_gpt2_small_params,
+        functools.partial(gpt_num_params, mistake="head-bias"),
+        "the LM head has a bias",
+    ),
+    (
+        "gpt2-params-no-final-norm",
+        checks.check_gpt2_small_params,
+        functools.partial(gpt_num_params, mistake="no-final-norm"),
+        "the final LayerNorm is left out",
+    ),
+    (
+        "gpt2-params-typed-in",
+        checks.check_gpt2_small_params,
+        lambda config: 124_439_808,
+        "expected 163,037,184 (check 3 of 6)",
+    ),
+    (
+        "gpt2-params-float",
+        checks.check_gpt2_small_params,
+        lambda config: float(gpt_num_params(config)),
+        "expected an int",
+    ),
 ]
 
 ALTERNATIVES = [
+    ("bias-savings-solution", checks.check_bias_savings, linear_bias_count),
+    ("bias-savings-by-name", checks.check_bias_savings, linear_bias_count_by_name),
+    ("gpt2-params-solution", checks.check_gpt2_small_params, gpt_num_params),
+    ("gpt2-params-by-layers", checks.check_gpt2_small_params, gpt_num_params_by_layers),
     ("mask-tril-of-ones", checks.check_causal_mask, mask_tril),
     ("mask-not-strict-upper", checks.check_causal_mask, mask_not_triu),
     ("sdpa-learner-base", checks.check_attention, make_sdpa(None)),

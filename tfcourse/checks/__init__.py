@@ -22,12 +22,13 @@ from .batching import check_get_batch
 from .block import check_transformer_block
 from .cases import grading_cases
 from .claims import check_permute_qk_rows
+from .counting import check_bias_savings, check_gpt2_small_params
 from .evaluation import check_estimate_loss
 from .generate import check_generate
 from .gqa import check_repeat_kv
 from .gradients import check_grad_norm_probe
 from .mlp import check_feedforward, check_swiglu, check_swiglu_hidden_dim
-from .model import check_bias_savings, check_gpt, check_gpt2_small_params
+from .model import check_gpt
 from .modern import check_rotary, check_rotary_tables
 from .multi_head import check_first_head_weights, check_multi_head_attention
 from .norms import check_layernorm, check_rmsnorm

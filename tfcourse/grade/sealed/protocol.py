@@ -204,6 +204,13 @@ def decode(
         cls = getattr(importlib.import_module(module), name, None)
         if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
             raise ProtocolError(f"not a module class: {tree['$module']!r}")
+        if tree.get("meta") is True:  # shapes only: nothing to load, nothing allocated
+            with torch.device("meta"):
+                built = cls(**again(tree["init"]))
+            built = built.train(bool(tree.get("training")))
+            if by_value is not None:
+                by_value.append(built)
+            return built
         built = cls(**again(tree["init"]))
         if tree.get("dtype"):
             built = built.to(dtype=getattr(torch, str(tree["dtype"])))

@@ -12,6 +12,7 @@ comparison and diagnosis happen here, and the worker only ever computes.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
@@ -156,6 +157,16 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
             )
         )
     state = module.state_dict()
+    # A module on the meta device (shapes, no storage: GPT-2 small counted without 124 M
+    # parameters) crosses as its class and arguments only and is rebuilt on meta there.
+    meta = any(t.is_meta for t in state.values())
+    if meta and not all(t.is_meta for t in state.values()):
+        raise SealedUnsupported(
+            say(
+                f"cannot send a {cls.__name__} that is partly on the meta device",
+                f"无法发送部分位于 meta 设备上的 {cls.__name__}",
+            )
+        )
     init = {}
     for name, parameter in list(inspect.signature(cls.__init__).parameters.items())[1:]:
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) or name in (
@@ -173,7 +184,8 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
         elif name == "bias":
             init[name] = any(key.endswith("bias") for key in state)
     try:
-        twin = cls(**init)
+        with torch.device("meta") if meta else contextlib.nullcontext():
+            twin = cls(**init)
         twin.load_state_dict(state, strict=True)
     except Exception as error:  # noqa: BLE001 - any failure: not rebuildable
         raise SealedUnsupported(
@@ -182,6 +194,13 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
                 f"无法在隔离进程中重建 {cls.__name__}（{type(error).__name__}）",
             )
         ) from None
+    if meta:
+        return {
+            "$module": f"{cls.__module__}:{cls.__qualname__}",
+            "init": encoder(init),
+            "meta": True,
+            "training": module.training,
+        }
     grads = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
     return {
         "$module": f"{cls.__module__}:{cls.__qualname__}",
