@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import pytest
 
+from tfcourse.language import text_width
+
 from conftest import verdict_lines
+
+FIRST_LINE_COLUMNS = 110
 
 
 def fails_naming_its_cause(check, implementation, cause: str, capsys) -> None:
@@ -28,6 +32,9 @@ def fails_naming_its_cause(check, implementation, cause: str, capsys) -> None:
     with pytest.raises(AssertionError) as info:
         check(implementation)
     assert cause in verdict_lines(str(info.value)), str(info.value)
+    # The first line fits a notebook's output area; the details follow on lines of their own.
+    first = str(info.value).splitlines()[0]
+    assert text_width(first) <= FIRST_LINE_COLUMNS, first
     assert capsys.readouterr().out == ""  # no "checks passed" line
 
 

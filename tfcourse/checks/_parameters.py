@@ -113,7 +113,7 @@ def load_reference(
     extra = sorted(set(mine) - set(wanted))
     if missing or extra:
         looks = _diagnose_names(missing, extra, wanted, mine, bias)
-        found = say("; ", "；").join(
+        found = "\n  ".join(
             part
             for part in (
                 say(f"missing from your module: {missing}", f"你的模块中缺少 {missing}")
@@ -126,9 +126,10 @@ def load_reference(
         chk.fail(
             case,
             say(
-                f"parameter names do not match the expected layout ({found})",
-                f"参数名与要求的布局不一致（{found}）",
+                "parameter names do not match the expected layout",
+                "参数名与要求的布局不一致",
             ),
+            detail=found,  # the names on lines of their own: the first line stays short
             looks_like=looks,
             hint=say(
                 "name the submodules and parameters as the check's docstring lists them",

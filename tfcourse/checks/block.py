@@ -375,14 +375,12 @@ def _sublayer_added(chk: Checker, cls, gen: torch.Generator, case: str, live: st
     return got.detach() - x, expected - x
 
 
-def _not_passed_on(sublayer: tuple[str, str], module: str) -> str:
-    """The message of a sublayer (English, Chinese) whose train-mode output equals its
-    eval-mode one."""
+def _not_passed_on(sublayer: tuple[str, str]) -> str:
+    """The first line for a sublayer (English, Chinese) whose train-mode output equals its
+    eval-mode one (the mistake, named on its own line, says which argument was lost)."""
     return say(
-        f"with dropout={P_DROP} in train mode, what the {sublayer[0]} adds equals its eval-mode "
-        f"value: nothing of it is dropped ({module}(..., dropout=dropout)?)",
-        f"dropout={P_DROP}、训练模式下，{sublayer[1]}加到 x 上的量与评估模式下相同：它没有被 "
-        f"dropout（{module}(..., dropout=dropout)？）",
+        f"in train mode (dropout={P_DROP}) nothing of what the {sublayer[0]} adds is dropped",
+        f"训练模式下（dropout={P_DROP}），{sublayer[1]}加到 x 上的量没有被 dropout",
     )
 
 
@@ -410,7 +408,7 @@ def _mlp_dropout_case(chk: Checker, cls, gen: torch.Generator) -> None:
     if close(added, added_eval, chk.rtol, chk.atol):
         chk.fail(
             case,
-            _not_passed_on(MLP_NAMES, "tc.FeedForward"),
+            _not_passed_on(MLP_NAMES),
             looks_like=mistake(
                 "the MLP has no dropout: the block's dropout is not passed on to "
                 "tc.FeedForward(d_model, dropout=dropout)",
@@ -450,7 +448,7 @@ def _attention_dropout_case(chk: Checker, cls, gen: torch.Generator) -> None:
     if close(added, added_eval, chk.rtol, chk.atol):
         chk.fail(
             case,
-            _not_passed_on(ATTENTION_NAMES, "tc.MultiHeadAttention"),
+            _not_passed_on(ATTENTION_NAMES),
             looks_like=mistake(
                 "the attention has no dropout: the block's dropout is not passed on to "
                 "tc.MultiHeadAttention(..., dropout=dropout)",
@@ -464,10 +462,12 @@ def _attention_dropout_case(chk: Checker, cls, gen: torch.Generator) -> None:
         chk.fail(
             case,
             say(
-                f"{dropped:.0%} of what the attention adds is zero; one dropout with "
-                f"p={P_DROP} zeroes about {P_DROP:.0%}, two about {twice:.0%}",
-                f"注意力加到 x 上的量有 {dropped:.0%} 为零；p={P_DROP} 的一次 dropout 约置零 "
-                f"{P_DROP:.0%}，两次约 {twice:.0%}",
+                f"{dropped:.0%} of what the attention adds is zero, expected about {P_DROP:.0%}",
+                f"注意力加到 x 上的量有 {dropped:.0%} 为零，应约为 {P_DROP:.0%}",
+            ),
+            detail=say(
+                f"one dropout with p={P_DROP} zeroes about {P_DROP:.0%}, two about {twice:.0%}",
+                f"p={P_DROP} 的一次 dropout 约置零 {P_DROP:.0%}，两次约 {twice:.0%}",
             ),
             looks_like=_dropped_twice(ATTENTION_NAMES),
         )

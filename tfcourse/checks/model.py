@@ -247,9 +247,12 @@ def _embedding_dropout_case(chk: Checker, cls, gen: torch.Generator) -> None:
         chk.fail(
             case,
             say(
-                f"with dropout={P_DROP} in train mode the logits equal the eval-mode logits, "
-                f"although the blocks pass x on unchanged",
-                f"dropout={P_DROP}、训练模式下，logits 与评估模式下相同，而各块此时只是原样传递 x",
+                f"in train mode (dropout={P_DROP}) the logits equal the eval-mode ones",
+                f"训练模式下（dropout={P_DROP}），logits 与评估模式下相同",
+            ),
+            detail=say(
+                "the blocks pass x on unchanged here, so only the embeddings' dropout can act",
+                "这里各块只是原样传递 x，能起作用的只有嵌入之后的 dropout",
             ),
             looks_like=mistake(
                 "the embeddings are not dropped: self.drop = nn.Dropout(config.dropout) is "
@@ -291,10 +294,10 @@ def _initial_loss_case(chk: Checker, cls, gen: torch.Generator) -> None:
         chk.fail(
             case,
             say(
-                f"a fresh model's loss is {loss:.2f}; a model that knows nothing yet should "
-                f"score about ln V = {uniform:.2f} (at most {uniform + INITIAL_LOSS_MARGIN:.2f})",
-                f"新建模型的损失是 {loss:.2f}；一个还什么都没学的模型，损失应当约为 "
-                f"ln V = {uniform:.2f}（至多 {uniform + INITIAL_LOSS_MARGIN:.2f}）",
+                f"a fresh model's loss is {loss:.2f}, expected about ln V = {uniform:.2f} "
+                f"(at most {uniform + INITIAL_LOSS_MARGIN:.2f})",
+                f"新建模型的损失是 {loss:.2f}，应约为 ln V = {uniform:.2f}"
+                f"（至多 {uniform + INITIAL_LOSS_MARGIN:.2f}）",
             ),
             looks_like=mistake(
                 "the weights keep PyTorch's default initialization: nn.Embedding draws from "
