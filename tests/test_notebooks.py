@@ -73,6 +73,10 @@ NBVAL_CASES = [nbval_case(param.values[0], param.id) for param in BOTH]
 # Run once more with 2 threads; the first course notebook with exercises that exists.
 DETERMINISM = next((p for p in COURSE if p.stem == "01_attention"), FIXTURE)
 CELL_TIMEOUT = 600
+# Grading runs with the grader's own default per call (`tfcourse grade --timeout`): every check
+# call here takes seconds, and a session that waits on a worker that is gone costs its
+# timeout (seen under the full suite for notebook 07: 600 s at CELL_TIMEOUT).
+GRADE_TIMEOUT = 120
 slow_notebook = [pytest.mark.slow, pytest.mark.notebooks]
 
 
@@ -180,7 +184,7 @@ def test_solution_passes_nbval(solution_path, train_memo):
 def test_learner_notebook_fails_at_every_exercise(solution_path):
     solution = notebook_format.read_notebook(solution_path)
     learner, _ = learner_of(solution_path)
-    result = grade(learner, solution, Setup(env=grading_env(1), timeout=CELL_TIMEOUT))
+    result = grade(learner, solution, Setup(env=grading_env(1), timeout=GRADE_TIMEOUT))
     if not result.exercises:
         pytest.skip(f"{solution_path.name} has no exercises")
     ours = [
@@ -209,7 +213,7 @@ def test_solved_learner_notebook_passes_grading(solution_path):
     for cell in solved.cells:  # a learner's own run overwrote the stored verdicts
         if notebook_format.is_check(cell):
             cell.outputs = [{"output_type": "stream", "name": "stdout", "text": "stale\n"}]
-    result = grade(solved, solution, Setup(env=grading_env(1), timeout=CELL_TIMEOUT))
+    result = grade(solved, solution, Setup(env=grading_env(1), timeout=GRADE_TIMEOUT))
     failures = [
         f"{e.name}: expected {e.expected!r}, got {e.got!r}"
         for e in result.exercises
