@@ -69,6 +69,25 @@ def _same_for_all(answers: dict[str, tuple[int, int]], n: int, want: int) -> str
     return None
 
 
+def _judge_count(
+    chk: Checker, answers: dict, first: bool, case: str, got, want: int, diagnose, hint: str
+) -> None:
+    """One case of a counting check: an int (the first case's own sub-check), then the
+    count, diagnosed by ``diagnose(n)`` or as the answer of another case."""
+    n = _as_int(chk, case, got)
+    if first:
+        chk.ok()
+    if n != want:
+        chk.fail(
+            case,
+            say(f"got {n:,}, expected {want:,}", f"得到 {n:,}，应为 {want:,}"),
+            looks_like=diagnose(n) or _same_for_all(answers, n, want),
+            hint=hint,
+        )
+    answers[case] = (n, want)
+    chk.ok()
+
+
 # ---------------------------------------------------------------------------------------------
 # What bias=False removes
 
@@ -167,23 +186,21 @@ def check_bias_savings(fn) -> None:
                 model,
                 known={"NoneType": _none_bias()},
             )
-            n = _as_int(chk, case, got)
-            if number == 0:
-                chk.ok()
-            if n != want:
-                chk.fail(
-                    case,
-                    say(f"got {n:,}, expected {want:,}", f"得到 {n:,}，应为 {want:,}"),
-                    looks_like=_same_for_all(answers, n, want) or _bias_diagnosis(model, n, want),
-                    hint=say(
-                        "add up m.bias.numel() for every nn.Linear m in module.modules() "
-                        "whose bias is not None",
-                        "对 module.modules() 里每个 bias 不为 None 的 nn.Linear m，"
-                        "把 m.bias.numel() 加起来",
-                    ),
-                )
-            answers[case] = (n, want)
-            chk.ok()
+            _judge_count(
+                chk,
+                answers,
+                number == 0,
+                case,
+                got,
+                want,
+                lambda n, model=model, want=want: _bias_diagnosis(model, n, want),
+                say(
+                    "add up m.bias.numel() for every nn.Linear m in module.modules() "
+                    "whose bias is not None",
+                    "对 module.modules() 里每个 bias 不为 None 的 nn.Linear m，"
+                    "把 m.bias.numel() 加起来",
+                ),
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,23 +340,20 @@ def check_gpt2_small_params(fn) -> None:
                 fn,
                 config,
             )
-            n = _as_int(chk, case, got)
-            if number == 0:
-                chk.ok()
-            if n != want:
-                chk.fail(
-                    case,
-                    say(f"got {n:,}, expected {want:,}", f"得到 {n:,}，应为 {want:,}"),
-                    looks_like=_params_diagnosis(config, n, want)
-                    or _same_for_all(answers, n, want),
-                    hint=say(
-                        "embeddings (token and position) + n_layers blocks (MLP width "
-                        "d_hidden or 4 * d_model, Linear biases only when config.bias) + "
-                        "final norm + the head when it is not tied",
-                        "嵌入（词元和位置）+ n_layers 个块（MLP 宽度取 d_hidden，没有时为 "
-                        "4 * d_model；只有 config.bias 为真时才有 Linear 偏置）+ 最后的归一化层"
-                        " + 不绑定时的输出头",
-                    ),
-                )
-            answers[case] = (n, want)
-            chk.ok()
+            _judge_count(
+                chk,
+                answers,
+                number == 0,
+                case,
+                got,
+                want,
+                lambda n, config=config, want=want: _params_diagnosis(config, n, want),
+                say(
+                    "embeddings (token and position) + n_layers blocks (MLP width "
+                    "d_hidden or 4 * d_model, Linear biases only when config.bias) + "
+                    "final norm + the head when it is not tied",
+                    "嵌入（词元和位置）+ n_layers 个块（MLP 宽度取 d_hidden，没有时为 "
+                    "4 * d_model；只有 config.bias 为真时才有 Linear 偏置）+ 最后的归一化层"
+                    " + 不绑定时的输出头",
+                ),
+            )
