@@ -622,6 +622,21 @@ def test_a_worker_that_stops_reading_holds_the_grader_no_longer_than_its_time(bu
     assert time.monotonic() - started < 5 and process.killed
 
 
+def test_a_request_to_a_worker_already_gone_fails_at_once():
+    """The worker's end is reported to the request that was waiting; a later request on the
+    same channel (the next exercise's check) fails at once instead of waiting out its
+    timeout on a channel that has no reader left."""
+    process = _Unread()
+    os.close(process._out[1])  # the worker's end of its replies: gone
+    worker = proxy.Worker(process, timeout=60.0)
+    with pytest.raises(channel.WorkerFailed, match="EOFError"):
+        worker.receive()
+    started = time.monotonic()
+    with pytest.raises(channel.WorkerFailed, match="channel is closed"):
+        worker.receive()
+    assert time.monotonic() - started < 5
+
+
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_a_cell_that_sleeps_deaf_to_alarms_costs_its_notebook_only_its_budget(solution):

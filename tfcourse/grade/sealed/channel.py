@@ -118,6 +118,10 @@ class Budget:
         return cls(seconds, time.monotonic() + seconds)
 
 
+# How often a wait for a reply looks whether the channel's reader is still there.
+READER_CHECK_SECONDS = 0.5
+
+
 class Channel:
     """The grader's end of one worker process: messages out and replies in. Every wait (a
     reply, or a message the worker is slow to read) lasts at most ``timeout`` seconds, and
@@ -128,7 +132,8 @@ class Channel:
         self.seen: list[str] = []  # the shortcuts the worker saw running (references.py)
         self.exercise = ""  # the exercise its requests serve: the one its watch looks for
         self._replies: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _wait(self, timeout: float | None) -> tuple[float, bool]:
         """``(seconds to wait, whether the notebook's budget is what ends the wait)``."""
@@ -189,10 +194,24 @@ class Channel:
 
     def receive(self, timeout: float | None = None) -> tuple[dict, dict]:
         seconds, out_of_budget = self._wait(timeout)
-        try:
-            reply = self._replies.get(timeout=seconds)
-        except queue.Empty:
-            raise self._late(seconds, out_of_budget) from None
+        end = time.monotonic() + seconds
+        while True:
+            # In slices: a channel whose reader has stopped (the worker's end was reported
+            # to an earlier request) will never answer, and waiting out the timeout on it
+            # would hold the notebook for nothing.
+            try:
+                reply = self._replies.get(timeout=min(READER_CHECK_SECONDS, seconds))
+                break
+            except queue.Empty:
+                if not self._reader.is_alive() and self._replies.empty():
+                    raise WorkerFailed(
+                        say(
+                            "the worker stopped (its channel is closed)",
+                            "隔离进程已停止（它的通道已关闭）",
+                        )
+                    ) from None
+                if time.monotonic() >= end:
+                    raise self._late(seconds, out_of_budget) from None
         if isinstance(reply, protocol.ProtocolError):
             self.kill()
             raise broken(str(reply), str(reply))
