@@ -2,16 +2,19 @@
 
     python benchmarks/capstone_budget.py --probe                      # ms per step, these settings
     python benchmarks/capstone_budget.py --minutes 10 --seeds 0 1     # train, score, print a row
-    python benchmarks/capstone_budget.py --minutes 10 --dropout 0.1 --tokens bpe512 --record
+    python benchmarks/capstone_budget.py --steps 2408 --tokens bpe1024 --dropout 0.3 --record r.json
 
 A benchmark, not a test. Each run trains the capstone model (notebook 12) from scratch on the
 capstone corpus and split, for the number of steps that fits in ``--minutes`` on this machine,
-and scores it as notebook 12 does: the loss over every held-out character
-(``budget.nats_per_char``; byte-pair losses converted to nats per character). One row per
-setting: the settings, the steps, the minutes (steps times the time of one step, measured by a
-probe run alone, or given with ``--step-ms`` from such a probe), the held-out loss of each seed,
-their mean and spread. ``--record`` appends the row to ``tfcourse/train/capstone_runs.json``,
-the table notebook 12 prints (``budget.recorded_runs_table``).
+and scores it as notebook 12 does, on each part of the held-out text: the loss over every
+character of the validation part, by which settings are compared, and of the test part, which
+only notebook 12's verdict reads, for the setting chosen (``budget.part_scores``; byte-pair
+losses converted to nats per character). One row per setting: the settings, the steps, the
+minutes (steps times the time of one step, measured by a probe run alone, or given with
+``--step-ms`` from such a probe), each seed's losses. ``--record FILE`` appends the row to
+FILE (``budget.record_run``; seeds recorded apart join their row). Notebook 12 still prints
+``tfcourse/train/capstone_runs.json``, scored on the whole held-out text, until it moves to
+the validation/test split.
 
 The step time depends on the machine and its load, so measure it on an idle machine
 (``--probe``); the losses depend only on the steps and the seed (up to round-off), so the runs
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import torch
 
@@ -52,7 +56,7 @@ def parse_args() -> argparse.Namespace:
     how.add_argument("--seeds", type=int, nargs="+", default=[0])
     how.add_argument("--threads", type=int, default=None)
     how.add_argument("--device", default="cpu")
-    how.add_argument("--record", action="store_true", help="append the row to the notebook's table")
+    how.add_argument("--record", type=Path, default=None, help="append the row to this JSON file")
     return parser.parse_args()
 
 
@@ -84,15 +88,17 @@ def main() -> int:
     if args.probe:
         return 0
     steps = args.steps or int(args.minutes * 60_000 / step_ms)
-    losses, curves = [], []
+    losses, test_losses, curves = [], [], []
     for seed in args.seeds:
         started = time.perf_counter()
         run = budget.train_setting(data, setting, steps, seed=seed, device=device)
-        losses.append(budget.nats_per_char(run.module, data))
+        scores = budget.part_scores(run.module, data)
+        losses.append(scores["validation"])
+        test_losses.append(scores["test"])
         curves.append(list(zip(run.history.val_step, run.history.val_loss, strict=True)))
         print(
             f"seed {seed}: {steps} steps in {(time.perf_counter() - started) / 60:.1f} min "
-            f"(wall), held-out {losses[-1]:.4f} nats/char",
+            f"(wall), validation {losses[-1]:.4f} nats/char",
             flush=True,
         )
     row = budget.RecordedRun(
@@ -101,11 +107,12 @@ def main() -> int:
         minutes=round(steps * step_ms / 60_000, 2),
         losses=tuple(round(x, 4) for x in losses),
         seeds=tuple(args.seeds),
+        test_losses=tuple(round(x, 4) for x in test_losses),
         curves=tuple(tuple((s, round(v, 4)) for s, v in c) for c in curves),
     )
     print(json.dumps(row.to_dict()["summary"]))
     if args.record:
-        budget.record_run(row)
+        budget.record_run(row, args.record)
     return 0
 
 

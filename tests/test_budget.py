@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from tfcourse.language import speaking
 from tfcourse.nn.attention import MultiHeadAttention
@@ -93,3 +94,21 @@ def test_the_best_run_is_the_lowest_mean_and_sets_notebook_12s_model(tmp_path):
     assert config.max_seq_len == capstone.SCHEDULE["seq_len"]
     assert (config.attn_impl, config.fused_norms, config.positional) == ("sdpa", True, "rope")
     assert budget.setting_data(budget.Setting(), chars) is chars
+
+
+def test_the_held_out_text_splits_into_alternate_blocks_for_validation_and_test():
+    blocks = [chr(ord("a") + i) * capstone.VAL_BLOCK for i in range(5)]
+    parts = capstone.held_out_parts("".join(blocks) + "z" * 10)
+    assert parts["validation"] == blocks[0] + blocks[2] + blocks[4]
+    assert parts["test"] == blocks[1] + blocks[3] + "z" * 10
+
+
+def test_a_run_is_scored_on_each_part_per_character():
+    data = capstone.capstone_data()
+    trainer = budget.train_setting(data, budget.Setting(n_layers=1, d_model=48), 2)
+    scores = budget.part_scores(trainer.module, data)
+    assert sorted(scores) == ["test", "validation"]
+    held_out = data.tokenizer.decode(data.val.tolist())
+    validation = capstone.held_out_parts(held_out)["validation"]
+    ids = torch.tensor(data.tokenizer.encode(validation))
+    assert scores["validation"] == pytest.approx(held_out_loss(trainer.module, ids))

@@ -38,12 +38,21 @@ def test_batches_are_windows_of_the_stream_with_their_next_token(parts, data):
 def test_watching_the_loop_does_not_change_what_it_trains(parts, data):
     """Held-out losses and samples taken from the optimizer's step hook leave every step's
     loss as it is without them; the run starts at about ln V (the reference initialization)."""
+    seen = []
     watched = train_yours(
-        parts, data, small(data), 6, eval_every=2, eval_batches=2, samples_at=(3, 6)
+        parts,
+        data,
+        small(data),
+        6,
+        eval_every=2,
+        eval_batches=2,
+        samples_at=(3, 6),
+        watch=lambda step, model: seen.append((step, model.training)),
     )
     alone = train_yours(parts, data, small(data), 6, eval_batches=2)
     assert watched.loss == alone.loss and len(watched.loss) == 6
     assert [step for step, _, _ in watched.val] == [2, 4, 6]
+    assert [step for step, _ in seen] == [2, 4, 6]
     assert [step for step, _, _ in alone.val] == [6]
     assert watched.val[-1][2] == alone.val[-1][2]
     assert sorted(watched.samples) == [3, 6] and all(watched.samples.values())

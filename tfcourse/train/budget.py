@@ -150,16 +150,29 @@ def nats_per_char(model: GPT, data: TextDataset) -> float:
     return per_token * (len(data.val) - 1) / (n_chars - 1)
 
 
+def part_scores(model: GPT, data: TextDataset) -> dict[str, float]:
+    """Notebook 12's score on each part of the held-out text (``capstone.held_out_parts``):
+    ``{"validation": ..., "test": ...}`` in nats per character."""
+    held_out = data.tokenizer.decode(data.val.tolist())
+    return {
+        part: capstone.nats_per_char(model, data.tokenizer, text)
+        for part, text in capstone.held_out_parts(held_out).items()
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class RecordedRun:
-    """A setting, its steps and minutes, and the held-out loss of each seed. ``curves``:
-    per seed, ``(step, validation loss per token)`` along the run."""
+    """A setting, its steps and minutes, and the held-out loss of each seed (``losses``; in
+    a run recorded with the split of ``capstone.held_out_parts``, the loss on its validation
+    part, and ``test_losses`` on its test part). ``curves``: per seed, ``(step, validation
+    loss per token)`` along the run."""
 
     setting: Setting
     steps: int
     minutes: float
     losses: tuple[float, ...]
     seeds: tuple[int, ...]
+    test_losses: tuple[float, ...] = ()
     curves: tuple = ()
 
     @property
@@ -179,6 +192,7 @@ class RecordedRun:
             "minutes": self.minutes,
             "mean": round(self.mean, 4),
             "spread": round(self.spread, 4),
+            "test": list(self.test_losses),
         }
         return d
 
@@ -190,6 +204,7 @@ class RecordedRun:
             minutes=d["minutes"],
             losses=tuple(d["losses"]),
             seeds=tuple(d["seeds"]),
+            test_losses=tuple(d.get("test_losses", ())),
             curves=tuple(tuple(tuple(p) for p in c) for c in d.get("curves", ())),
         )
 
@@ -211,6 +226,8 @@ def record_run(run: RecordedRun, path: Path = RUNS_FILE) -> RecordedRun:
                 old,
                 losses=old.losses + tuple(run.losses[k] for k in fresh),
                 seeds=old.seeds + tuple(run.seeds[k] for k in fresh),
+                test_losses=old.test_losses
+                + tuple(run.test_losses[k] for k in fresh if k < len(run.test_losses)),
                 curves=old.curves + tuple(run.curves[k] for k in fresh if k < len(run.curves)),
             )
             runs[i] = run

@@ -3,7 +3,9 @@
 ``capstone_data()`` is the corpus with its held-out blocks, characters as tokens;
 ``BytePairText`` is the same split in byte-pair tokens; ``schedule_config`` turns the capstone
 schedule (``presets.TRAINING_PRESETS["capstone"]``) into a ``TrainConfig`` of so many steps;
-``held_out_losses`` scores every held-out token once (``loop.held_out_losses``).
+``held_out_losses`` scores every held-out token once (``loop.held_out_losses``);
+``held_out_parts`` splits the held-out text into the part where settings are chosen
+(validation) and the part scored once, by the verdict (test); ``nats_per_char`` scores a text.
 """
 
 from __future__ import annotations
@@ -30,6 +32,24 @@ def capstone_data() -> TextDataset:
     return TextDataset(
         source=SCHEDULE["text_source"], max_chars=SCHEDULE["max_chars"], val_block=VAL_BLOCK
     )
+
+
+def held_out_parts(held_out_text: str) -> dict[str, str]:
+    """The held-out text (blocks of ``VAL_BLOCK`` characters from all over the corpus) in two
+    parts of alternate blocks: ``"validation"`` (blocks 0, 2, 4, ...), on which every setting
+    and the counting model's order are chosen, and ``"test"`` (blocks 1, 3, 5, ...), scored
+    once by the verdict. Each part is one text, its blocks joined as the split joined them."""
+    blocks = [held_out_text[i : i + VAL_BLOCK] for i in range(0, len(held_out_text), VAL_BLOCK)]
+    return {"validation": "".join(blocks[0::2]), "test": "".join(blocks[1::2])}
+
+
+def nats_per_char(model, tokenizer, text: str) -> float:
+    """``model``'s loss on ``text`` in nats per character: every token but the first scored
+    once (``held_out_losses``), the summed losses divided by the characters they spell."""
+    ids = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    losses = held_out_losses(model, ids)
+    first = len(tokenizer.decode(ids[:1].tolist()))
+    return float(losses.sum()) / (len(text) - first)
 
 
 def schedule_config(

@@ -2,13 +2,12 @@
 
 ``train_yours(parts, data, config, steps)`` takes the parts of ``tc.yours()`` (the learner's, or
 the reference's where theirs is missing or failing) and does what the capstone schedule says
-with them: ``parts.gpt(config)`` initialized as ``tc.GPT`` is (``nn.model.init_weights``;
-notebook 07 does not have the learner write it), ``parts.get_batch`` drawing every step's
-batch, the course's AdamW in two groups (``configure_optimizer``), and one call of
-``parts.train_loop`` for the whole run. The loop is not changed or wrapped: an optimizer step
-hook watches it, and at the checkpoints measures the held-out loss with
-``parts.estimate_loss`` and writes with ``parts.generate``. The time those take is left out of
-the run's training time.
+with them: ``parts.gpt(config)`` initialized as ``tc.GPT`` is (``nn.model.init_weights``),
+``parts.get_batch`` drawing every step's batch, the course's AdamW in two groups
+(``configure_optimizer``), and one call of ``parts.train_loop`` for the whole run. The loop is
+not changed or wrapped: an optimizer step hook watches it, and at the checkpoints measures the
+held-out loss with ``parts.estimate_loss``, calls the caller's ``watch`` and writes with
+``parts.generate``. The time those take is left out of the run's training time.
 """
 
 from __future__ import annotations
@@ -41,13 +40,16 @@ class YourRun:
     clock: list[float] = field(default_factory=list)
 
 
-def stacked_batches(get_batch, data: torch.Tensor, n: int, *, seed: int) -> torch.Tensor:
+def stacked_batches(
+    get_batch, data: torch.Tensor, n: int, *, seed: int, schedule: dict | None = None
+) -> torch.Tensor:
     """``n`` batches of the schedule's shape drawn by ``get_batch`` from ``data`` (a token
     stream), each ``x`` with the last target appended: ``(n, B, T + 1)``."""
+    schedule = SCHEDULE if schedule is None else schedule
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for _ in range(n):
-        x, y = get_batch(data, SCHEDULE["batch_size"], SCHEDULE["seq_len"], generator=generator)
+        x, y = get_batch(data, schedule["batch_size"], schedule["seq_len"], generator=generator)
         rows.append(torch.cat([x, y[:, -1:]], dim=1))
     return torch.stack(rows)
 
@@ -74,46 +76,54 @@ def train_yours(
     eval_every: int = 0,
     eval_batches: int = 8,
     samples_at: tuple[int, ...] = (),
+    watch=None,
+    schedule: dict | None = None,
     device=None,
 ) -> YourRun:
-    """Train ``parts.gpt(config)`` for ``steps`` steps of the capstone schedule with
-    ``parts.train_loop`` (see the module docstring). ``eval_every``: held-out loss every so
-    many steps (0: only after the last one); ``samples_at``: steps after which 200 tokens are
+    """Train ``parts.gpt(config)`` for ``steps`` steps of ``schedule`` (default: the capstone
+    schedule; a dict of its keys) with ``parts.train_loop`` (see the module docstring).
+    ``eval_every``: held-out loss every so many steps (0: only after the last one), and
+    ``watch(step, model)`` called then too; ``samples_at``: steps after which 200 tokens are
     written (prompt a newline, temperature 0.8, seed 0)."""
+    schedule = SCHEDULE if schedule is None else schedule
     device = torch.device(device or "cpu")
     seed_everything(seed)
     model = parts.gpt(config)
     init_weights(model, config.n_layers)
     model.to(device)
-    batches = stacked_batches(parts.get_batch, data.train, steps, seed=seed)[:, None]
-    val_batches = stacked_batches(parts.get_batch, data.val, eval_batches, seed=1).to(device)
+    batches = stacked_batches(parts.get_batch, data.train, steps, seed=seed, schedule=schedule)
+    val_batches = stacked_batches(
+        parts.get_batch, data.val, eval_batches, seed=1, schedule=schedule
+    ).to(device)
     optimizer = configure_optimizer(
-        model, lr=SCHEDULE["lr"], weight_decay=SCHEDULE.get("weight_decay", 0.1)
+        model, lr=schedule["lr"], weight_decay=schedule.get("weight_decay", 0.1)
     )
     val: list[tuple[int, float, float]] = []
     samples: dict[int, str] = {}
     clock = {"started": time.perf_counter(), "paused": 0.0}
     after_step: list[float] = []  # seconds of training after each step
 
-    def watch(*_) -> None:
+    def after_each_step(*_) -> None:
         now = time.perf_counter()
         after_step.append(now - clock["started"] - clock["paused"])
         step = len(after_step)
         due = step == steps or (eval_every and step % eval_every == 0)
         if due:
             val.append((step, after_step[-1] / 60, float(parts.estimate_loss(model, val_batches))))
+            if watch is not None:
+                watch(step, model)
         if step in samples_at:
             samples[step] = write(parts.generate, model, data.tokenizer, 200)
         clock["paused"] += time.perf_counter() - now
 
-    hook = optimizer.register_step_post_hook(watch)
+    hook = optimizer.register_step_post_hook(after_each_step)
     try:
         loss = parts.train_loop(
             model,
             optimizer,
-            batches.to(device),
-            max_lr=SCHEDULE["lr"],
-            warmup_steps=min(SCHEDULE["warmup"], steps // 10),
+            batches[:, None].to(device),
+            max_lr=schedule["lr"],
+            warmup_steps=min(schedule["warmup"], steps // 10),
             max_norm=1.0,
         )
     finally:

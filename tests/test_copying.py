@@ -1,0 +1,132 @@
+"""Copy drills (``tfcourse.lab.copying``): the text that rewards copying, the losses that show a
+model copy, and the induction scores of its heads."""
+
+from __future__ import annotations
+
+import math
+import random
+import string
+
+import pytest
+import torch
+from torch import nn
+
+from tfcourse.lab import copying
+from tfcourse.nn.config import GPTConfig
+from tfcourse.nn.model import GPT
+from tfcourse.train.data import CharTokenizer
+
+HALF = 12
+TOKENIZER = CharTokenizer.from_text(string.ascii_lowercase + " \n.")
+
+
+def test_a_drill_is_a_line_of_names_then_the_same_line():
+    text = copying.drill(random.Random(0), HALF)
+    first, copy = text.split("\n")
+    assert len(text) == 2 * HALF + 1 and first == copy and len(first) == HALF
+    assert set(first) <= set(string.ascii_lowercase + " ")
+    assert copying.drill(random.Random(0), HALF) == text != copying.drill(random.Random(1), HALF)
+
+
+def test_drills_take_about_their_share_of_the_text_and_leave_it_in_order():
+    prose = "\n\n".join(f"paragraph {i} " + "words " * 20 for i in range(200))
+    drilled = copying.with_drills(prose, 0.3, seed=0, half=HALF)
+    paragraphs = drilled.split("\n\n")
+    drills = [p for p in paragraphs if "\n" in p]
+    assert [p for p in paragraphs if "\n" not in p] == prose.split("\n\n")
+    share = sum(len(d) for d in drills) / len(drilled)
+    assert 0.27 < share < 0.31
+    assert copying.with_drills(prose, 0.0, seed=0) == prose
+    for bad in (1.0, -0.1, True, "0.3"):
+        with pytest.raises(ValueError, match=r"share must be a number in \[0, 1\)"):
+            copying.with_drills(prose, bad, seed=0)
+
+
+class Copier(nn.Module):
+    """Uniform over the vocabulary, except that from the newline on (if ``copies``) it puts
+    almost all its probability on the character ``HALF`` positions back: a perfect copier."""
+
+    def __init__(self, copies: bool):
+        super().__init__()
+        self.copies = copies
+        self.scale = nn.Parameter(torch.ones(()))
+
+    def forward(self, ids):
+        logits = torch.zeros(*ids.shape, TOKENIZER.vocab_size)
+        if self.copies:
+            positions = torch.arange(HALF, ids.shape[1])
+            # input p predicts p + 1, a copy of the line's p + 1 - (HALF + 1)
+            earlier = ids[:, positions - HALF]
+            logits[:, positions] = 20.0 * nn.functional.one_hot(earlier, TOKENIZER.vocab_size)
+        return logits * self.scale
+
+
+def test_the_copy_is_cheap_only_for_a_model_that_copies():
+    losses = copying.DrillLosses(TOKENIZER, n=8, half=HALF)
+    uniform = math.log(TOKENIZER.vocab_size)
+    first, copy = losses.first_and_copy(losses.losses(Copier(copies=False)))
+    assert first == pytest.approx(uniform) and copy == pytest.approx(uniform)
+    first, copy = losses.first_and_copy(losses.losses(Copier(copies=True)))
+    assert first == pytest.approx(uniform) and copy < 0.01
+
+
+def test_the_phase_change_is_the_first_step_with_the_gap():
+    losses = copying.DrillLosses(TOKENIZER, n=4, half=HALF)
+    for step, copies in ((100, False), (200, False), (300, True), (400, True)):
+        losses(step, Copier(copies))
+    assert [step for step, _, _ in losses.curve] == [100, 200, 300, 400]
+    assert losses.phase_change() == 300
+    assert losses.phase_change(gap=10.0) is None
+
+
+def test_a_tokenizer_that_merges_characters_is_refused():
+    class Pairs:
+        def encode(self, text):
+            return list(range(len(text) // 2))
+
+    with pytest.raises(ValueError, match="one token per character"):
+        copying.DrillLosses(Pairs(), half=HALF)
+
+
+def test_induction_scores_find_the_head_that_looks_after_the_earlier_occurrence():
+    T = 2 * HALF + 1
+    weights = torch.zeros(2, 3, T, T)
+    weights[:, :, torch.arange(T), torch.arange(T)] = 1.0  # every head: the current token
+    induction = torch.zeros(T, T)
+    induction[torch.arange(T), torch.arange(T)] = 1.0
+    queries = torch.arange(HALF + 1, 2 * HALF)
+    induction[queries] = 0.0
+    induction[queries, queries - HALF] = 1.0
+    weights[1, 2] = induction
+    previous = torch.zeros(T, T)
+    previous[queries, queries - HALF - 1] = 1.0  # the earlier occurrence itself: not induction
+    weights[0, 1] = previous
+    scores = copying.induction_scores(weights, HALF)
+    assert scores.shape == (2, 3)
+    assert scores[1, 2] == 1.0 and scores.sum() == 1.0
+
+
+def test_attention_weights_are_each_layers_causal_distributions():
+    config = GPTConfig.preset(
+        "capstone",
+        vocab_size=TOKENIZER.vocab_size,
+        n_layers=2,
+        d_model=32,
+        n_heads=4,
+        max_seq_len=2 * HALF + 1,
+    )
+    torch.manual_seed(0)
+    model = GPT(config)
+    ids = torch.tensor(TOKENIZER.encode(copying.drill(random.Random(0), HALF)))[:-1]
+    weights = copying.attention_weights(model, ids)
+    T = len(ids)
+    assert weights.shape == (2, 4, T, T)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, T))
+    assert weights.triu(1).abs().max() == 0
+    # the first layer's input is the embedding: its weights are the reference formula's on it
+    attention = model.blocks[0].attn
+    x = model.blocks[0].norm1(model.tok_emb(ids[None]))
+    torch.testing.assert_close(weights[0], attention(x, return_weights=True)[1][0])
+    assert model.training  # left as it was found
+    with pytest.raises(ValueError, match="no attention module"):
+        copying.attention_weights(nn.Linear(2, 2), ids)
