@@ -12,7 +12,8 @@ only notebook 12's verdict reads, for the setting chosen (``budget.part_scores``
 losses converted to nats per character). One row per setting: the settings, the steps, the
 minutes (steps times the time of one step, measured by a probe run alone, or given with
 ``--step-ms`` from such a probe), each seed's losses. ``--record FILE`` appends the row to
-FILE (``budget.record_run``; seeds recorded apart join their row). Notebook 12 still prints
+FILE (``budget.record_run``; seeds recorded apart join their row); the rows scored on the
+split so far are in ``benchmarks/capstone_split_runs.json``. Notebook 12 still prints
 ``tfcourse/train/capstone_runs.json``, scored on the whole held-out text, until it moves to
 the validation/test split.
 
