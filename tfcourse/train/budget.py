@@ -151,7 +151,7 @@ def nats_per_char(model: GPT, data: TextDataset) -> float:
 
 
 def part_scores(model: GPT, data: TextDataset) -> dict[str, float]:
-    """Notebook 12's score on each part of the held-out text (``capstone.held_out_parts``):
+    """The capstone's score on each part of the held-out text (``capstone.held_out_parts``):
     ``{"validation": ..., "test": ...}`` in nats per character."""
     held_out = data.tokenizer.decode(data.val.tolist())
     return {
