@@ -6,10 +6,10 @@
 
 A benchmark, not a test. Each run trains the capstone model (notebook 12) from scratch on the
 capstone corpus and split, for the number of steps that fits in ``--minutes`` on this machine,
-and scores it as notebook 12 does, on each part of the held-out text: the loss over every
-character of the validation part, by which settings are compared, and of the test part, which
-only notebook 12's verdict reads, for the setting chosen (``budget.part_scores``; byte-pair
-losses converted to nats per character). One row per setting: the settings, the steps, the
+and scores it on each part of the held-out text (``budget.part_scores``; byte-pair losses
+converted to nats per character): the loss over every character of the validation part, by
+which settings are compared, and of the test part, which is meant for one reading only, the
+verdict on the setting chosen. One row per setting: the settings, the steps, the
 minutes (steps times the time of one step, measured by a probe run alone, or given with
 ``--step-ms`` from such a probe), each seed's losses. ``--record FILE`` appends the row to
 FILE (``budget.record_run``; seeds recorded apart join their row); the rows scored on the

@@ -33,14 +33,6 @@ def test_attention_dropout_is_set_apart_from_residual_dropout():
     assert model.config.dropout == 0.2
 
 
-def test_a_tiny_run_is_scored_per_character():
-    data = capstone.capstone_data()
-    trainer = budget.train_setting(data, budget.Setting(n_layers=1, d_model=48), 2)
-    assert budget.nats_per_char(trainer.module, data) == pytest.approx(
-        held_out_loss(trainer.module, data.val)
-    )
-
-
 def test_byte_pair_losses_convert_to_nats_per_character():
     chars = capstone.capstone_data()
     pairs = capstone.BytePairText(chars, 20)

@@ -21,7 +21,7 @@ from ..nn.model import GPT
 from ..runtime import seed_everything
 from . import capstone
 from .data import TextDataset
-from .loop import Trainer, held_out_loss
+from .loop import Trainer
 
 RUNS_FILE = Path(__file__).with_name("capstone_runs.json")
 
@@ -141,13 +141,6 @@ def chars_per_token(data: TextDataset) -> float:
     if isinstance(data, capstone.BytePairText):
         return len(data.tokenizer.decode(data.val.tolist())) / len(data.val)
     return 1.0
-
-
-def nats_per_char(model: GPT, data: TextDataset) -> float:
-    """Notebook 12's score: the loss of every held-out token, per character of that text."""
-    per_token = held_out_loss(model, data.val)
-    n_chars = round(chars_per_token(data) * len(data.val))
-    return per_token * (len(data.val) - 1) / (n_chars - 1)
 
 
 def part_scores(model: GPT, data: TextDataset) -> dict[str, float]:
