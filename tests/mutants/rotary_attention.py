@@ -61,8 +61,10 @@ class LearnerRotaryAttention(nn.Module):
             k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
         scores = q @ k.transpose(-2, -1) / math.sqrt(D if m == "width_scale" else self.head_dim)
         weights = scores.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(dim=-1)
+        if m == "weight_dropout":  # notebook 02's place for it, not this module's
+            weights = F.dropout(weights, self.p, training=self.training)
         y = self.out_proj((weights @ v).transpose(1, 2).reshape(B, T, D))
-        if m == "no_dropout":
+        if m in ("no_dropout", "weight_dropout"):
             return y
         if m == "dropout_in_eval":  # F.dropout's default: training=True
             return F.dropout(y, self.p)
@@ -96,6 +98,11 @@ MUTANTS = [
     ("rotary-attention-width-scale", variant("width_scale"), "sqrt(d_model) instead of"),
     ("rotary-attention-no-dropout", variant("no_dropout"), "never dropped out"),
     ("rotary-attention-dropout-in-eval", variant("dropout_in_eval"), "dropout is active in eval"),
+    (
+        "rotary-attention-weight-dropout",
+        variant("weight_dropout"),
+        "dropout acts on the attention weights instead of the output",
+    ),
 ]
 
 ALTERNATIVES = [

@@ -121,7 +121,8 @@ def check_rotary_attention(cls) -> None:
 
     Sub-checks (8): one per config of ``CASES`` (GQA, MHA with biases and base 500, MQA:
     output, input and parameter gradients); T=1; T = max_seq_len; dropout 0.5 in eval mode;
-    in train mode, an output that differs from the eval-mode one; input not modified in place.
+    in train mode, an output that differs from the eval-mode one, about half of it zeroed (the
+    output dropped out, not the attention weights); input not modified in place.
     """
     with Checker("RotaryAttention") as chk:
         gen = chk.generator(10)
@@ -188,8 +189,10 @@ def check_rotary_attention(cls) -> None:
 
 
 def _train_case(chk: Checker, learner, reference, x: torch.Tensor) -> None:
-    """dropout=0.5 in train mode: the output is not the eval-mode one (dropout acts). (Which
-    dropout acts cannot be compared exactly: a sealed worker draws its own random numbers.)"""
+    """dropout=0.5 in train mode: the output is not the eval-mode one (dropout acts), and
+    about half of its entries are exactly 0, as dropout on the output makes them. (The
+    random numbers cannot be compared: a sealed worker draws its own.) Dropout on the
+    attention weights leaves no zero: the weights are mixed by ``out_proj`` after it."""
     case = say("dropout=0.5, train mode", "dropout=0.5，训练模式")
     with torch.no_grad():
         expected = reference(x)
@@ -203,4 +206,20 @@ def _train_case(chk: Checker, learner, reference, x: torch.Tensor) -> None:
         "训练模式下输出没有做 dropout（dropout 参数被忽略了）",
     )
     dropout_acts(chk, case, got, expected, 0.5, ignored)
+    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
+        zeros = (got == 0).double().mean().item()
+        if zeros < 0.25:  # 192 entries: an output dropout of 0.5 leaves fewer with chance < 1e-12
+            chk.fail(
+                case,
+                say(
+                    f"{zeros:.0%} of the output is 0; output dropout zeroes about half",
+                    f"输出中只有 {zeros:.0%} 为 0；对输出做 dropout 会让约一半为 0",
+                ),
+                looks_like=mistake(
+                    "dropout acts on the attention weights instead of the output (this module "
+                    "drops out its output only, after out_proj)",
+                    "dropout 作用在了注意力权重上，而不是输出上（这个模块只对输出做 dropout，"
+                    "放在 out_proj 之后）",
+                ),
+            )
     chk.ok()
