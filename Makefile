@@ -138,7 +138,7 @@ capstone: setup
 	mkdir -p build/capstone
 	cp solutions/*.ipynb build/capstone/  # tc.yours() reads the parts from the notebooks beside it
 	TFCOURSE_CAPSTONE=full $(BIN)/tfcourse execute --timeout 3600 build/capstone/12_capstone.ipynb
-	$(PY) -c "import nbformat; nb = nbformat.read('build/capstone/12_capstone.ipynb', 4); print(''.join(o.get('text', '') for c in nb.cells if c.get('id') in ('ngram', 'train', 'verdict', 'position', 'copy', 'copy-demo', 'brackets') for o in c.outputs))"
+	$(PY) -c "import nbformat; nb = nbformat.read('build/capstone/12_capstone.ipynb', 4); print(''.join(o.get('text', '') for c in nb.cells if c.get('id') in ('ngram', 'train', 'verdict', 'copy-train', 'phase', 'copy-verdict', 'head') for o in c.outputs))"
 
 bench: setup
 	$(PY) benchmarks/block_speed.py

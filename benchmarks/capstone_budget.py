@@ -12,10 +12,9 @@ which settings are compared, and of the test part, which is meant for one readin
 verdict on the setting chosen. One row per setting: the settings, the steps, the
 minutes (steps times the time of one step, measured by a probe run alone, or given with
 ``--step-ms`` from such a probe), each seed's losses. ``--record FILE`` appends the row to
-FILE (``budget.record_run``; seeds recorded apart join their row); the rows scored on the
-split so far are in ``benchmarks/capstone_split_runs.json``. Notebook 12 still prints
-``tfcourse/train/capstone_runs.json``, scored on the whole held-out text, until it moves to
-the validation/test split.
+FILE (``budget.record_run``; seeds recorded apart join their row). Notebook 12 prints
+``tfcourse/train/capstone_runs.json`` and trains its row with the lowest mean validation loss,
+for that row's steps.
 
 The step time depends on the machine and its load, so measure it on an idle machine
 (``--probe``); the losses depend only on the steps and the seed (up to round-off), so the runs

@@ -77,29 +77,19 @@ def tokens_of(text):
 
 
 def test_verdict_words_follow_margin_threshold_and_noise():
-    big = torch.full((50,), 2.0) + torch.linspace(-0.01, 0.01, 50)
-    small = torch.ones(50)
-    assert bc.paired_verdict(big, small, threshold=0.5).word == "holds"
-    assert bc.paired_verdict(big, small, threshold=1.5).word == "does not hold"
-    noisy = small + torch.linspace(-20, 20, 50)
-    assert bc.paired_verdict(noisy, small, threshold=0.5).word == "inconclusive"
-    assert "too few" in bc.paired_verdict(big[:1], small[:1], threshold=0.5).word
-    with pytest.raises(ValueError, match="1-D tensors of one shape"):
-        bc.paired_verdict(big, small[:3], threshold=0.5)
-
-
-def test_a_difference_of_means_counts_the_noise_of_both_sets():
-    cases = torch.full((40,), 1.0) + torch.linspace(-0.1, 0.1, 40)
-    control = torch.full((30,), 0.5) + torch.linspace(-0.1, 0.1, 30)
-    verdict = bc.difference_verdict(cases, control, threshold=0.2)
-    assert verdict.word == "holds" and verdict.margin == pytest.approx(0.5)
-    assert verdict.count == 70
-    # the same margin beyond the threshold, but a control too noisy to tell
-    loud = torch.full((30,), 0.5) + torch.linspace(-5, 5, 30)
-    assert bc.difference_verdict(cases, loud, threshold=0.2).word == "inconclusive"
-    # equally better near and far: no effect of distance
-    assert bc.difference_verdict(cases, cases + 0.0, threshold=0.1).word == "does not hold"
-    assert "too few" in bc.difference_verdict(cases, control[:1], threshold=0.2).word
+    """The words as notebook 12 defines them: "holds" beyond the noise above the threshold,
+    "does not hold" beyond the noise below it (a margin inside the noise of zero, but far
+    below the threshold, included), "inconclusive" otherwise."""
+    gains = torch.full((50,), 1.0) + torch.linspace(-0.01, 0.01, 50)
+    assert bc.mean_verdict(gains, threshold=0.5).word == "holds"
+    assert bc.mean_verdict(gains, threshold=1.5).word == "does not hold"
+    noisy = gains + torch.linspace(-20, 20, 50)
+    assert bc.mean_verdict(noisy, threshold=0.5).word == "inconclusive"
+    near_zero = torch.linspace(-0.4, 0.4, 50)  # margin 0 +- 0.07: inside zero's noise
+    assert bc.mean_verdict(near_zero, threshold=0.5).word == "does not hold"
+    assert "too few" in bc.mean_verdict(gains[:1], threshold=0.5).word
+    with pytest.raises(ValueError, match="1-D tensor"):
+        bc.mean_verdict(gains[None], threshold=0.5)
 
 
 def bpe_of(text, merges=40):
@@ -142,44 +132,6 @@ def test_span_losses_add_up_units_and_refuse_spans_off_the_boundaries():
 
 
 @pytest.mark.parametrize("kind", ["chars", "bpe"])
-def test_window_losses_of_an_oracle_vanish_and_of_a_guesser_are_log_v(kind):
-    tokenizer = CharTokenizer.from_text(TEXT) if kind == "chars" else bpe_of(TEXT)
-    held = bc.HeldOut.encode(tokenizer, TEXT)
-    vocab = tokenizer.vocab_size
-    oracle = bc.gpt_windows(Oracle(held.ids, vocab, 16), held)
-    assert oracle.loss.shape == ((len(held.ids) - 1) // 16, 16)
-    assert float(oracle.loss.max()) < 1e-6
-    guess = bc.gpt_windows(Oracle(held.ids, vocab, 16, uniform=True), held)
-    assert torch.allclose(guess.loss, torch.full_like(guess.loss, math.log(vocab)))
-    # the characters before each token, counted from its window's start
-    assert guess.before[1, 0].item() == held.offsets[17] - held.offsets[16]
-    assert guess.chars[1, 0].item() == held.offsets[18] - held.offsets[17]
-
-
-@pytest.mark.parametrize("kind", ["chars", "bpe"])
-def test_ngram_windows_score_the_tokens_characters_from_the_window_start(kind):
-    tokenizer = CharTokenizer.from_text(TEXT) if kind == "chars" else bpe_of(TEXT)
-    held = bc.HeldOut.encode(tokenizer, TEXT)
-    ngram = CharNGram(TEXT, order=3)
-    windows = bc.ngram_windows(ngram, held, 8)
-    window = TEXT[held.offsets[8] : held.offsets[17]]  # window 1 predicts tokens 9..16
-    after_first_token = ngram.char_losses(window)[held.offsets[9] - held.offsets[8] - 1 :]
-    assert float(windows.loss[1].sum()) == pytest.approx(sum(after_first_token))
-    if kind == "chars":
-        assert windows.loss[1].tolist() == pytest.approx(ngram.char_losses(window))
-
-
-def test_context_fall_compares_past_the_reach_with_the_last_quarter():
-    before = torch.arange(1, 17.0).repeat(3, 1)
-    loss = torch.where(before < 8, 2.0, 1.0).double()  # falls once 8 characters are read
-    windows = bc.WindowLosses(loss, torch.ones_like(loss), before)
-    assert bc.context_fall(windows, reach=4, band=4).tolist() == [1.0, 1.0, 1.0]
-    assert bc.context_fall(windows, reach=8, band=4).tolist() == [0.0, 0.0, 0.0]
-    xs, ys = windows.curve(8)
-    assert xs == [4.0, 12.0, 20.0] and ys == [2.0, 1.0, 1.0]
-
-
-@pytest.mark.parametrize("kind", ["chars", "bpe"])
 def test_the_copy_gain_tells_a_copier_from_a_model_that_is_only_better(kind):
     text = (
         "the zorblaxian value; zorblaxian again. a blorpity waits, a blorpity ends. "
@@ -203,9 +155,9 @@ def test_the_copy_gain_tells_a_copier_from_a_model_that_is_only_better(kind):
     oracle = bc.copy_gains(found, knower, ngram, held)
     # judged on the second occurrences alone, the oracle would pass for a copier
     second = [r.second for r in found]
-    alone = bc.paired_verdict(
-        bc.span_losses(ngram, bc.char_offsets(text), second),
-        bc.span_losses(knower, held.offsets, second),
+    alone = bc.mean_verdict(
+        bc.span_losses(ngram, bc.char_offsets(text), second)
+        - bc.span_losses(knower, held.offsets, second),
         threshold=0.5,
     )
     assert alone.word == "holds"
@@ -234,41 +186,11 @@ def test_recurring_names_rename_one_repeated_word_per_chosen_paragraph():
     assert bc.with_recurring_names(text, 0.0, seed=0) == (text, [])
 
 
-def test_brackets_pair_within_paragraphs_and_quotes_pair_in_order():
-    text = 'f(a[1], {b}) )x(\n\nsay "hi" and "bye"'
-    pairs = bc.bracket_closers(text)
-    assert [(text[o], text[c]) for o, c in pairs] == [("(", ")"), ("[", "]"), ("{", "}")]
-    quotes = bc.bracket_closers(text, quotes=True)
-    assert [text[o : c + 1] for o, c in quotes] == ['"hi"', '"bye"']
-    assert bc.unmatched_share("(a)(b") == pytest.approx(1 / 3)
-    assert math.isnan(bc.unmatched_share("no brackets"))
-
-
-def test_closer_spans_are_the_tokens_that_spell_the_closers():
-    text = "call(a, b)) and (x):\n" * 6
-    held = bc.HeldOut.encode(bpe_of(text, 30), text)
-    closers = [c for _, c in bc.bracket_closers(text)]
-    spans = bc.closer_spans(held, closers)
-    assert len(spans) == len(closers)
-    for k, (a, b) in zip(closers, spans, strict=True):
-        assert a <= k < b and ")" in text[a:b]
-    chars = bc.HeldOut.encode(CharTokenizer.from_text(text), text)
-    assert bc.closer_spans(chars, closers) == [(k, k + 1) for k in closers]
-
-
-def test_sample_scores_measure_copying_and_words():
+def test_copied_share_measures_what_is_recited():
     train = "the value of the attribute is returned " * 3
-    scores = bc.sample_scores("the value of the attribute is returned", train, {"the", "value"})
-    assert scores["copied from training"] == 1.0
+    assert bc.copied_share("the value of the attribute is returned", train) == 1.0
     assert bc.copied_share("qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq", train) == 0.0
-    assert scores["real words"] == pytest.approx(3 / 7)  # the, value, the of 7
-
-
-def test_separates_says_nothing_when_a_sample_cannot_be_measured():
-    assert bc.separates([0.1, 0.2], [0.5, 0.6]) is True
-    assert bc.separates([0.1, 0.6], [0.5, 0.7]) is False
-    assert bc.separates([math.nan, 0.2], [0.5, 0.6]) is None
-    assert bc.separates([0.2, math.nan], [0.5, 0.6]) is None  # whatever the order
+    assert math.isnan(bc.copied_share("short", train))
 
 
 def test_the_ngram_samples_from_its_alphabet_reproducibly():
@@ -278,3 +200,18 @@ def test_the_ngram_samples_from_its_alphabet_reproducibly():
     assert set(first) <= set(TEXT)
     with pytest.raises(ValueError):
         ngram.sample(0)
+
+
+def test_a_test_that_cannot_decide_says_so_and_its_power_is_low():
+    """Noise at most half the threshold: a true margin of twice the threshold reads "holds"
+    with a chance of about 98 %; a noisier test has less power and is not decisive."""
+    sharp = bc.Verdict(margin=1.0, noise=0.25, threshold=0.5, count=40)
+    assert sharp.decisive and sharp.power() == pytest.approx(0.977, abs=0.001)
+    loud = bc.Verdict(margin=1.0, noise=0.5, threshold=0.2, count=40)
+    assert not loud.decisive and loud.power() < 0.5
+    assert sharp.power(effect=0.5) == pytest.approx(bc.FALSE_HOLDS)  # at the threshold
+    assert bc.Verdict(margin=1.0, noise=math.inf, threshold=0.5, count=1).power() == 0.0
+    assert bc.false_holds_chance(1) == pytest.approx(0.0228, abs=1e-4)
+    assert bc.false_holds_chance(4) == pytest.approx(1 - (1 - 0.02275) ** 4, abs=1e-4)
+    with pytest.raises(ValueError, match="n_verdicts"):
+        bc.false_holds_chance(0)

@@ -58,13 +58,22 @@ def test_seeds_recorded_apart_join_one_row(tmp_path):
         (0.1, (0, 1), (1.30, 1.20)),
         (0.2, (0,), (1.25,)),
     ]
-    assert math.isclose(runs[0].mean, 1.25) and math.isclose(runs[0].spread, 0.05)
+    assert math.isclose(runs[0].mean, 1.25) and math.isclose(runs[0].spread, 0.05 * math.sqrt(2))
+    assert runs[1].spread == 0.0  # one seed: no spread to show
 
 
 def test_the_table_is_best_first_with_its_margin_in_the_readers_language():
     runs = [_row(0, 1.30, dropout=0.1), _row(0, 1.20, dropout=0.2)]
     lines = budget.recorded_runs_table(1.25, runs).splitlines()
-    assert lines[0].split() == ["setting", "steps", "time", "seeds", "nats/char", "margin"]
+    assert lines[0].split() == [
+        "setting",
+        "steps",
+        "time",
+        "seeds",
+        "validation",
+        "nats/char",
+        "margin",
+    ]
     assert lines[1].startswith("tokens=chars, dropout=0.2") and lines[1].endswith("+0.050")
     assert lines[2].endswith("-0.050")
     with speaking("zh"):
@@ -104,3 +113,21 @@ def test_a_run_is_scored_on_each_part_per_character():
     validation = capstone.held_out_parts(held_out)["validation"]
     ids = torch.tensor(data.tokenizer.encode(validation))
     assert scores["validation"] == pytest.approx(held_out_loss(trainer.module, ids))
+
+
+def test_each_seed_gets_its_own_test_margin():
+    row = budget.RecordedRun(
+        setting=budget.Setting(),
+        steps=10,
+        minutes=1.0,
+        losses=(1.1, 1.2),
+        seeds=(0, 1),
+        test_losses=(1.20, 1.26),
+    )
+    assert row.test_margins(1.27) == pytest.approx([0.07, 0.01])
+
+
+def test_the_shipped_rows_carry_a_test_loss_per_seed():
+    """Notebook 12's headline reads each seed's test loss from the shipped file."""
+    for row in budget.recorded_runs():
+        assert len(row.test_losses) == len(row.seeds) == len(row.losses)

@@ -35,8 +35,15 @@ def test_drills_take_about_their_share_of_the_text_and_leave_it_in_order():
     drills = [p for p in paragraphs if "\n" in p]
     assert [p for p in paragraphs if "\n" not in p] == prose.split("\n\n")
     share = sum(len(d) for d in drills) / len(drilled)
-    assert 0.27 < share < 0.31
+    assert 0.26 < share < 0.31
     assert copying.with_drills(prose, 0.0, seed=0) == prose
+    lengths = {len(d.split("\n")[0]) for d in drills}  # the copy lies at varying distances
+    assert min(lengths) == HALF // 3 and max(lengths) == HALF
+    assert all(d.split("\n")[0] == d.split("\n")[1] for d in drills)
+    fixed = copying.with_drills(prose, 0.3, seed=0, half=HALF, shortest=HALF)
+    assert {len(p.split("\n")[0]) for p in fixed.split("\n\n") if "\n" in p} == {HALF}
+    with pytest.raises(ValueError, match="shortest must be at most half"):
+        copying.with_drills(prose, 0.3, seed=0, half=HALF, shortest=HALF + 1)
     for bad in (1.0, -0.1, True, "0.3"):
         with pytest.raises(ValueError, match=r"share must be a number in \[0, 1\)"):
             copying.with_drills(prose, bad, seed=0)
@@ -68,6 +75,13 @@ def test_the_copy_is_cheap_only_for_a_model_that_copies():
     assert first == pytest.approx(uniform) and copy == pytest.approx(uniform)
     first, copy = losses.first_and_copy(losses.losses(Copier(copies=True)))
     assert first == pytest.approx(uniform) and copy < 0.01
+    gains = losses.gains(Copier(copies=True))  # one case per drill, for a verdict
+    assert gains.shape == (8,) and torch.allclose(
+        gains, torch.full((8,), uniform, dtype=torch.float64), atol=0.01
+    )
+    assert torch.allclose(
+        losses.gains(Copier(copies=False)), torch.zeros(8, dtype=torch.float64), atol=1e-5
+    )
 
 
 def test_the_phase_change_is_the_first_step_with_the_gap():
@@ -130,3 +144,17 @@ def test_attention_weights_are_each_layers_causal_distributions():
     assert model.training  # left as it was found
     with pytest.raises(ValueError, match="no attention module"):
         copying.attention_weights(nn.Linear(2, 2), ids)
+
+
+def test_drilled_data_puts_drills_in_the_training_split_only():
+    from tfcourse.train.data import TextDataset
+
+    prose = "\n\n".join(f"paragraph {i} of some words." for i in range(400))
+    chars = TextDataset(prose + " " + string.ascii_lowercase, max_chars=None, val_block=200)
+    data = copying.drilled(chars, 0.5, seed=0, half=HALF)
+    assert torch.equal(data.val, chars.val) and data.tokenizer is chars.tokenizer
+    train = data.tokenizer.decode(data.train.tolist())
+    assert train.replace("\n\n", "").count("\n") > 10  # drills, each a line and its copy
+    assert len(data.train) > 1.8 * len(chars.train) and len(chars.train) == len(
+        copying.drilled(chars, 0.0, seed=0, half=HALF).train
+    )

@@ -5,9 +5,13 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
+import torch.nn.functional as F
 
+from tfcourse.nn.model import init_weights
+from tfcourse.runtime import seed_everything
 from tfcourse.train import budget, capstone
-from tfcourse.train.your_run import SCHEDULE, stacked_batches, steps_that_fit, train_yours
+from tfcourse.train.your_run import SCHEDULE, stacked_batches, train_yours
 from tfcourse.yours import yours
 
 from helpers import ROOT
@@ -60,11 +64,28 @@ def test_watching_the_loop_does_not_change_what_it_trains(parts, data):
     assert watched.model.training  # the learner's loop leaves it training; evaluation restores
 
 
-def test_the_clock_counts_training_time_only_and_sizes_a_budget(parts, data):
+def test_the_clock_counts_training_time_only(parts, data):
     run = train_yours(parts, data, small(data), 4, eval_every=1, eval_batches=2)
     assert len(run.clock) == 4 and run.clock == sorted(run.clock)
     assert run.clock[-1] <= run.seconds
     assert run.val[-1][1] == pytest.approx(run.clock[-1] / 60)
-    per_step = (run.clock[-1] - run.clock[0]) / 3
-    fit = steps_that_fit(parts, data, small(data), 100 * per_step, probe_steps=3)
-    assert 20 <= fit <= 500  # about 100 steps: a probe is noisy, not ten times off
+
+
+def test_the_learners_initialization_is_kept_and_samples_open_differently(parts, data):
+    """Step 0's loss is that of the model as its own constructor built it (under the run's
+    seed): nothing initializes it again. Each checkpoint's sample has its own seed."""
+    config = small(data)
+    run = train_yours(parts, data, config, 2, eval_batches=1, samples_at=(1, 2))
+    seed_everything(0)
+    built = parts.gpt(config)
+    batch = stacked_batches(parts.get_batch, data.train, 1, seed=0)[0]
+    built.train()
+    with torch.no_grad():
+        logits = built(batch[:, :-1])
+        loss = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+    assert float(loss) == pytest.approx(run.loss[0], abs=1e-5)
+    init_weights(built, config.n_layers)  # what an initialization done twice would train
+    with torch.no_grad():
+        again = F.cross_entropy(built(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
+    assert float(again) != pytest.approx(run.loss[0], abs=1e-5)
+    assert run.samples[1][:20] != run.samples[2][:20]

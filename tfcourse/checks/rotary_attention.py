@@ -213,7 +213,7 @@ def _train_case(chk: Checker, learner, reference, x: torch.Tensor) -> None:
                 case,
                 say(
                     f"{zeros:.0%} of the output is 0; output dropout zeroes about half",
-                    f"输出中只有 {zeros:.0%} 为 0；对输出做 dropout 会让约一半为 0",
+                    f"输出中只有 {zeros:.0%} 为 0；对输出做 dropout 会把约一半置零",
                 ),
                 looks_like=mistake(
                     "dropout acts on the attention weights instead of the output (this module "

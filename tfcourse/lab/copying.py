@@ -10,6 +10,7 @@ the copy lies farther back than its context reaches, and the names are new.
 - ``drill(rng, half)``: one drill, each line ``half`` characters.
 - ``with_drills(text, share, seed)``: training text with drills between its paragraphs, about
   ``share`` of its characters drills: the text that rewards copying.
+- ``drilled(chars, share, seed)``: a character split whose training text has drills in it.
 - ``DrillLosses``: a model's loss on the first line and on the copy, over fresh drills; the
   loss curve of the copy shows the phase change.
 - ``attention_weights`` and ``induction_scores``: which head looks at the letter after the
@@ -18,6 +19,7 @@ the copy lies farther back than its context reaches, and the names are new.
 
 from __future__ import annotations
 
+import copy
 import random
 import string
 
@@ -42,9 +44,26 @@ def drill(rng: random.Random, half: int = HALF) -> str:
     return line[:half] + "\n" + line[:half]
 
 
-def with_drills(text: str, share: float, *, seed: int, half: int = HALF) -> str:
+def with_drills(
+    text: str, share: float, *, seed: int, half: int = HALF, shortest: int | None = None
+) -> str:
     """``text`` with a drill after a paragraph (blank-line separated) wherever that keeps the
-    drills' share of the characters below ``share``; each drill on its own paragraph."""
+    drills' share of the characters below ``share``; each drill on its own paragraph, its
+    lines of a length drawn from ``shortest`` (default a third of ``half``) to ``half``.
+
+    Why the lengths vary: with one length, the copy always lies the same distance back, and
+    a head that looks that far back by position alone would do; with lengths that vary, the
+    model must find the earlier occurrence by what it says, as copying a name in prose does."""
+    shortest = (
+        max(1, half // 3) if shortest is None else validate.positive_int("shortest", shortest)
+    )
+    if shortest > half:
+        raise ValueError(
+            say(
+                f"shortest must be at most half ({half}), got {shortest}",
+                f"shortest 不能大于 half（{half}），实际是 {shortest}",
+            )
+        )
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
         raise ValueError(
             say(
@@ -58,10 +77,20 @@ def with_drills(text: str, share: float, *, seed: int, half: int = HALF) -> str:
         pieces.append(paragraph)
         total += len(paragraph) + 2
         while drilled < share * total:
-            pieces.append(drill(rng, half))
-            drilled += 2 * half + 3
-            total += 2 * half + 3
+            length = rng.randint(shortest, half)
+            pieces.append(drill(rng, length))
+            drilled += 2 * length + 3
+            total += 2 * length + 3
     return "\n\n".join(pieces)
+
+
+def drilled(chars, share: float, *, seed: int, half: int = HALF):
+    """A copy of ``chars`` (a character-level ``TextDataset``) whose training split is
+    ``with_drills(its training text, share, seed=seed)``; the held-out split is unchanged."""
+    text = with_drills(chars.tokenizer.decode(chars.train), share, seed=seed, half=half)
+    data = copy.copy(chars)
+    data.train = torch.tensor(chars.tokenizer.encode(text), dtype=torch.long)
+    return data
 
 
 class DrillLosses:
@@ -102,6 +131,14 @@ class DrillLosses:
         """Mean loss on the first line (its first letter excluded: no context) and on the
         copy (every character after the newline)."""
         return float(losses[:, : self.half - 1].mean()), float(losses[:, self.half :].mean())
+
+    def gains(self, model) -> torch.Tensor:
+        """``(n,)``: per drill, the loss on the first line minus the loss on the copy (nats
+        per character; positive when the model copies)."""
+        losses = self.losses(model)
+        return (
+            losses[:, : self.half - 1].mean(dim=1) - losses[:, self.half :].mean(dim=1)
+        ).double()
 
     def __call__(self, step: int, model) -> None:
         self.curve.append((step, *self.first_and_copy(self.losses(model))))

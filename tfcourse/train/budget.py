@@ -1,10 +1,12 @@
 """The capstone's training budget: the settings a sweep tries, and the runs it recorded.
 
-``benchmarks/capstone_budget.py`` trains one ``Setting`` for the steps that fit in a time
-budget and ``record_run`` appends the result to ``capstone_runs.json`` (shipped with the
-package); notebook 12 prints ``recorded_runs_table()`` from that file, so the table a learner
-reads is the sweep's own output. A ``Setting`` leaves at ``None`` what it takes from the
-capstone preset (``nn/config.py`` "capstone", ``presets.TRAINING_PRESETS["capstone"]``).
+``benchmarks/capstone_budget.py`` trains one ``Setting`` for a number of steps, scores it on
+the validation and the test part of the held-out text, and ``record_run`` appends the result
+to ``capstone_runs.json`` (shipped with the package); notebook 12 prints
+``recorded_runs_table()`` from that file, so the table a learner reads is the sweep's own
+output, and trains ``best_run()``, the lowest mean validation loss, for its steps. A
+``Setting`` leaves at ``None`` what it takes from the capstone preset (``nn/config.py``
+"capstone", ``presets.TRAINING_PRESETS["capstone"]``).
 """
 
 from __future__ import annotations
@@ -155,10 +157,10 @@ def part_scores(model: GPT, data: TextDataset) -> dict[str, float]:
 
 @dataclasses.dataclass(frozen=True)
 class RecordedRun:
-    """A setting, its steps and minutes, and the held-out loss of each seed (``losses``; in
-    a run recorded with the split of ``capstone.held_out_parts``, the loss on its validation
-    part, and ``test_losses`` on its test part). ``curves``: per seed, ``(step, validation
-    loss per token)`` along the run."""
+    """A setting, its steps and minutes, and each seed's loss on the validation part of the
+    held-out text (``losses``) and on its test part (``test_losses``), in nats per character
+    (``capstone.held_out_parts``). ``curves``: per seed, ``(step, loss per token)`` along the
+    run, measured on batches of the whole held-out text."""
 
     setting: Setting
     steps: int
@@ -174,8 +176,13 @@ class RecordedRun:
 
     @property
     def spread(self) -> float:
-        """Half the range of the seeds' losses (0 for one seed)."""
-        return (max(self.losses) - min(self.losses)) / 2
+        """The seeds' standard deviation (n - 1 in the denominator; 0 for one seed)."""
+        return _sd(self.losses)
+
+    def test_margins(self, ngram_test: float) -> list[float]:
+        """Each seed's margin on the test part over a counting model's test loss
+        ``ngram_test`` (positive: the GPT is better)."""
+        return [ngram_test - loss for loss in self.test_losses]
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -200,6 +207,14 @@ class RecordedRun:
             test_losses=tuple(d.get("test_losses", ())),
             curves=tuple(tuple(tuple(p) for p in c) for c in d.get("curves", ())),
         )
+
+
+def _sd(values) -> float:
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    return (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
 
 
 def recorded_runs(path: Path = RUNS_FILE) -> list[RecordedRun]:
@@ -235,7 +250,7 @@ def record_run(run: RecordedRun, path: Path = RUNS_FILE) -> RecordedRun:
 
 
 def best_run(runs: list[RecordedRun] | None = None) -> RecordedRun:
-    """The recorded run with the lowest mean held-out loss: the setting notebook 12 trains."""
+    """The recorded run with the lowest mean validation loss: the setting notebook 12 trains."""
     runs = recorded_runs() if runs is None else runs
     if not runs:
         raise ValueError(
@@ -248,15 +263,16 @@ def best_run(runs: list[RecordedRun] | None = None) -> RecordedRun:
 
 
 def recorded_runs_table(ngram: float, runs: list[RecordedRun] | None = None) -> str:
-    """The recorded runs as an aligned table in the reader's language, each with its margin
-    over ``ngram`` (positive: the GPT is better), best first."""
+    """The recorded runs as an aligned table in the reader's language, best first: each
+    row's validation loss (mean ± standard deviation over its seeds) and its margin over
+    ``ngram``, the counting model's validation loss (positive: the GPT is better)."""
     runs = sorted(recorded_runs() if runs is None else runs, key=lambda r: r.mean)
     header = (
         say("setting", "设置"),
         say("steps", "步数"),
         say("time", "时间"),
         say("seeds", "种子"),
-        say("nats/char", "nats/字符"),
+        say("validation nats/char", "验证集 nats/字符"),
         say("margin", "差距"),
     )
     rows = [
@@ -265,7 +281,7 @@ def recorded_runs_table(ngram: float, runs: list[RecordedRun] | None = None) -> 
             f"{r.steps:,}",
             say(f"{r.minutes:.1f} min", f"{r.minutes:.1f} 分钟"),
             str(len(r.seeds)),
-            f"{r.mean:.3f} ± {r.spread:.3f}",
+            f"{r.mean:.3f} ± {r.spread:.3f}" if len(r.seeds) > 1 else f"{r.mean:.3f}",
             f"{ngram - r.mean:+.3f}",
         )
         for r in runs

@@ -26,7 +26,7 @@ TRAINING_PRESETS: dict[str, dict] = {
     # "steps" steps (the model: nn/config.py "capstone", no dropout), about 3.3 minutes on an
     # idle 2-core CPU with the reference parts; more steps without dropout overfit. Notebook 12
     # keeps the batches, rates and warmup but takes its tokens, dropout and steps from the
-    # ten-minute sweep: benchmarks/capstone_budget.py, tfcourse/train/capstone_runs.json.
+    # sweep's best row: benchmarks/capstone_budget.py, tfcourse/train/capstone_runs.json.
     "capstone": {
         "steps": 1300,
         "batch_size": 16,

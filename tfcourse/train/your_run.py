@@ -2,12 +2,16 @@
 
 ``train_yours(parts, data, config, steps)`` takes the parts of ``tc.yours()`` (the learner's, or
 the reference's where theirs is missing or failing) and does what the capstone schedule says
-with them: ``parts.gpt(config)`` initialized as ``tc.GPT`` is (``nn.model.init_weights``),
+with them: ``parts.gpt(config)`` as the learner's ``GPT`` initializes itself (notebook 07 has
+them write GPT-2's initialization, and its check refuses PyTorch's default),
 ``parts.get_batch`` drawing every step's batch, the course's AdamW in two groups
 (``configure_optimizer``), and one call of ``parts.train_loop`` for the whole run. The loop is
 not changed or wrapped: an optimizer step hook watches it, and at the checkpoints measures the
 held-out loss with ``parts.estimate_loss``, calls the caller's ``watch`` and writes with
 ``parts.generate``. The time those take is left out of the run's training time.
+
+The run is a number of steps, never a time: with the same seed, the same parts give the same
+losses on any machine, however busy (up to the round-off of its thread count).
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..nn.model import init_weights
 from ..runtime import seed_everything
 from .data import TextDataset
 from .optim import configure_optimizer
@@ -84,13 +87,12 @@ def train_yours(
     schedule; a dict of its keys) with ``parts.train_loop`` (see the module docstring).
     ``eval_every``: held-out loss every so many steps (0: only after the last one), and
     ``watch(step, model)`` called then too; ``samples_at``: steps after which 200 tokens are
-    written (prompt a newline, temperature 0.8, seed 0)."""
+    written (prompt a newline, temperature 0.8, the step as the seed: each sample opens its
+    own way)."""
     schedule = SCHEDULE if schedule is None else schedule
     device = torch.device(device or "cpu")
     seed_everything(seed)
-    model = parts.gpt(config)
-    init_weights(model, config.n_layers)
-    model.to(device)
+    model = parts.gpt(config).to(device)
     batches = stacked_batches(parts.get_batch, data.train, steps, seed=seed, schedule=schedule)
     val_batches = stacked_batches(
         parts.get_batch, data.val, eval_batches, seed=1, schedule=schedule
@@ -113,7 +115,7 @@ def train_yours(
             if watch is not None:
                 watch(step, model)
         if step in samples_at:
-            samples[step] = write(parts.generate, model, data.tokenizer, 200)
+            samples[step] = write(parts.generate, model, data.tokenizer, 200, seed=step)
         clock["paused"] += time.perf_counter() - now
 
     hook = optimizer.register_step_post_hook(after_each_step)
@@ -130,14 +132,3 @@ def train_yours(
         hook.remove()
     seconds = time.perf_counter() - clock["started"] - clock["paused"]
     return YourRun(model, [float(v) for v in loss], val, seconds, samples, after_step)
-
-
-def steps_that_fit(
-    parts, data: TextDataset, config, seconds: float, *, device=None, probe_steps: int = 20
-) -> int:
-    """How many steps of ``train_yours`` fit in ``seconds`` of training here: a probe run of
-    ``probe_steps`` steps after two untimed ones (allocation and warm-up), the rule the
-    budget sweep applies to the reference parts (``budget.seconds_per_step``)."""
-    probe = train_yours(parts, data, config, probe_steps + 2, eval_batches=1, device=device)
-    per_step = (probe.clock[-1] - probe.clock[1]) / probe_steps
-    return max(1, int(seconds / per_step))
