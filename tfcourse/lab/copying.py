@@ -4,12 +4,12 @@ that does it.
 A *drill* is a line of random names (lowercase letters, spaces between them), a newline, and
 the same line again. Nothing predicts a letter of the first line; every letter of the second
 is predictable by a model that finds the earlier occurrence of the current letter and reads
-what followed it: an *induction head* (Olsson et al., 2022). A counting model cannot follow:
-the copy lies farther back than its context reaches, and the names are new.
+what followed it: an *induction head* (Olsson et al., 2022). A counting model cannot follow,
+however near the copy: the names are new, and it predicts from counts of its training text.
 
 - ``drill(rng, half)``: one drill, each line ``half`` characters.
-- ``with_drills(text, share, seed)``: training text with drills between its paragraphs, about
-  ``share`` of its characters drills: the text that rewards copying.
+- ``with_drills(text, share, seed)``: training text with drills of varying length between its
+  paragraphs, about ``share`` of its characters drills: the text that rewards copying.
 - ``drilled(chars, share, seed)``: a character split whose training text has drills in it.
 - ``DrillLosses``: a model's loss on the first line and on the copy, over fresh drills; the
   loss curve of the copy shows the phase change.
