@@ -17,7 +17,12 @@ import pytest
 import torch.nn.functional as F
 
 from tfcourse import checks, language
-from tfcourse.checks import check_permute_qk_rows, check_repeat_kv, check_rotary_attention
+from tfcourse.checks import (
+    check_llama_block,
+    check_permute_qk_rows,
+    check_repeat_kv,
+    check_rotary_attention,
+)
 
 from mutants.claims import MUTANTS as CLAIMS_MUTANTS
 from mutants.core import MUTANTS as MAIN_MUTANTS
@@ -34,6 +39,7 @@ from mutants.core import (
 )
 from mutants.gqa import MUTANTS as GQA_MUTANTS
 from mutants.gqa import make_repeat_kv
+from mutants.llama_block import MUTANTS as LLAMA_BLOCK_MUTANTS
 from mutants.rotary_attention import MUTANTS as ROTARY_ATTENTION_MUTANTS
 
 CHECKS_DIR = Path(__file__).resolve().parents[1] / "tfcourse" / "checks"
@@ -193,6 +199,7 @@ SWEEP = (
     [(f"main-{name}", check, wrong) for name, check, wrong, _ in MAIN_MUTANTS]
     + [(f"gqa-{name}", check_repeat_kv, wrong) for name, wrong, _ in GQA_MUTANTS]
     + [(name, check_rotary_attention, wrong) for name, wrong, _ in ROTARY_ATTENTION_MUTANTS]
+    + [(name, check_llama_block, wrong) for name, wrong, _ in LLAMA_BLOCK_MUTANTS]
     + [(f"claims-{name}", check_permute_qk_rows, wrong) for name, wrong, _ in CLAIMS_MUTANTS]
 )
 

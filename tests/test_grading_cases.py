@@ -45,6 +45,7 @@ from tfcourse.train.optim import lr_at
 import mutants.claims
 import mutants.core
 import mutants.gqa
+import mutants.llama_block
 import mutants.rotary_attention
 from conftest import verdict_lines
 
@@ -77,6 +78,7 @@ REFERENCES = {
     "check_permute_qk_rows": reference_permute_qk_rows,
     "check_repeat_kv": repeat_kv,
     "check_rotary_attention": mutants.rotary_attention.LearnerRotaryAttention,
+    "check_llama_block": mutants.llama_block.LearnerLlamaBlock,
     "check_lr_schedule": lr_at,
     "check_train_loop": lambda model, optimizer, batches, **setting: _loop(
         model, optimizer, batches, **setting
@@ -145,6 +147,7 @@ def _alternatives():
         (row[0], checks.check_rotary_attention, row[1])
         for row in mutants.rotary_attention.ALTERNATIVES
     ]
+    rows += [(row[0], checks.check_llama_block, row[1]) for row in mutants.llama_block.ALTERNATIVES]
     return [pytest.param(check, implementation, id=name) for name, check, implementation in rows]
 
 
@@ -157,6 +160,9 @@ def _mutants():
     rows += [
         (row[0], checks.check_rotary_attention, row[1], row[2])
         for row in mutants.rotary_attention.MUTANTS
+    ]
+    rows += [
+        (row[0], checks.check_llama_block, row[1], row[2]) for row in mutants.llama_block.MUTANTS
     ]
     return [
         pytest.param(check, implementation, cause, id=name)

@@ -27,6 +27,7 @@ from .evaluation import check_estimate_loss
 from .generate import check_generate
 from .gqa import check_repeat_kv
 from .gradients import check_grad_norm_probe
+from .llama_block import check_llama_block
 from .mlp import check_feedforward, check_swiglu, check_swiglu_hidden_dim
 from .model import check_gpt
 from .modern import check_rotary, check_rotary_tables

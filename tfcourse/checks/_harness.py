@@ -49,6 +49,7 @@ SUB_CHECKS = {
     "FeedForward": 8,
     "GPT": 9,
     "LayerNorm": 6,
+    "LlamaBlock": 8,
     "MultiHeadAttention": 7,
     "RMSNorm": 6,
     "RotaryAttention": 8,

@@ -61,6 +61,12 @@ SHORTCUTS: dict[str, tuple[str, ...]] = {
     "TransformerBlock": _TORCH_BLOCKS,
     "GPT": _TORCH_BLOCKS,
     "RotaryAttention": _TORCH_MODULES,
+    # The course's block does it all; its attention would stand in for the learner's own.
+    "LlamaBlock": (
+        *_TORCH_BLOCKS,
+        "tfcourse.*.TransformerBlock.*",
+        "tfcourse.*.MultiHeadAttention.*",
+    ),
     "repeat_kv": ("torch.*repeat_interleave*",),
     # The rotation itself, and the course's tools that rotate queries and keys.
     "apply_rotary": (
