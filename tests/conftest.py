@@ -83,6 +83,28 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"SKIPPED {count} test{'s' * (count > 1)}: {reason}")
 
 
+def _python_passable() -> None:
+    """Root starts bubblewrap (and a worker of ``--sandbox users``) as a fresh unprivileged
+    uid, which must be able to start this Python: make the folders above it passable, not
+    listable, by other users, as docs/grading.md asks of a grading machine."""
+    import stat
+    import sys
+    from pathlib import Path
+
+    for path in (os.path.realpath(sys.executable), os.path.realpath(sys.prefix)):
+        for folder in Path(path).parents:
+            mode = folder.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _root_prepares_the_machine():
+    """Before anything probes the sandbox (the probe is cached per process)."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        _python_passable()
+
+
 @pytest.fixture(autouse=True)
 def _sandbox(request):
     """A test marked ``sandbox`` runs only where the grader can seal a worker: elsewhere it
@@ -200,7 +222,6 @@ def separate_users():
     the folders above this Python passable (not listable) by other users, so that a fresh
     user can start it. Fails if the grader's own probe still finds a way in."""
     import stat
-    import sys
     from pathlib import Path
 
     from tfcourse.grade import command
@@ -210,11 +231,7 @@ def separate_users():
     if why := users.available():
         pytest.skip(why)
     root = Path(__file__).resolve().parents[1]
-    for path in (os.path.realpath(sys.executable), os.path.realpath(sys.prefix)):
-        for folder in Path(path).parents:
-            mode = folder.stat().st_mode
-            if not mode & stat.S_IXOTH:
-                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+    _python_passable()
     fixtures = root / "tests" / "fixtures" / "solutions"
     for path in (package_dir(), root / "solutions", root / ".git", fixtures):
         if path.exists():

@@ -174,16 +174,25 @@ def capstone_losses(model, held):
     return held_out_losses(model, held.ids)
 
 
-def test_recurring_names_rename_one_repeated_word_per_chosen_paragraph():
-    text = "alpha beta gamma beta\n\nnothing repeats here\n\ndelta delta epsilon"
-    renamed, names = bc.with_recurring_names(text, 1.0, seed=0, min_length=4)
+def test_paired_names_put_one_fresh_name_twice_in_each_paragraph_within_reach():
+    text = "alpha beta gamma delta\n\nnone\n\nfirstword x secondword" + " filler" * 9
+    renamed, names = bc.with_paired_names(text, seed=0, within=32, min_length=4)
     paragraphs = renamed.split("\n\n")
-    assert len(names) == 2 and paragraphs[1] == "nothing repeats here"
-    assert paragraphs[0] == f"alpha {names[0]} gamma {names[0]}"
-    assert paragraphs[2] == f"{names[1]} {names[1]} epsilon"
+    assert len(names) == 2 and paragraphs[1] == "none"
     assert all(len(n) == 8 and n.isalpha() and n.islower() for n in names)
-    assert bc.with_recurring_names(text, 1.0, seed=0, min_length=4) == (renamed, names)
-    assert bc.with_recurring_names(text, 0.0, seed=0) == (text, [])
+    for paragraph, name in zip((paragraphs[0], paragraphs[2]), names, strict=True):
+        first, second = paragraph.index(name), paragraph.rindex(name)
+        assert paragraph.count(name) == 2 and second + len(name) - 1 - first <= 32
+    assert bc.with_paired_names(text, seed=0, within=32, min_length=4) == (renamed, names)
+    # Out of reach: the two words lie 40 characters apart.
+    assert bc.with_paired_names("alpha" + " " * 40 + "omega", seed=0, within=32) == (
+        "alpha" + " " * 40 + "omega",
+        [],
+    )
+    # repeats() finds every pair, each one case.
+    held = bc.HeldOut.encode(CharTokenizer.from_text(renamed), renamed)
+    found = bc.repeats(held, text, min_length=8, within=32)
+    assert sorted(r.name for r in found) == sorted(names)
 
 
 def test_copied_share_measures_what_is_recited():

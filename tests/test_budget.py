@@ -3,6 +3,7 @@ settings, the recorded rows, the table notebook 12 prints from them."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -41,9 +42,14 @@ def test_byte_pair_losses_convert_to_nats_per_character():
     assert round(ratio * len(pairs.val)) == len(chars.val)  # the same held-out text
 
 
-def _row(seed, loss, **setting):
+def _row(seed, loss, steps=capstone.BUDGET_STEPS, test=(), **setting):
     return budget.RecordedRun(
-        setting=budget.Setting(**setting), steps=100, minutes=1.5, losses=(loss,), seeds=(seed,)
+        setting=budget.Setting(**setting),
+        steps=steps,
+        minutes=1.5,
+        losses=(loss,),
+        seeds=(seed,),
+        test_losses=test,
     )
 
 
@@ -80,14 +86,20 @@ def test_the_table_is_best_first_with_its_margin_in_the_readers_language():
         assert "分钟" in budget.recorded_runs_table(1.25, runs)
 
 
-def test_the_best_run_is_the_lowest_mean_and_sets_notebook_12s_model(tmp_path):
-    runs = [_row(0, 1.30, dropout=0.1), _row(0, 1.20, dropout=0.2, tokens="bpe20")]
+def test_the_best_run_is_the_lowest_mean_at_the_budget_and_sets_notebook_12s_model(tmp_path):
+    runs = [
+        _row(0, 1.30, dropout=0.1),
+        _row(0, 1.20, dropout=0.2, tokens="bpe20"),
+        _row(0, 1.10, steps=2 * capstone.BUDGET_STEPS, dropout=0.1),  # more steps: frontier only
+    ]
     best = budget.best_run(runs)
     assert best.setting.dropout == 0.2
+    assert len(budget.recorded_runs_table(1.25, runs).splitlines()) == 3
     with pytest.raises(ValueError, match="no run is recorded"):
-        budget.best_run([])
-    recorded = budget.best_run()  # the shipped file has rows
-    assert recorded.mean == min(r.mean for r in budget.recorded_runs())
+        budget.best_run(runs[2:])
+    recorded = budget.best_run()  # the shipped file has rows at the budget
+    assert recorded.steps == capstone.BUDGET_STEPS
+    assert recorded.mean == min(r.mean for r in budget.budget_runs())
     chars = capstone.capstone_data()
     data = budget.setting_data(best.setting, chars)
     config = budget.model_config(data, best.setting)
@@ -95,6 +107,30 @@ def test_the_best_run_is_the_lowest_mean_and_sets_notebook_12s_model(tmp_path):
     assert config.max_seq_len == capstone.SCHEDULE["seq_len"]
     assert (config.attn_impl, config.fused_norms, config.positional) == ("sdpa", True, "rope")
     assert budget.setting_data(budget.Setting(), chars) is chars
+
+
+def test_the_frontier_gives_the_settings_test_margin_per_number_of_steps():
+    setting = dict(dropout=0.3)
+    two_seeds = dataclasses.replace(
+        _row(0, 1.1, test=(1.20,), **setting),
+        seeds=(0, 1),
+        losses=(1.1, 1.1),
+        test_losses=(1.20, 1.22),
+    )
+    runs = [
+        _row(0, 1.2, steps=200, test=(1.30,), **setting),
+        two_seeds,
+        _row(0, 1.0, steps=100, test=(1.40,), **setting),
+        _row(0, 0.9, steps=100, test=(1.00,), dropout=0.1),  # another setting
+        _row(0, 0.9, steps=50, dropout=0.3),  # no test loss
+    ]
+    rows = budget.frontier(budget.Setting(**setting), runs)
+    assert [r.steps for r in rows] == [100, 200, capstone.BUDGET_STEPS]
+    lines = budget.frontier_table(budget.Setting(**setting), 1.25, runs).splitlines()
+    assert lines[1].split()[:4] == ["100", "1.5", "min", "-0.150"]
+    assert lines[3].split()[3:] == ["+0.050", "+0.030", "+0.040", "±", "0.014"]
+    with speaking("zh"):
+        assert "各种子的差距" in budget.frontier_table(budget.Setting(**setting), 1.25, runs)
 
 
 def test_the_held_out_text_splits_into_alternate_blocks_for_validation_and_test():

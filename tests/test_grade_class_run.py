@@ -481,7 +481,9 @@ def test_a_write_that_fails_after_grading_is_one_line_and_exit_2(tmp_path, monke
     assert status == 2
     assert "  score: 2/2 exercises passed" in captured.out
     why = os.strerror(errno.ENOSPC)
-    assert lines(captured.err) == [
+    as_root = ["running as root" in line for line in lines(captured.err)]
+    assert as_root[:1] == [os.geteuid() == 0], captured.err  # a root grader says so first
+    assert lines(captured.err)[sum(as_root) :] == [
         f"error: could not write the CSV {tmp_path / 'grades.csv'}: {why}"
     ], captured.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["99_fixture.ipynb"]

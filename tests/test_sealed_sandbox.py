@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,16 @@ from tfcourse.grade.sealed.seal import package_dir
 
 pytestmark = pytest.mark.sandbox
 FOUND = sandbox.sandbox()
+
+
+@pytest.fixture(autouse=True)
+def _passable(tmp_path):
+    """As root, bubblewrap runs as a fresh unprivileged uid, which must pass the folders
+    above its own to mount it (the grader makes its folders under /tmp)."""
+    for folder in [tmp_path, *tmp_path.parents]:
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
 
 
 LOOK = """
@@ -244,3 +256,86 @@ def test_the_inside_names_cannot_shadow_a_needed_folder(monkeypatch):
     monkeypatch.setattr(sandbox, "python_prefixes", lambda: [sandbox.WORK + "/venv"])
     with pytest.raises(ValueError, match="already taken"):
         sandbox.view("/x", [])
+
+
+# The host's settings a root process could change (nothing is written: opening is the test).
+GLOBAL_SETTINGS = (
+    "kernel/core_pattern",
+    "kernel/pid_max",
+    "kernel/panic",
+    "kernel/randomize_va_space",
+    "vm/drop_caches",
+    "vm/overcommit_memory",
+    "vm/min_free_kbytes",
+    "fs/protected_symlinks",
+)
+OPEN_SETTINGS = f"""
+for name in {GLOBAL_SETTINGS!r}:
+    try:
+        os.close(os.open("/proc/sys/" + name, os.O_WRONLY))
+        out[name] = "writable"
+    except OSError as error:
+        out[name] = type(error).__name__
+"""
+
+
+def test_never_root_not_even_inside_and_the_kernels_settings_are_read_only(tmp_path):
+    """Whoever starts the grader (root included), the sandbox's processes are not root to the
+    kernel, and every global setting refuses to open for writing."""
+    assert 0 not in _kernel_uids(tmp_path / "idle")
+    out = run(tmp_path / "work", OPEN_SETTINGS)
+    assert sorted(out) == sorted(GLOBAL_SETTINGS) and "writable" not in out.values(), out
+
+
+def _kernel_uids(work: Path) -> set[int]:
+    """The real uids, as the kernel sees them, of a sandbox's processes (bubblewrap and the
+    worker it runs), read from outside while the worker waits."""
+    work.mkdir()
+    process = sandbox.start_sealed(
+        [sys.executable, "-I", "-c", "import sys; sys.stdin.read()"],
+        work=work,
+        env={"PATH": os.defpath},
+        hide=[],
+    )
+    try:
+        time.sleep(1)
+        tree, uids, more = {process.pid}, set(), True
+        while more:  # the sandbox's processes: bubblewrap and its descendants
+            more = False
+            for status in Path("/proc").glob("[0-9]*/status"):
+                try:
+                    fields = dict(
+                        line.split(":", 1)
+                        for line in status.read_text().splitlines()
+                        if ":" in line
+                    )
+                except OSError:
+                    continue
+                pid, parent = int(fields["Pid"]), int(fields["PPid"])
+                if parent in tree and pid not in tree:
+                    tree.add(pid)
+                    more = True
+                if pid in tree:
+                    uids.add(int(fields["Uid"].split()[0]))
+        return uids
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the attack needs a grader running as root")
+def test_the_settings_check_is_real_root_inside_could_open_them(tmp_path, monkeypatch):
+    """Without both locks (the unprivileged uid, /proc/sys read-only), a root grader's
+    worker is real root, and the test above would see it."""
+    monkeypatch.setattr(sandbox, "unprivileged", lambda *folders: {})
+    view = sandbox.view
+
+    def without_the_read_only_settings(*args, **kwargs):
+        arguments = view(*args, **kwargs)
+        at = arguments.index("/proc/sys") - 1
+        return arguments[:at] + arguments[at + 3 :]
+
+    monkeypatch.setattr(sandbox, "view", without_the_read_only_settings)
+    assert 0 in _kernel_uids(tmp_path / "idle")
+    out = run(tmp_path / "work", OPEN_SETTINGS)
+    assert set(out.values()) == {"writable"}, out

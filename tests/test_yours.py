@@ -55,12 +55,14 @@ def test_solved_notebooks_compose_into_the_learners_own_gpt(tmp_path):
     and the model computes what tc.GPT computes with the same weights."""
     parts = yours(_folder(tmp_path), solutions_dir=SOLUTIONS)
     assert set(_whose(parts).values()) == {"yours"}, str(parts)
-    assert "17 of 17 parts are yours" in str(parts)
+    assert "18 of 18 parts are yours" in str(parts)
 
     for config in (SMALL.replace(activation="gelu"), MODERN):
         model = parts.gpt(config).eval()
         block = model.blocks[0]
-        assert type(model) is parts.GPT and type(block) is parts.TransformerBlock
+        # LLaMA's block is the learner's LlamaBlock (10); any other, their TransformerBlock (05).
+        block_cls = parts.LlamaBlock if config is MODERN else parts.TransformerBlock
+        assert type(model) is parts.GPT and type(block) is block_cls
         attention = parts.RotaryAttention if config is MODERN else parts.MultiHeadAttention
         assert type(block.attn) is attention
         norm, mlp = (
@@ -89,6 +91,34 @@ def test_a_slot_no_exercise_can_fill_gets_the_reference_and_says_why(tmp_path):
     (mlp,) = [row for row in parts.slots() if row[0] == "MLP"]
     assert mlp[2] == "reference" and "activation='gelu_tanh'" in mlp[3]
     assert type(model.blocks[0].attn) is parts.MultiHeadAttention  # the rest stays theirs
+
+
+def test_a_modern_block_llama_cannot_express_is_the_learners_transformer_block(tmp_path):
+    """LlamaBlock has no biases and no post-norm: such a config gets the learner's
+    TransformerBlock, its slots still filled with their RMSNorm, RotaryAttention and SwiGLU."""
+    parts = yours(_folder(tmp_path), solutions_dir=SOLUTIONS)
+    for config in (MODERN.replace(bias=True), MODERN.replace(pre_ln=False)):
+        block = parts.gpt(config).blocks[0]
+        assert type(block) is parts.TransformerBlock, config
+        assert type(block.attn) is parts.RotaryAttention and type(block.mlp) is parts.SwiGLU
+        assert ("block", "TransformerBlock", "yours", "") in parts.slots()
+
+
+def test_a_failing_llama_block_leaves_the_learners_transformer_block(tmp_path):
+    """A LlamaBlock that normalizes after the add fails its check; LLaMA's config is then
+    built by the learner's TransformerBlock, and the slots table says why."""
+    post_norm = (
+        "x = x + self.attn(self.norm1(x))",
+        "x = self.norm1(x + self.attn(x))",
+    )
+    folder = _folder(tmp_path, edits={("10_modern_block", "LlamaBlock"): post_norm})
+    parts = yours(folder, solutions_dir=SOLUTIONS)
+    rows = {name: (whose, why) for name, _, whose, why in parts.rows()}
+    assert rows["LlamaBlock"][0] == "reference", rows["LlamaBlock"]
+    assert rows["LlamaBlock"][1].startswith("its check fails: LlamaBlock"), rows["LlamaBlock"]
+    block = parts.gpt(MODERN).blocks[0]
+    assert type(block) is parts.TransformerBlock and type(block.attn) is parts.RotaryAttention
+    assert ("block", "TransformerBlock", "yours", "") in parts.slots()
 
 
 def test_missing_unsolved_and_failing_parts_fall_back_each_with_its_reason(tmp_path):
@@ -139,7 +169,7 @@ def test_the_table_speaks_chinese(tmp_path):
         parts = yours(folder, solutions_dir=SOLUTIONS)
         text = str(parts)
     assert "参考实现" in text and "这个文件夹里没有 08_training.ipynb" in text
-    assert "17 个部分中有 12 个是你的" in text
+    assert "18 个部分中有 13 个是你的" in text
 
 
 def test_a_folder_that_is_not_one_is_refused(tmp_path):

@@ -5,9 +5,9 @@ finds the learner's copy of the part's notebook in their folder, runs the notebo
 and the learner's cells from the exercise cell down to its check cell (a solution typed in a
 new cell below the stub counts, as in grading), then the check the course wrote for it. A
 part that passes is the learner's; a part that is missing, unsolved or failing is the
-reference's, and the table says why. Parts compose (``compose.py``): the learner's block is
-built from the learner's norm, attention and MLP, their GPT from their blocks, their loop
-asks their ``lr_at``.
+reference's, and the table says why. Parts compose (``compose.py``): the learner's block (their
+``LlamaBlock`` where the config is LLaMA's, else their ``TransformerBlock``) is built from the
+learner's norm, attention and MLP, their GPT from their blocks, their loop asks their ``lr_at``.
 
 This is the learner's own code on their own machine, run in this process as their notebooks
 run it: nothing is sealed. Nothing is written; their notebooks are read as last saved.
@@ -79,6 +79,25 @@ def _rotary_attention(
     return attention
 
 
+def _llama_block(d_model, n_heads, *, max_seq_len, n_kv_heads=None, rope_base=10000.0, dropout=0.0):
+    """Notebook 10's ``LlamaBlock`` as the package builds it (its check's reference)."""
+    import tfcourse
+
+    block = tfcourse.TransformerBlock(
+        d_model,
+        n_heads,
+        max_seq_len=max_seq_len,
+        n_kv_heads=n_kv_heads,
+        rope_base=rope_base,
+        dropout=dropout,
+        norm="rmsnorm",
+        mlp="swiglu",
+        bias=False,
+    )
+    block.attn.dropout = 0.0  # the weights' dropout; each sublayer still drops its output
+    return block
+
+
 def _reference(name: str):
     """The course's own version of the part ``name``, with the exercise's signature."""
     import tfcourse
@@ -89,6 +108,7 @@ def _reference(name: str):
     own = {
         "repeat_kv": repeat_kv,
         "RotaryAttention": _rotary_attention,
+        "LlamaBlock": _llama_block,
         "lr_at": lr_at,
         "train_loop": _train_loop,
         "estimate_loss": _estimate_loss,
@@ -120,6 +140,7 @@ PARTS = (
     Part("10_modern_block", "apply_rotary", "apply_rotary"),
     Part("10_modern_block", "repeat_kv", "repeat_kv"),
     Part("10_modern_block", "RotaryAttention", "RotaryAttention"),
+    Part("10_modern_block", "LlamaBlock", "LlamaBlock"),
     Part("05_block", "TransformerBlock", "TransformerBlock"),
     Part("07_gpt", "GPT", "GPT"),
     Part("08_training", "lr_at", "lr_at"),
@@ -238,8 +259,8 @@ class Yours:
             if not isinstance(notebook, str):  # the notebook's later cells get the reference
                 notebook.namespace[part.name] = reference
             return
-        if part.name == "TransformerBlock":
-            factory = compose.block_factory(value, self._pick, self.used)
+        if part.name in ("TransformerBlock", "LlamaBlock"):
+            factory = compose.block_factory(self._pick, self.used)
             self._overrides["tc"]["TransformerBlock"] = factory
         elif part.name == "lr_at":
             self._overrides["training"][part.name] = value

@@ -299,6 +299,16 @@ def run(args: argparse.Namespace) -> int:
     if problems:  # the first only, as argparse does: one fix at a time
         print(say(f"error: {problems[0]}", f"错误：{problems[0]}"), file=sys.stderr)
         return 2
+    if kind != "none" and os.geteuid() == 0:
+        print(
+            say(
+                "tfcourse grade: running as root; each learner's code runs as a fresh "
+                "unprivileged user, never as root",
+                "tfcourse grade：以 root 身份运行；每位学员的代码都以一个新的非特权用户运行，"
+                "绝不会以 root 运行",
+            ),
+            file=sys.stderr,
+        )
     setup = Setup(
         env=grading_env(int(args.threads) or None),
         timeout=args.timeout,

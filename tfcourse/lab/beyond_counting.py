@@ -14,8 +14,8 @@ are both ``-log P(span | the text before it)``. Losses are in nats per character
   window, each occurrence scored without its first character. The statistic is a
   difference in differences (``copy_gains``): how much more the GPT gains from the first
   occurrence to the second than the n-gram does, one value per distinct name.
-- ``with_recurring_names``: text in which a share of paragraphs renames one repeated word
-  to a random name, which only its earlier occurrence predicts.
+- ``with_paired_names``: prose in which each paragraph has a pair of its words replaced by
+  one fresh random name, which only its first occurrence predicts.
 - ``copied_share``: how much of a written sample is recited from the training text.
 """
 
@@ -260,32 +260,39 @@ def copy_gains(
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def with_recurring_names(
-    text: str, share: float, *, seed: int, min_length: int = 5, name_length: int = 8
+def with_paired_names(
+    text: str, *, seed: int, within: int = 32, min_length: int = 5, name_length: int = 8
 ) -> tuple[str, list[str]]:
-    """``text`` with, in a ``share`` of its paragraphs (blank-line separated), one word of
-    ``min_length`` letters or more that occurs there at least twice renamed everywhere in
-    the paragraph to a random name of ``name_length`` lowercase letters. Returns the text
-    and the names, in order. Nothing predicts such a name but an earlier occurrence."""
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
-        raise ValueError(
-            say(
-                f"share must be a number in [0, 1], got {share!r}",
-                f"share 必须是 [0, 1] 中的数，实际是 {share!r}",
-            )
-        )
+    """``text`` with, in each paragraph (blank-line separated) that has one, a pair of words of
+    ``min_length`` letters or more, picked at random, both replaced by one fresh random name
+    of ``name_length`` lowercase letters, the second no more than ``within`` characters from
+    the start of the first once renamed (``repeats`` finds each pair at that ``within``).
+    Returns the text and the names, one per paragraph that has a pair, in order. Only the
+    first occurrence predicts the second: a fresh name copied inside ordinary prose."""
+    validate.positive_int("within", within)
     rng = random.Random(seed)
     word = re.compile(rf"\b[A-Za-z]{{{min_length},}}\b")
     paragraphs, names = [], []
     for paragraph in text.split("\n\n"):
-        if rng.random() < share:
-            seen = word.findall(paragraph)
-            twice = sorted({w for w in seen if seen.count(w) >= 2})
-            if twice:
-                old = rng.choice(twice)
-                name = "".join(rng.choice(_LETTERS) for _ in range(name_length))
-                paragraph = re.sub(rf"\b{old}\b", name, paragraph)
-                names.append(name)
+        words = list(word.finditer(paragraph))
+        # Renamed, the pair spans the first name, the gap between the words, the second name.
+        pairs = [
+            (a, b)
+            for i, a in enumerate(words)
+            for b in words[i + 1 :]
+            if b.start() - a.end() + 2 * name_length <= within
+        ]
+        if pairs:
+            a, b = rng.choice(pairs)
+            name = "".join(rng.choice(_LETTERS) for _ in range(name_length))
+            paragraph = (
+                paragraph[: a.start()]
+                + name
+                + paragraph[a.end() : b.start()]
+                + name
+                + paragraph[b.end() :]
+            )
+            names.append(name)
         paragraphs.append(paragraph)
     return "\n\n".join(paragraphs), names
 

@@ -3,8 +3,10 @@
 ``benchmarks/capstone_budget.py`` trains one ``Setting`` for a number of steps, scores it on
 the validation and the test part of the held-out text, and ``record_run`` appends the result
 to ``capstone_runs.json`` (shipped with the package); notebook 12 prints
-``recorded_runs_table()`` from that file, so the table a learner reads is the sweep's own
-output, and trains ``best_run()``, the lowest mean validation loss, for its steps. A
+``recorded_runs_table()`` from that file (the runs at ``capstone.BUDGET_STEPS``), so the table
+a learner reads is the sweep's own output, trains ``best_run()``, the lowest mean validation
+loss, for those steps, and prints ``frontier_table()``: the chosen setting's test margin at
+other numbers of steps. A
 ``Setting`` leaves at ``None`` what it takes from the capstone preset (``nn/config.py``
 "capstone", ``presets.TRAINING_PRESETS["capstone"]``).
 """
@@ -249,9 +251,16 @@ def record_run(run: RecordedRun, path: Path = RUNS_FILE) -> RecordedRun:
     return run
 
 
-def best_run(runs: list[RecordedRun] | None = None) -> RecordedRun:
-    """The recorded run with the lowest mean validation loss: the setting notebook 12 trains."""
+def budget_runs(runs: list[RecordedRun] | None = None) -> list[RecordedRun]:
+    """The recorded runs at the budget (``capstone.BUDGET_STEPS``), where settings compete."""
     runs = recorded_runs() if runs is None else runs
+    return [r for r in runs if r.steps == capstone.BUDGET_STEPS]
+
+
+def best_run(runs: list[RecordedRun] | None = None) -> RecordedRun:
+    """The run at the budget with the lowest mean validation loss: the setting notebook 12
+    trains."""
+    runs = budget_runs(runs)
     if not runs:
         raise ValueError(
             say(
@@ -263,10 +272,11 @@ def best_run(runs: list[RecordedRun] | None = None) -> RecordedRun:
 
 
 def recorded_runs_table(ngram: float, runs: list[RecordedRun] | None = None) -> str:
-    """The recorded runs as an aligned table in the reader's language, best first: each
-    row's validation loss (mean ± standard deviation over its seeds) and its margin over
-    ``ngram``, the counting model's validation loss (positive: the GPT is better)."""
-    runs = sorted(recorded_runs() if runs is None else runs, key=lambda r: r.mean)
+    """The recorded runs at the budget as an aligned table in the reader's language, best
+    first: each row's validation loss (mean ± standard deviation over its seeds) and its
+    margin over ``ngram``, the counting model's validation loss (positive: the GPT is
+    better)."""
+    runs = sorted(budget_runs(runs), key=lambda r: r.mean)
     header = (
         say("setting", "设置"),
         say("steps", "步数"),
@@ -286,8 +296,45 @@ def recorded_runs_table(ngram: float, runs: list[RecordedRun] | None = None) -> 
         )
         for r in runs
     ]
-    widths = [max(text_width(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return _aligned([header, *rows])
+
+
+def frontier(setting: Setting, runs: list[RecordedRun] | None = None) -> list[RecordedRun]:
+    """The recorded runs of ``setting`` with test losses, fewest steps first: its margin
+    against the budget."""
+    runs = recorded_runs() if runs is None else runs
+    return sorted(
+        (r for r in runs if r.setting == setting and r.test_losses), key=lambda r: r.steps
+    )
+
+
+def frontier_table(setting: Setting, ngram_test: float, runs=None) -> str:
+    """``frontier(setting)`` as an aligned table in the reader's language: per number of steps,
+    the minutes, each seed's margin on the test part over ``ngram_test`` (the counting model's
+    test loss) and their mean ± standard deviation."""
+    header = (
+        say("steps", "步数"),
+        say("time", "时间"),
+        say("margin per seed", "各种子的差距"),
+        say("mean ± sd", "均值 ± 标准差"),
+    )
+    rows = []
+    for r in frontier(setting, runs):
+        margins = r.test_margins(ngram_test)
+        rows.append(
+            (
+                f"{r.steps:,}",
+                say(f"{r.minutes:.1f} min", f"{r.minutes:.1f} 分钟"),
+                " ".join(f"{m:+.3f}" for m in margins),
+                f"{sum(margins) / len(margins):+.3f} ± {_sd(margins):.3f}",
+            )
+        )
+    return _aligned([header, *rows])
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(text_width(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(pad(cell, width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
+        for row in rows
     )

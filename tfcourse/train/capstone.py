@@ -18,6 +18,10 @@ from .loop import TrainConfig, held_out_loss, held_out_losses  # noqa: F401 (re-
 from .presets import TRAINING_PRESETS
 
 SCHEDULE = TRAINING_PRESETS["capstone"]
+# Notebook 12's budget, in optimizer steps: ten minutes of the capstone model at 249.2 ms a
+# step, the probe of ``benchmarks/capstone_budget.py`` on an idle 2-core CPU. The sweep's
+# settings are compared at this many steps; its runs at other steps draw the frontier.
+BUDGET_STEPS = 2408
 VAL_BLOCK = SCHEDULE["val_block"]  # characters per held-out block (one block in ten)
 
 # The best counting model on this split, chosen on the validation part by a sweep of orders

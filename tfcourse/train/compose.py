@@ -9,14 +9,15 @@ stand-in for such a module: every name reads through to the real one, except the
 learner's part answers for. So the learner's code runs unchanged, and composes: their attention
 inside their block inside their GPT.
 
-One block class serves every config: ``block_factory`` builds the learner's block with its
-three slots filled for the config at hand (``Slots``): the norm the config names (their
-``LayerNorm`` or ``RMSNorm``) where the block asks for ``tc.LayerNorm``, their ``SwiGLU``
-or ``FeedForward`` where it asks for ``tc.FeedForward``, their ``RotaryAttention`` (notebook
-10) where it asks for ``tc.MultiHeadAttention`` and the config has rotary positions, with the
-config's width, bias and eps. A slot that no learner's part can fill (a tanh GELU, grouped
-key/value heads with learned positions: options the exercises do not have) gets the reference
-part, and ``Slots.used`` says so.
+One block class serves every config: ``block_factory`` builds the learner's ``LlamaBlock``
+(notebook 10) where the config asks for exactly LLaMA's block, else their ``TransformerBlock``
+(notebook 05) with its three slots filled for the config at hand (``Slots``): the norm the
+config names (their ``LayerNorm`` or ``RMSNorm``) where the block asks for ``tc.LayerNorm``,
+their ``SwiGLU`` or ``FeedForward`` where it asks for ``tc.FeedForward``, their
+``RotaryAttention`` (notebook 10) where it asks for ``tc.MultiHeadAttention`` and the config
+has rotary positions, with the config's width, bias and eps. A slot that no learner's part can
+fill (a tanh GELU, grouped key/value heads with learned positions: options the exercises do
+not have) gets the reference part, and ``Slots.used`` says so.
 """
 
 from __future__ import annotations
@@ -155,12 +156,57 @@ class Slots:
         return cls(d_model, d_hidden, dropout=dropout, bias=bias)
 
 
-def block_factory(block_cls, pick: Callable[[str], tuple[object, str]], used: list[Used]):
-    """``tc.TransformerBlock`` as the learner's ``GPT`` sees it: ``factory(**block_kwargs)``
-    builds the learner's ``block_cls`` with its slots filled for those kwargs (``Slots``);
-    what filled them is appended to ``used``."""
+def fits_llama_block(pre_ln: bool, kwargs: dict) -> bool:
+    """Whether ``config.block_kwargs()`` (``pre_ln`` and the rest) ask for exactly the block the
+    learner's ``LlamaBlock`` (notebook 10) builds: pre-norm, RMSNorm with its own epsilon,
+    rotary attention, SwiGLU of LLaMA's width, no biases."""
+    return bool(
+        pre_ln
+        and kwargs.get("norm") == "rmsnorm"
+        and kwargs.get("mlp") == "swiglu"
+        and kwargs.get("rope_base") is not None
+        and not kwargs.get("bias", True)
+        and kwargs.get("d_hidden") is None
+        and kwargs.get("norm_eps") is None
+    )
+
+
+def block_factory(pick: Callable[[str], tuple[object, str]], used: list[Used]):
+    """``tc.TransformerBlock`` as the learner's ``GPT`` sees it. ``factory(**block_kwargs)``
+    builds the learner's ``LlamaBlock`` where it passed its check and fits the kwargs
+    (``fits_llama_block``), else the learner's ``TransformerBlock`` with its slots filled for
+    those kwargs (``Slots``), else the reference's; what filled the block and its slots is
+    appended to ``used``."""
 
     def factory(d_model, n_heads, *, max_seq_len, pre_ln=True, dropout=0.0, **kwargs):
+        block_slot = say("block", "块")
+        llama, why = pick("LlamaBlock")
+        if not why and fits_llama_block(pre_ln, kwargs):
+            block = llama(
+                d_model,
+                n_heads,
+                max_seq_len=max_seq_len,
+                n_kv_heads=kwargs.get("n_kv_heads"),
+                rope_base=kwargs["rope_base"],
+                dropout=dropout,
+            )
+            # Its sublayers are whatever notebook 10's namespace holds: the learner's parts,
+            # or the reference's where theirs failed.
+            used.append(Used(block_slot, "LlamaBlock", True))
+            for slot, part in (
+                (say("norm", "归一化"), "RMSNorm"),
+                (say("attention", "注意力"), "RotaryAttention"),
+                ("MLP", "SwiGLU"),
+            ):
+                part_why = pick(part)[1]
+                used.append(Used(slot, part, not part_why, part_why))
+            return block
+        block_cls, why = pick("TransformerBlock")
+        used.append(Used(block_slot, "TransformerBlock", not why, why))
+        if why:
+            return block_cls(
+                d_model, n_heads, max_seq_len=max_seq_len, pre_ln=pre_ln, dropout=dropout, **kwargs
+            )
         slots = Slots(dict(kwargs), pick)
         token = _building.set(slots)
         try:
@@ -172,7 +218,7 @@ def block_factory(block_cls, pick: Callable[[str], tuple[object, str]], used: li
         used.extend(slots.used)
         return block
 
-    factory.__name__ = getattr(block_cls, "__name__", "TransformerBlock")
+    factory.__name__ = "TransformerBlock"
     return factory
 
 

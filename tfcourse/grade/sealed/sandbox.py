@@ -25,8 +25,12 @@ solutions, no output files, no other worker.
 
 The worker also gets new network (no interface but a loopback of its own), PID, IPC and
 UTS namespaces, a new session (no terminal to inject keystrokes into), every capability
-dropped, and dies with the grader. Resource limits are set by the worker itself before
-any learner code runs (``worker.py``); being unprivileged it cannot raise them again.
+dropped, and dies with the grader. It is never root, not even inside: a grader running as
+root starts bubblewrap as a fresh unprivileged uid (``users.fresh_id``), so the worker's
+uid 0 in its user namespace is that uid to the kernel, which refuses it the host's
+settings (``/proc/sys``, also mounted read-only) and every root-owned file. Resource
+limits are set by the worker itself before any learner code runs (``worker.py``); being
+unprivileged it cannot raise them again.
 
 Where bubblewrap is missing or not permitted (macOS, Windows, a container without user
 namespaces), ``sandbox()`` says why. A grader running as root then seals each worker as a
@@ -112,7 +116,9 @@ def view(work: str, hide: list[str], writable: bool = True) -> list[str]:
             shown.append(top)
     # /tmp before the Python prefixes: a virtual environment may live under /tmp (a CI
     # checkout), and a tmpfs mounted after it would cover it.
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    # The kernel's settings read-only (a second lock: an unprivileged uid may not write them).
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+    args += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     for path in [*LOADER, *python_prefixes()]:
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
@@ -196,7 +202,7 @@ assert sorted(os.listdir("/tmp")) == sys.argv[3].split(), "/tmp not private"
 assert os.listdir("/hidden") == [], "hidden folder visible"
 assert not os.path.exists(sys.argv[1]), "the grader's folder visible"
 open("{WORK}/written", "w").write("ok")
-for path in ("/usr/probe", "/hidden/x", "/x", "/dev/x"):
+for path in ("/usr/probe", "/hidden/x", "/x", "/dev/x", "/proc/sys/kernel/core_pattern"):
     try:
         open(path, "w")
     except OSError:
@@ -246,6 +252,7 @@ def _probe() -> Sandbox:
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
         root = os.path.realpath(folder)
+        os.chmod(root, 0o711)  # passable for the unprivileged uid that runs bubblewrap
         work, secret = (os.path.join(root, name) for name in ("w", "s"))
         for path in (work, secret):
             os.mkdir(path)
@@ -265,25 +272,54 @@ def _probe() -> Sandbox:
         line = command(bwrap, argv, work=work, hide=[], extra=hidden)
         try:
             result = subprocess.run(
-                line, env={"PATH": os.defpath}, capture_output=True, timeout=60, check=False
+                line,
+                env={"PATH": os.defpath},
+                capture_output=True,
+                timeout=60,
+                check=False,
+                **unprivileged(Path(work), Path(secret)),
             )
-        except (OSError, subprocess.TimeoutExpired) as error:
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as error:
             return Sandbox(
                 None, (f"bubblewrap did not start: {error}", f"bubblewrap 无法启动：{error}")
             )
         if result.returncode == 0 and os.path.exists(os.path.join(work, "written")):
             return Sandbox(bwrap, "", version)
         tail = (result.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+        hint = ("", "")
+        if os.geteuid() == 0 and "Permission denied" in tail:
+            hint = (
+                "; as root, bubblewrap runs as an unprivileged uid, which must be able to "
+                "start Python: chmod o+x on the closed folder above it (docs/grading.md)",
+                "；以 root 运行时，bubblewrap 以非特权 uid 启动，它必须能启动 Python："
+                "请对 Python 上方那个关闭的文件夹执行 chmod o+x（见 docs/grading.md）",
+            )
         return Sandbox(
             None,
             (
-                f"bubblewrap cannot seal a worker here (exit {result.returncode}: {tail})",
-                f"bubblewrap 无法在这里隔离进程（退出码 {result.returncode}：{tail}）",
+                f"bubblewrap cannot seal a worker here (exit {result.returncode}: {tail}{hint[0]})",
+                f"bubblewrap 无法在这里隔离进程（退出码 {result.returncode}：{tail}{hint[1]}）",
             ),
         )
 
 
 # ------------------------------------------------------------------------ start_sealed
+
+
+def unprivileged(*folders: Path) -> dict:
+    """``subprocess`` arguments that start bubblewrap as an unprivileged user. A grader
+    running as root hands ``folders`` (and everything in them) to a fresh uid and starts
+    bubblewrap as that uid, so nothing in the sandbox is root to the kernel; any other grader
+    is unprivileged already (``{}``). Raises ``RuntimeError`` when no uid is free."""
+    if os.geteuid() != 0:
+        return {}
+    from .users import fresh_id
+
+    uid = fresh_id()
+    for folder in folders:
+        for path in [folder, *folder.rglob("*")]:
+            os.chown(path, uid, uid, follow_symlinks=False)
+    return {"user": uid, "group": uid, "extra_groups": []}
 
 
 def measures(found: Sandbox, limits: str) -> list[str]:
@@ -311,8 +347,10 @@ def measures(found: Sandbox, limits: str) -> list[str]:
             "其他进程）",
         ),
         say(
-            "no network; own PID, IPC and UTS namespaces; new session; capabilities dropped",
-            "无网络；独立的 PID、IPC、UTS 命名空间；新会话；已丢弃全部 capabilities",
+            "no network; own PID, IPC and UTS namespaces; new session; capabilities dropped; "
+            "never root (an unprivileged uid; the kernel's settings read-only)",
+            "无网络；独立的 PID、IPC、UTS 命名空间；新会话；已丢弃全部 capabilities；"
+            "绝不是 root（非特权 uid；内核设置只读）",
         ),
         say(f"resource limits ({limits})", f"资源限制（{limits}）"),
     ]
@@ -358,4 +396,5 @@ def start_sealed(
         start_new_session=True,
         close_fds=True,
         pass_fds=pass_fds,
+        **unprivileged(Path(real_work)),
     )
