@@ -7,6 +7,7 @@ check's own list of mistakes (``MISTAKES``): each entry of that list has one her
 from __future__ import annotations
 
 import fnmatch
+import threading
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 from tfcourse import training
 from tfcourse.authoring.build import make_learner, solve
 from tfcourse.checks import check_train_loop
+from tfcourse.checks import train_loop as train_loop_check
 from tfcourse.checks.train_loop import MISTAKES
 from tfcourse.course import notebook_format
 from tfcourse.grade import references
@@ -121,6 +123,40 @@ def plain_step_loop(model, optimizer, batches, *, max_lr, warmup_steps, max_norm
 
 def test_a_loop_written_differently_passes(capsys):
     passes(check_train_loop, plain_step_loop, capsys, "train_loop")
+
+
+def test_a_neighbours_draws_never_change_the_weights(monkeypatch, capsys):
+    """In a class run, other learners' checks draw from the process-wide generator at any
+    moment. Here each model the check builds is preceded by a different number of such
+    draws: the weights are drawn once per case and copied, so a correct loop still passes
+    (a check that drew them again for the learner's copy would fail)."""
+    real, built = train_loop_check.GPT, []
+
+    def gpt_after_a_neighbour(config):
+        built.append(1)
+        torch.randn(len(built))  # another thread's draw, between the seed and the weights
+        return real(config)
+
+    monkeypatch.setattr(train_loop_check, "GPT", gpt_after_a_neighbour)
+    passes(check_train_loop, make_loop(), capsys, "train_loop")
+    assert len(built) == 3  # one model per case
+
+
+def test_a_thread_building_layers_meanwhile_costs_no_point(capsys):
+    """The same with a real neighbour: a thread that builds nn.Linear layers all along."""
+    done = threading.Event()
+
+    def neighbour():
+        while not done.is_set():
+            torch.nn.Linear(16, 16)
+
+    thread = threading.Thread(target=neighbour)
+    thread.start()
+    try:
+        passes(check_train_loop, make_loop(), capsys, "train_loop")
+    finally:
+        done.set()
+        thread.join()
 
 
 def test_the_cases_hand_the_loop_every_usual_optimizer():

@@ -20,6 +20,7 @@ losses as numbers.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -166,15 +167,22 @@ def _hint() -> str:
     )
 
 
-def _model(seed: int, device, dtype) -> GPT:
-    """A fresh GPT in eval mode, with a stale gradient on every parameter (both are the
-    learner's to deal with)."""
+def _models(seed: int, device, dtype):
+    """``fresh()``: a new copy of one GPT in eval mode, with a stale gradient on every
+    parameter (both are the learner's to deal with). Every copy has the same weights: they
+    are drawn once, and copied, never drawn again from the process-wide generator, which
+    another thread (another learner's check in a class run) may draw from meanwhile."""
     torch.manual_seed(seed)
-    model = GPT(CONFIG).to(device, dtype).eval()
-    gen = torch.Generator().manual_seed(seed)
-    for parameter in model.parameters():
-        parameter.grad = torch.randn(parameter.shape, generator=gen).to(device, dtype)
-    return model
+    weights = GPT(CONFIG).to(device, dtype).eval()
+
+    def fresh() -> GPT:
+        model = copy.deepcopy(weights)
+        gen = torch.Generator().manual_seed(seed)
+        for parameter in model.parameters():
+            parameter.grad = torch.randn(parameter.shape, generator=gen).to(device, dtype)
+        return model
+
+    return fresh
 
 
 def _losses(chk: Checker, case: str, result, steps: int) -> list[float]:
@@ -251,10 +259,11 @@ def check_train_loop(fn) -> None:
             batches = batches.to(chk.device)
             seed = case_seed(30 + number)
 
-            def fresh(seed=seed):
-                return _model(seed, chk.device, dtype)
+            fresh = _models(seed, chk.device, dtype)
 
-            def run(setting, mistake="", make_optimizer=make_optimizer, batches=batches):
+            def run(
+                setting, mistake="", make_optimizer=make_optimizer, batches=batches, fresh=fresh
+            ):
                 model = fresh()
                 return _loop(model, make_optimizer(model), batches, **setting, mistake=mistake)
 
