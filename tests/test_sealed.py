@@ -930,3 +930,22 @@ def test_a_teachers_own_shortcuts_come_from_the_exercise_metadata(monkeypatch):
     monkeypatch.setattr(references, "SHORTCUTS", {})
     assert references.shortcuts(solution, "RMSNorm") == ("torch.*rms_norm*",)
     assert references.shortcuts(solution, "Causal mask") == ()
+
+
+def test_a_request_the_worker_cannot_read_is_an_answer_and_the_worker_goes_on(tmp_path):
+    """A check's value the worker cannot rebuild (here a bare list; in 02 and 07 it was a
+    course class sealed in that worker) used to end the worker without a word. Now it is
+    a reply that the grader reports as the protocol's failure, and the worker answers the
+    next request."""
+    setup = Setup(env=grading_env(1), timeout=60, sandbox="none")
+    worker, ran = session._start_worker(
+        ["x = 21"], frozenset(), {}, tmp_path, setup, channel.Budget.starting_now(300)
+    )
+    try:
+        bad = {"op": "call", "target": {"$handle": 0}, "args": [], "kwargs": {"$dict": {}}}
+        with pytest.raises(channel.ProtocolBroken, match="could not read the check's request"):
+            worker.request(bad)
+        reply, _ = worker.request({"op": "evaluate", "expression": "x * 2"})
+        assert reply["value"] == 42 and worker.process.poll() is None
+    finally:
+        worker.kill()

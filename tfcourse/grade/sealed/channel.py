@@ -232,6 +232,14 @@ class Channel:
     def request(self, header: dict, tensors: dict | None = None) -> tuple[dict, dict]:
         self.send(dict(header, exercise=self.exercise), tensors)
         reply, blob = self.receive()
+        if "bad_request" in reply:  # the worker could not read the request; it goes on
+            said = str(reply["bad_request"])[:200]
+            raise ProtocolBroken(
+                say(
+                    f"the worker could not read the check's request: {said}",
+                    f"隔离进程读不懂检查发来的请求：{said}",
+                )
+            )
         if "error" in reply:
             raised = reply["error"]
             if not isinstance(raised, dict):

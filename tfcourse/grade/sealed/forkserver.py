@@ -34,6 +34,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # worker.py beside us (-I)
 
@@ -177,10 +178,15 @@ def serve(control: socket.socket) -> None:
         if request.get("op") == "fork" and len(fds) == 2:
             pid = os.fork()
             if pid == 0:
+                status = 0
                 try:
                     _worker(fds, request.get("env", {}), handlers)
+                except BaseException:  # noqa: BLE001 - logged, and the end is not a success
+                    traceback.print_exc(limit=-8)
+                    status = 1
                 finally:
-                    os._exit(0)
+                    sys.stderr.flush()
+                    os._exit(status)
             for fd in fds:
                 os.close(fd)
             control.send(json.dumps({"pid": pid}).encode())

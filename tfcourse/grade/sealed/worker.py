@@ -494,8 +494,8 @@ def serve() -> None:
                 reply, blob = {"value": encoder(value)}, encoder.tensors
             else:
                 raise protocol.ProtocolError(f"unknown op {op!r}")
-        except protocol.ProtocolError:
-            raise
+        except protocol.ProtocolError as error:  # a request it cannot read: said, not fatal
+            reply, blob = {"bad_request": str(error)[:500]}, {}
         except BaseException as error:  # noqa: BLE001 - the learner's error is the answer
             reply, blob = (
                 {
