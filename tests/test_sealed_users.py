@@ -292,3 +292,27 @@ def test_the_report_names_the_measures_and_root_without_bubblewrap_chooses_this_
     assert out.returncode == 0, out.stdout + out.stderr
     assert "fresh unprivileged user" in out.stdout and "score: 2/2" in out.stdout, out.stdout
     assert stat.S_IMODE((tmp_path / "grades.csv").stat().st_mode) == 0o600
+
+
+@pytest.mark.slow
+def test_a_worker_that_runs_out_of_time_leaves_no_process_of_its_user(solution):
+    """A cell deaf to the per-cell alarm forks a daemon that closes its descriptors, then
+    sleeps past the notebook's budget. The grade ends in a timeout, and every process of
+    every user handed out meanwhile is gone. (The daemon kept the channel open: closing it
+    blocked the grader behind its reader thread, and the worker outlived the grade.)"""
+    deaf = (
+        "import os, signal, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    for fd in range(3):\n"
+        "        os.close(fd)\n"
+        "    time.sleep(3600)\n"
+        "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+        "time.sleep(3600)\n"
+    )
+    before = set(users._given)
+    setup = Setup(env=grading_env(1), timeout=2, sandbox="users", hide=(SOLUTIONS,))
+    verdict = grade_exercise(_rmsnorm(solution, extra=deaf), solution, "RMSNorm", setup)
+    assert (verdict.status, verdict.reason) == ("failed", "timeout"), verdict
+    handed_out = users._given - before
+    assert handed_out and not any(users._running(uid) for uid in handed_out)

@@ -348,6 +348,7 @@ def _start_worker(
             worker.send(first, {"package": package})
             break
         except channel.TimedOut:
+            worker.kill()  # a worker of its own user: kill ends the user too (users.end_user)
             raise
         except channel.WorkerFailed as error:
             if isinstance(process, pool.Session):
@@ -366,7 +367,11 @@ def _start_worker(
             ) from None
     # Each cell has its own limit inside the worker; this wait only catches a worker that
     # stopped answering altogether: the notebook's budget is the bound.
-    reply, _ = worker.receive(timeout=budget.seconds)
+    try:
+        reply, _ = worker.receive(timeout=budget.seconds)
+    except BaseException:
+        worker.kill()
+        raise
     ran = reply.get("cells")
     if not (
         isinstance(ran, list) and len(ran) == len(cells) and all(isinstance(r, dict) for r in ran)

@@ -181,12 +181,14 @@ class UserProcess:
         self.ended = True
         self.process.kill()
         self.process.wait()
+        # The folder is the grader's again (it removes it), so end_user does not.
+        os.chown(self.folder, os.geteuid(), os.getegid())
+        # Every process of the uid first: one that kept the channel open (a fork that closed
+        # only 0, 1 and 2) would otherwise block the close below, behind the reader thread.
+        end_user(self.uid)
         for stream in (self.stdin, self.stdout):
             if stream is not None:
                 stream.close()
-        # The folder is the grader's again (it removes it), so end_user does not.
-        os.chown(self.folder, os.geteuid(), os.getegid())
-        end_user(self.uid)
 
 
 def end_user(uid: int) -> None:
