@@ -279,3 +279,21 @@ def test_argparses_own_errors_are_chinese_and_english_stays_english(argv, capsys
             assert english_sentences(error) == [], error
         else:
             assert err.startswith("usage: ") and ": error: " in error, err
+
+
+def test_the_language_flag_makes_the_command_itself_speak_chinese(tmp_path, capsys):
+    """`tfcourse notebooks DIR --language zh` copies the Chinese notebooks and says so in
+    Chinese, with nothing in the environment asking for it; the choice ends with the command."""
+    assert cli.main(["notebooks", str(tmp_path / "course"), "--language", "zh"]) == 0
+    out = capsys.readouterr().out
+    assert CHINESE.search(out) and not english_sentences(out), out
+    assert language.current() == "en"  # the process speaks as before
+
+
+def test_a_chinese_locale_is_honoured_where_nothing_else_decides(monkeypatch, capsys):
+    for name in ("LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    assert "学员的命令：" in helped(capsys)
+    monkeypatch.setenv("TFCOURSE_LANG", "en")  # the variable decides over the locale
+    assert "commands for learners:" in helped(capsys)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 
+from . import language
 from .language import current, say
 
 # name -> (module, one-line help)
@@ -242,14 +244,30 @@ def main(argv: list[str] | None = None) -> int:
     argparse._ = _argparse_gettext  # type: ignore[attr-defined]
     argparse.ngettext = _argparse_ngettext  # type: ignore[attr-defined]
     argv = sys.argv[1:] if argv is None else argv
-    command = next((a for a in argv if not a.startswith("-")), None)
-    if command not in COMMANDS:
-        command = None
-    args = build_parser(only=command).parse_args(argv)
-    if args.command is None:
-        build_parser().print_help()
-        return 2
-    return importlib.import_module(COMMANDS[args.command][0]).run(args)
+    with language.using(_language_asked(argv)):
+        command = next((a for a in argv if not a.startswith("-")), None)
+        if command not in COMMANDS:
+            command = None
+        args = build_parser(only=command).parse_args(argv)
+        if args.command is None:
+            build_parser().print_help()
+            return 2
+        return importlib.import_module(COMMANDS[args.command][0]).run(args)
+
+
+def _language_asked(argv: list[str]) -> str | None:
+    """The language the command itself speaks: its ``--language`` (``lab``, ``notebooks``),
+    else ``TFCOURSE_LANG``, else a Chinese locale (``language.locale_language``); ``None``:
+    as the process already speaks."""
+    for i, arg in enumerate(argv):
+        value = arg.split("=", 1)[1] if arg.startswith("--language=") else None
+        if arg == "--language" and i + 1 < len(argv):
+            value = argv[i + 1]
+        if value in language.LANGUAGES:
+            return value
+    if os.environ.get("TFCOURSE_LANG", "").strip():
+        return None
+    return language.locale_language()
 
 
 if __name__ == "__main__":

@@ -39,6 +39,31 @@ def use(language: str | None) -> None:
     _chosen = language
 
 
+def locale_language() -> str | None:
+    """``"zh"`` where the system's locale is Chinese (``LC_ALL``, ``LC_MESSAGES`` or ``LANG``,
+    the first that is set, as gettext reads them), else ``None``."""
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(name, "").strip().lower()
+        if value:
+            return "zh" if value.startswith("zh") else None
+    return None
+
+
+@contextlib.contextmanager
+def using(language: str | None):
+    """Within the block, the whole process speaks ``language`` (``None``: as before): a
+    command's own choice (``tfcourse ... --language zh``), undone when the command returns."""
+    global _chosen
+    if language is not None and language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    before = _chosen
+    _chosen = language if language is not None else before
+    try:
+        yield
+    finally:
+        _chosen = before
+
+
 @contextlib.contextmanager
 def speaking(language: str | None):
     """Within the block, in this thread only, speak ``language`` (``None``: as before).
