@@ -24,18 +24,20 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..course import notebook_format
 from ..language import say
-from . import notebook
 from .gradescope import write_results
 from .records import NotebookGrade
 from .report import format_report, json_report, probe_output, write_csv
 from .sealed import syscalls, users
 from .sealed.sandbox import sandbox
 from .sealed.seal import package_dir
-from .sealed.session import SandboxKind, Setup, grading_env
 from .secret import secret_path
+
+if TYPE_CHECKING:
+    from .sealed.session import SandboxKind
 
 
 def collect(paths: list[str]) -> list[Path]:
@@ -309,6 +311,10 @@ def run(args: argparse.Namespace) -> int:
             ),
             file=sys.stderr,
         )
+    # Imported here: torch and the grading machinery, not needed for `tfcourse grade --help`.
+    from . import notebook
+    from .sealed.session import Setup, grading_env
+
     setup = Setup(
         env=grading_env(int(args.threads) or None),
         timeout=args.timeout,

@@ -23,9 +23,7 @@ from pathlib import Path
 from ..course import notebook_format
 from ..course.screen import one_line
 from ..language import pad, say, text_width
-from . import notebook
 from .records import NotebookGrade
-from .sealed.session import Setup, grading_env
 
 STATUSES = ("passed", "failing", "not started", "no notebook", "error")
 
@@ -68,6 +66,8 @@ def _rows(name: str, exercises: list[str], graded: NotebookGrade | None) -> list
 def learner_folder_and_solutions(folder: Path, solutions_dir: str | Path | None) -> Path:
     """The course's solutions (``solutions_dir``, else those installed) for reading the
     learner's ``folder``; ``ValueError`` if either is missing."""
+    from . import notebook  # torch: not needed for `tfcourse progress --help`
+
     solutions = Path(solutions_dir) if solutions_dir else notebook.installed_solutions()
     if solutions is None or not folder.is_dir():
         raise ValueError(
@@ -87,6 +87,9 @@ def progress(
     timeout: float = 120,
 ) -> list[Row]:
     """Every exercise of the course, in course order, as it stands in ``folder``."""
+    from . import notebook
+    from .sealed.session import Setup, grading_env
+
     folder = Path(folder)
     solutions = learner_folder_and_solutions(folder, solutions_dir)
     course = sorted(solutions.glob("[0-9][0-9]_*.ipynb"))

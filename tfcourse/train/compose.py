@@ -26,6 +26,7 @@ import contextvars
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..language import say
 
@@ -171,7 +172,7 @@ def fits_llama_block(pre_ln: bool, kwargs: dict) -> bool:
     )
 
 
-def block_factory(pick: Callable[[str], tuple[object, str]], used: list[Used]):
+def block_factory(pick: Callable[[str], tuple[Any, str]], used: list[Used]):
     """``tc.TransformerBlock`` as the learner's ``GPT`` sees it. ``factory(**block_kwargs)``
     builds the learner's ``LlamaBlock`` where it passed its check and fits the kwargs
     (``fits_llama_block``), else the learner's ``TransformerBlock`` with its slots filled for
