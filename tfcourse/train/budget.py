@@ -326,7 +326,8 @@ def frontier_table(setting: Setting, ngram_test: float, runs=None) -> str:
                 f"{r.steps:,}",
                 say(f"{r.minutes:.1f} min", f"{r.minutes:.1f} 分钟"),
                 " ".join(f"{m:+.3f}" for m in margins),
-                f"{sum(margins) / len(margins):+.3f} ± {_sd(margins):.3f}",
+                f"{sum(margins) / len(margins):+.3f}"
+                + (f" ± {_sd(margins):.3f}" if len(margins) > 1 else ""),
             )
         )
     return _aligned([header, *rows])
