@@ -98,9 +98,9 @@ def _python_passable() -> None:
                 folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _root_prepares_the_machine():
-    """Before anything probes the sandbox (the probe is cached per process)."""
+def pytest_configure(config):
+    """As root, prepare the machine before anything probes the sandbox: the probe is cached
+    per process, and a test module may probe at collection."""
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         _python_passable()
 
