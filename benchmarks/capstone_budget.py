@@ -48,6 +48,11 @@ def parse_args() -> argparse.Namespace:
     what.add_argument("--batch-size", type=int, default=None)
     what.add_argument("--lr", type=float, default=None)
     what.add_argument("--weight-decay", type=float, default=None)
+    what.add_argument(
+        "--more-text",
+        action="store_true",
+        help="train on the rest of the standard library's docstrings too (same held-out text)",
+    )
     how = parser.add_argument_group("the budget")
     how.add_argument("--minutes", type=float, default=10.0)
     how.add_argument("--steps", type=int, default=None, help="instead of --minutes")
@@ -75,6 +80,7 @@ def main() -> int:
         batch_size=args.batch_size,
         lr=args.lr,
         weight_decay=args.weight_decay,
+        more_text=args.more_text,
     )
     data = budget.setting_data(setting)
     device = torch.device(args.device)

@@ -167,3 +167,22 @@ def test_the_shipped_rows_carry_a_test_loss_per_seed():
     """Notebook 12's headline reads each seed's test loss from the shipped file."""
     for row in budget.recorded_runs():
         assert len(row.test_losses) == len(row.seeds) == len(row.losses)
+
+
+@pytest.mark.slow  # reads the standard library's sources and learns byte pairs: ~20 s
+def test_more_training_text_adds_only_new_paragraphs_and_keeps_the_held_out_text():
+    chars = capstone.capstone_data()
+    more = capstone.with_more_training_text(chars)
+    assert torch.equal(more.val, chars.val) and more.tokenizer is chars.tokenizer
+    assert torch.equal(more.train[: len(chars.train)], chars.train)
+    assert len(more.train) > 2 * len(chars.train)  # about 1.0 M characters more on 3.11
+    extra = capstone.more_training_text(chars)
+    corpus_paragraphs = {p.strip() for p in chars.text.split("\n\n")}
+    paragraphs = [p.strip() for p in extra.split("\n\n")]
+    assert not corpus_paragraphs & set(paragraphs)  # nothing of the held-out text again
+    assert len(set(paragraphs)) == len(paragraphs)
+    assert set(extra) <= set(chars.tokenizer.chars)
+    setting = budget.Setting(tokens="bpe64", more_text=True)
+    assert setting.describe() == "tokens=bpe64, more_text=True"
+    data = budget.setting_data(setting, chars)
+    assert len(data.tokenizer.decode(data.train.tolist())) == len(more.train)

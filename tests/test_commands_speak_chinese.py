@@ -5,6 +5,7 @@ step, and the help of `lab`, `notebooks`, `doctor` and `progress`."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 
 import pytest
@@ -297,3 +298,54 @@ def test_a_chinese_locale_is_honoured_where_nothing_else_decides(monkeypatch, ca
     assert "学员的命令：" in helped(capsys)
     monkeypatch.setenv("TFCOURSE_LANG", "en")  # the variable decides over the locale
     assert "commands for learners:" in helped(capsys)
+
+
+def chinese_folder(folder, edition: str = "zh"):
+    """``folder`` with one notebook of ``edition`` in it (no exercise of the course)."""
+    folder.mkdir(exist_ok=True)
+    meta = {"tfcourse": {"language": edition}} if edition == "zh" else {}
+    notebook = {"cells": [], "metadata": meta, "nbformat": 4, "nbformat_minor": 5}
+    (folder / "notes.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def no_locale(monkeypatch):
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_folder_of_chinese_notebooks_makes_progress_speak_chinese(
+    tmp_path, no_locale, monkeypatch, capsys
+):
+    """As `grade` does for a notebook: nothing in the environment asks for Chinese, the
+    folder's notebooks are the Chinese edition's, and the table is Chinese."""
+    folder = chinese_folder(tmp_path / "tfcourse-zh")
+    assert cli.main(["progress", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "尚未开始" in out and not english_sentences(out), out
+    assert language.current() == "en"  # only for the command
+    # An English folder stays English, and the variable decides over the folder.
+    assert cli.main(["progress", str(chinese_folder(tmp_path / "en", "en"))]) == 0
+    assert "not started" in capsys.readouterr().out
+    monkeypatch.setenv("TFCOURSE_LANG", "en")
+    assert cli.main(["progress", str(folder)]) == 0
+    assert "not started" in capsys.readouterr().out
+
+
+def test_notebooks_into_a_chinese_folder_speaks_chinese(tmp_path, no_locale, capsys):
+    folder = chinese_folder(tmp_path / "mine")
+    assert cli.main(["notebooks", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert CHINESE.search(out) and not english_sentences(out), out
+
+
+def test_the_folders_language_is_the_most_of_its_notebooks(tmp_path):
+    assert language.folder_language(tmp_path / "missing") is None
+    assert language.folder_language(chinese_folder(tmp_path / "zh")) == "zh"
+    mixed = chinese_folder(tmp_path / "zh")
+    (mixed / "broken.ipynb").write_text("{", encoding="utf-8")  # counts for neither
+    assert language.folder_language(mixed) == "zh"
+    for name in ("a.ipynb", "b.ipynb"):
+        (mixed / name).write_text(json.dumps({"metadata": {}}), encoding="utf-8")
+    assert language.folder_language(mixed) is None

@@ -252,7 +252,26 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             build_parser().print_help()
             return 2
-        return importlib.import_module(COMMANDS[args.command][0]).run(args)
+        with language.using(_folder_language(args, argv)):
+            return importlib.import_module(COMMANDS[args.command][0]).run(args)
+
+
+# The folder a command works on, by the name of its argument: a folder of the Chinese
+# edition's notebooks makes the command speak Chinese, as ``grade`` does for a notebook.
+FOLDER_ARGUMENTS = {"progress": "folder", "notebooks": "dir", "lab": "dir", "doctor": "root"}
+
+
+def _folder_language(args: argparse.Namespace, argv: list[str]) -> str | None:
+    """``"zh"`` when nothing asked for a language (no ``--language``, no ``TFCOURSE_LANG``, no
+    Chinese locale) and the command's folder holds notebooks of the Chinese edition
+    (``language.folder_language``); ``None``: as the command already speaks."""
+    name = FOLDER_ARGUMENTS.get(args.command)
+    folder = getattr(args, name, None) if name else None
+    if folder is None or _language_asked(argv) is not None:
+        return None
+    if os.environ.get("TFCOURSE_LANG", "").strip():
+        return None
+    return language.folder_language(folder)
 
 
 def _language_asked(argv: list[str]) -> str | None:

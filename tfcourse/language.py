@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import os
 import unicodedata
+from pathlib import Path
 
 LANGUAGES = ("en", "zh")
 _chosen: str | None = None  # set by use(); otherwise TFCOURSE_LANG decides
@@ -47,6 +49,26 @@ def locale_language() -> str | None:
         if value:
             return "zh" if value.startswith("zh") else None
     return None
+
+
+def folder_language(folder, most: int = 20) -> str | None:
+    """``"zh"`` where the notebooks directly in ``folder`` (the first ``most`` by name) are
+    mostly of the Chinese edition (``metadata.tfcourse.language``), else ``None``. A folder
+    that does not exist, or a notebook that cannot be read, counts for neither."""
+    votes = {"zh": 0, "en": 0}
+    try:
+        paths = sorted(Path(folder).glob("*.ipynb"))[:most]
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        course = meta.get("tfcourse") if isinstance(meta, dict) else None
+        chinese = isinstance(course, dict) and course.get("language") == "zh"
+        votes["zh" if chinese else "en"] += 1
+    return "zh" if votes["zh"] > votes["en"] else None
 
 
 @contextlib.contextmanager

@@ -46,6 +46,9 @@ class Setting:
     batch_size: int | None = None
     lr: float | None = None
     weight_decay: float | None = None
+    # More training text: ``capstone.more_training_text``, the docstrings of the rest of the
+    # standard library (the held-out text stays the same).
+    more_text: bool = False
 
     def __post_init__(self):
         if self.tokens != "chars" and not (
@@ -92,6 +95,8 @@ class Setting:
 def setting_data(setting: Setting, chars: TextDataset | None = None) -> TextDataset:
     """The capstone split (``chars``, read afresh if not given) in the setting's tokens."""
     chars = capstone.capstone_data() if chars is None else chars
+    if setting.more_text:
+        chars = capstone.with_more_training_text(chars)
     if setting.tokens == "chars":
         return chars
     return capstone.BytePairText(chars, int(setting.tokens[3:]))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from .bpe import ByteBPE
+from .corpus import more_stdlib_docstrings
 from .data import TextDataset
 from .loop import TrainConfig, held_out_loss, held_out_losses  # noqa: F401 (re-exported)
 from .presets import TRAINING_PRESETS
@@ -39,6 +40,33 @@ def capstone_data() -> TextDataset:
     return TextDataset(
         source=SCHEDULE["text_source"], max_chars=SCHEDULE["max_chars"], val_block=VAL_BLOCK
     )
+
+
+def more_training_text(chars: TextDataset, min_chars: int = 40) -> str:
+    """Training text beyond the corpus (``corpus.more_stdlib_docstrings``) for ``chars``' split:
+    its paragraphs of at least ``min_chars`` characters that occur nowhere in the corpus (held-out
+    text included) and only once here, in ``chars``' alphabet (other characters dropped). The
+    held-out text, and so every validation and test score, stays what it is."""
+    seen = {p.strip() for p in chars.text.split("\n\n")}
+    alphabet = set(chars.tokenizer.chars)
+    kept = []
+    for paragraph in more_stdlib_docstrings().split("\n\n"):
+        key = paragraph.strip()
+        if len(key) < min_chars or key in seen:
+            continue
+        seen.add(key)
+        kept.append("".join(c for c in paragraph if c in alphabet))
+    return "\n\n".join(kept)
+
+
+def with_more_training_text(chars: TextDataset) -> TextDataset:
+    """``chars`` with ``more_training_text(chars)`` after its training tokens; same held-out
+    tokens, same tokenizer."""
+    more = TextDataset.__new__(TextDataset)
+    more.__dict__.update(chars.__dict__)
+    extra = torch.tensor(chars.tokenizer.encode("\n\n" + more_training_text(chars)))
+    more.train = torch.cat([chars.train, extra.to(chars.train.dtype)])
+    return more
 
 
 def held_out_parts(held_out_text: str) -> dict[str, str]:
