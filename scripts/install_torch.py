@@ -182,7 +182,7 @@ torch: no CPU build of torch was found ({detail}); setup stops here rather than 
       make setup TORCH_FIND_LINKS=https://mirrors.aliyun.com/pytorch-wheels/cpu/
   - another index that serves them:   make setup TORCH_INDEX=<url>
   - the CUDA build anyway:            make setup TORCH_INDEX=default
-  (README: "Setting up from mainland China" / “在中国大陆安装”)"""
+  (docs/setup.md: "Mainland China")"""
 
 NO_CPU_WHEEL_ZH = """\
 torch：没有找到 torch 的 CPU 版（{detail}）；安装到此为止，不会改装 CUDA 版：它有好几 GB，
@@ -191,7 +191,7 @@ torch：没有找到 torch 的 CPU 版（{detail}）；安装到此为止，不�
       make setup TORCH_FIND_LINKS=https://mirrors.aliyun.com/pytorch-wheels/cpu/
   - 另一个提供这些 wheel 的索引：   make setup TORCH_INDEX=<url>
   - 仍然安装 CUDA 版：              make setup TORCH_INDEX=default
-  （README.zh.md：“在中国大陆安装”）"""
+  （docs/setup.zh.md：“在中国大陆安装”）"""
 
 
 def no_cpu_wheel(english_detail: str, chinese_detail: str) -> str:

@@ -67,3 +67,32 @@ def test_the_failure_shown_is_what_the_check_says(readme, folder, lang):
     shown = shown.splitlines()
     assert shown[:-1] == message[: len(shown) - 1]
     assert shown[-1].endswith("...") and message[len(shown) - 1].startswith(shown[-1][:-3])
+
+
+# The front door: what a learner needs on one screen, the guides a link away.
+GUIDES = {
+    "README.md": ["docs/setup.md", "docs/grading.md", "docs/troubleshooting.md", "CONTRIBUTING.md"],
+    "README.zh.md": ["docs/setup.zh.md", "docs/grading.md", "docs/troubleshooting.md"],
+}
+
+
+@pytest.mark.parametrize("readme", sorted(GUIDES))
+def test_the_front_door_fits_a_screen_and_links_the_guides(readme):
+    text = _readme(readme)
+    assert len(text.splitlines()) <= 150, f"{readme}: {len(text.splitlines())} lines"
+    links = set(re.findall(r"\]\(([^)#]+)", text))
+    assert set(GUIDES[readme]) <= links, set(GUIDES[readme]) - links
+    assert all((ROOT / link).exists() for link in links if "://" not in link), links
+    # The two commands, set up and open; run the tests.
+    assert "make lab" in text and "make test" in text
+    # Every notebook's row, with its run time.
+    rows = [line for line in text.splitlines() if re.match(r"\| \[?`\d\d_", line)]
+    assert len(rows) == 13 and all(re.search(r"\d+ (s|秒|min|分钟)", row) for row in rows), rows
+
+
+def test_the_chinese_front_door_opens_with_the_mirrors():
+    """A learner in mainland China reads the mirror route first, in this environment only."""
+    quick = _readme("README.zh.md").split("## 快速开始", 1)[1]
+    first = _blocks(quick)[0]
+    assert "pip config set --site global.index-url" in first and "pytorch-wheels/cpu" in first
+    assert "tfcourse lab --language zh" in first
