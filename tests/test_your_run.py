@@ -89,3 +89,30 @@ def test_the_learners_initialization_is_kept_and_samples_open_differently(parts,
         again = F.cross_entropy(built(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
     assert float(again) != pytest.approx(run.loss[0], abs=1e-5)
     assert run.samples[1][:20] != run.samples[2][:20]
+
+
+def test_the_run_computes_with_the_same_threads_on_any_machine(parts, data, monkeypatch):
+    """The round-off of a product depends on the number of threads that share it; the run
+    pins it (``THREADS``), whatever the process had, and gives the process its own back."""
+    from types import SimpleNamespace
+
+    from tfcourse.train import your_run
+
+    seen = []
+
+    def loop(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return parts.train_loop(*args, **kwargs)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        names = ("gpt", "get_batch", "estimate_loss", "generate")
+        watched = SimpleNamespace(train_loop=loop, **{n: getattr(parts, n) for n in names})
+        run = train_yours(watched, data, small(data), 2, eval_batches=1)
+        assert seen == [your_run.THREADS] and torch.get_num_threads() == 2
+        torch.set_num_threads(1)
+        again = train_yours(parts, data, small(data), 2, eval_batches=1)
+        assert again.loss == run.loss
+    finally:
+        torch.set_num_threads(before)

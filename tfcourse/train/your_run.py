@@ -10,12 +10,16 @@ not changed or wrapped: an optimizer step hook watches it, and at the checkpoint
 held-out loss with ``parts.estimate_loss``, calls the caller's ``watch`` and writes with
 ``parts.generate``. The time those take is left out of the run's training time.
 
-The run is a number of steps, never a time: with the same seed, the same parts give the same
-losses on any machine, however busy (up to the round-off of its thread count).
+The run is a number of steps, never a time, and on a CPU it computes with one thread
+(``THREADS``): the round-off of a matrix product depends on how many threads share it, and over
+thousands of steps a different round-off trains a different model. So with the same seed the
+same parts give the same losses on a busy machine as on an idle one, with any number of cores.
+A CPU with other vector instructions (AVX2 rather than AVX-512) rounds differently still.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -27,6 +31,7 @@ from .optim import configure_optimizer
 from .presets import TRAINING_PRESETS
 
 SCHEDULE = TRAINING_PRESETS["capstone"]
+THREADS = 1  # a CPU's threads for the run: the stored runs of notebook 12 were computed with one
 
 
 @dataclass
@@ -91,44 +96,60 @@ def train_yours(
     own way)."""
     schedule = SCHEDULE if schedule is None else schedule
     device = torch.device(device or "cpu")
-    seed_everything(seed)
-    model = parts.gpt(config).to(device)
-    batches = stacked_batches(parts.get_batch, data.train, steps, seed=seed, schedule=schedule)
-    val_batches = stacked_batches(
-        parts.get_batch, data.val, eval_batches, seed=1, schedule=schedule
-    ).to(device)
-    optimizer = configure_optimizer(
-        model, lr=schedule["lr"], weight_decay=schedule.get("weight_decay", 0.1)
-    )
-    val: list[tuple[int, float, float]] = []
-    samples: dict[int, str] = {}
-    clock = {"started": time.perf_counter(), "paused": 0.0}
-    after_step: list[float] = []  # seconds of training after each step
-
-    def after_each_step(*_) -> None:
-        now = time.perf_counter()
-        after_step.append(now - clock["started"] - clock["paused"])
-        step = len(after_step)
-        due = step == steps or (eval_every and step % eval_every == 0)
-        if due:
-            val.append((step, after_step[-1] / 60, float(parts.estimate_loss(model, val_batches))))
-            if watch is not None:
-                watch(step, model)
-        if step in samples_at:
-            samples[step] = write(parts.generate, model, data.tokenizer, 200, seed=step)
-        clock["paused"] += time.perf_counter() - now
-
-    hook = optimizer.register_step_post_hook(after_each_step)
-    try:
-        loss = parts.train_loop(
-            model,
-            optimizer,
-            batches[:, None].to(device),
-            max_lr=schedule["lr"],
-            warmup_steps=min(schedule["warmup"], steps // 10),
-            max_norm=1.0,
+    with threads_of(device, THREADS):
+        seed_everything(seed)
+        model = parts.gpt(config).to(device)
+        batches = stacked_batches(parts.get_batch, data.train, steps, seed=seed, schedule=schedule)
+        val_batches = stacked_batches(
+            parts.get_batch, data.val, eval_batches, seed=1, schedule=schedule
+        ).to(device)
+        optimizer = configure_optimizer(
+            model, lr=schedule["lr"], weight_decay=schedule.get("weight_decay", 0.1)
         )
+        val: list[tuple[int, float, float]] = []
+        samples: dict[int, str] = {}
+        clock = {"started": time.perf_counter(), "paused": 0.0}
+        after_step: list[float] = []  # seconds of training after each step
+
+        def after_each_step(*_) -> None:
+            now = time.perf_counter()
+            after_step.append(now - clock["started"] - clock["paused"])
+            step = len(after_step)
+            due = step == steps or (eval_every and step % eval_every == 0)
+            if due:
+                val.append(
+                    (step, after_step[-1] / 60, float(parts.estimate_loss(model, val_batches)))
+                )
+                if watch is not None:
+                    watch(step, model)
+            if step in samples_at:
+                samples[step] = write(parts.generate, model, data.tokenizer, 200, seed=step)
+            clock["paused"] += time.perf_counter() - now
+
+        hook = optimizer.register_step_post_hook(after_each_step)
+        try:
+            loss = parts.train_loop(
+                model,
+                optimizer,
+                batches[:, None].to(device),
+                max_lr=schedule["lr"],
+                warmup_steps=min(schedule["warmup"], steps // 10),
+                max_norm=1.0,
+            )
+        finally:
+            hook.remove()
+        seconds = time.perf_counter() - clock["started"] - clock["paused"]
+        return YourRun(model, [float(v) for v in loss], val, seconds, samples, after_step)
+
+
+@contextlib.contextmanager
+def threads_of(device: torch.device, threads: int):
+    """Within the block, a CPU computes with ``threads`` threads (another device: as it is);
+    the process's own number is restored after."""
+    before = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(threads)
+    try:
+        yield
     finally:
-        hook.remove()
-    seconds = time.perf_counter() - clock["started"] - clock["paused"]
-    return YourRun(model, [float(v) for v in loss], val, seconds, samples, after_step)
+        torch.set_num_threads(before)
