@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from tfcourse import checks, language
 from tfcourse.checks import (
+    check_layernorm_backward,
     check_llama_block,
     check_permute_qk_rows,
     check_repeat_kv,
@@ -40,6 +41,7 @@ from mutants.core import (
 from mutants.gqa import MUTANTS as GQA_MUTANTS
 from mutants.gqa import make_repeat_kv
 from mutants.llama_block import MUTANTS as LLAMA_BLOCK_MUTANTS
+from mutants.norm_backward import MUTANTS as NORM_BACKWARD_MUTANTS
 from mutants.rotary_attention import MUTANTS as ROTARY_ATTENTION_MUTANTS
 
 CHECKS_DIR = Path(__file__).resolve().parents[1] / "tfcourse" / "checks"
@@ -99,7 +101,7 @@ CASES = [
         "causal_mask：掩码与参考实现不一致（第 1 项检查，共 4 项）\n"
         "  用例：causal_mask(5)\n"
         "  25 个元素中有 5 个不同；第一个在 [0, 0]：应为 True，实际为 False\n"
-        "  看起来像是：排除了对角线（tril(diagonal=-1)）",
+        "  可能的原因：排除了对角线（tril(diagonal=-1)）",
         id="causal-mask",
     ),
     pytest.param(
@@ -201,6 +203,7 @@ SWEEP = (
     + [(name, check_rotary_attention, wrong) for name, wrong, _ in ROTARY_ATTENTION_MUTANTS]
     + [(name, check_llama_block, wrong) for name, wrong, _ in LLAMA_BLOCK_MUTANTS]
     + [(f"claims-{name}", check_permute_qk_rows, wrong) for name, wrong, _ in CLAIMS_MUTANTS]
+    + [(name, check_layernorm_backward, wrong) for name, wrong, _ in NORM_BACKWARD_MUTANTS]
 )
 
 
@@ -341,6 +344,8 @@ PROSE = re.compile(r"[A-Za-z]{2,}[ ,;:]+(?:[A-Za-z]{2,})")
 ALLOWED_PROSE = {
     # An unused description of the MHA layout; no check shows it to a learner.
     ("multi_head.py", "MHA_LAYOUT"),
+    # The checks' Chinese docstrings: code and formulas inside Chinese prose.
+    ("docs_zh.py", "DOCS_ZH"),
 }
 ALLOWED_PROSE_TEXTS = {
     # The pass line, "<Name>: n/n checks passed", is the same in both languages (nbval).
@@ -352,6 +357,8 @@ ALLOWED_PROSE_TEXTS = {
     ("_torch_errors.py", "does not require grad"),
     ("_torch_errors.py", "view size is not compatible"),
     ("batching.py", "to be less than"),  # torch.randint's, for an empty range of starts
+    ("norm_backward.py", "does not require grad"),  # autograd's, when a learner calls it
+    ("norm_backward.py", "(grad_x, grad_weight, grad_bias)"),  # names of code
     # A key of the gradients' dict; the harness shows it as "输入 kv" in Chinese.
     ("gqa.py", "input kv"),
 }

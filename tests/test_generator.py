@@ -127,9 +127,18 @@ LONG_CHINESE_HINT = (
     "位置的 logits，除以温度（temperature），需要时只保留 top-k（用 torch.topk 找出第 k 大的值），"
     "再用 torch.multinomial 采样一个（“采样”不是取最大值）。"
 )
+# Breaks after a mark, so the line it opens starts with the words after that mark: a space
+# between a Chinese character and a word stays ("均方加 self.eps", "再乘以 weight").
+SPACED_CHINESE_HINT = (
+    "x 的平方在最后一维上取均值（keepdim=True），就是均方；用 x 除以“均方加 self.eps”的平方根"
+    "（torch.rsqrt 直接给出平方根的倒数），再乘以 weight。不要减去均值。"
+)
 
 
-@pytest.mark.parametrize(("hint", "language"), [(LONG_HINT, "en"), (LONG_CHINESE_HINT, "zh")])
+@pytest.mark.parametrize(
+    ("hint", "language"),
+    [(LONG_HINT, "en"), (LONG_CHINESE_HINT, "zh"), (SPACED_CHINESE_HINT, "zh")],
+)
 @pytest.mark.parametrize("source", [FUNCTION, METHOD])
 def test_a_long_hint_wraps_at_88_columns_and_fill_in_still_inverts(source, hint, language):
     stub = make_stub(source, "X", hint, language=language)
@@ -137,7 +146,11 @@ def test_a_long_hint_wraps_at_88_columns_and_fill_in_still_inverts(source, hint,
     first = next(i for i, line in enumerate(lines) if line.lstrip().startswith(PREFIXES))
     last = next(i for i, line in enumerate(lines) if "raise NotImplementedError" in line)
     indent = lines[first][: len(lines[first]) - len(lines[first].lstrip())]
-    assert last - first >= 3  # wrapped onto three lines or more
+    assert last - first >= (3 if len(hint) > 100 else 2)  # wrapped onto more lines
+    # Each line is a piece of the hint as written, its spaces included.
+    pieces = [lines[first].strip()[len(HINT_PREFIXES[language]) :]]
+    pieces += [line.strip()[len("# ") :] for line in lines[first + 1 : last]]
+    assert all(piece and piece in " ".join(hint.split()) for piece in pieces), pieces
     assert all(text_width(line) <= HINT_WIDTH for line in lines[first:last])
     assert all(line.startswith(indent + "# ") for line in lines[first + 1 : last])
     # Nothing lost or added but the breaks: the words are all there, in order.
@@ -371,6 +384,11 @@ def test_hint_comments_fit_in_88_columns(path):
             assert text_width(line) <= HINT_WIDTH, (cell.id, line)
         for line in lines[start + 1 : end]:
             assert line.startswith(indent + "# ") and not line.startswith(indent + "#  "), line
+        # Each line is a piece of the hint as written, its spaces kept ("加 self.eps").
+        hint = " ".join(cell.metadata["tfcourse"]["hint"].split())
+        pieces = [lines[start].strip().split("：" if "提示：" in lines[start] else ": ", 1)[1]]
+        pieces += [line.strip()[len("# ") :] for line in lines[start + 1 : end]]
+        assert all(piece in hint for piece in pieces), (cell.id, pieces)
 
 
 def test_learner_metadata_is_normalized():

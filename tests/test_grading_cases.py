@@ -46,6 +46,7 @@ import mutants.claims
 import mutants.core
 import mutants.gqa
 import mutants.llama_block
+import mutants.norm_backward
 import mutants.rotary_attention
 from conftest import verdict_lines
 
@@ -62,6 +63,7 @@ REFERENCES = {
     "check_multi_head_attention": tc.MultiHeadAttention,
     "check_first_head_weights": lambda mha, x: mha(x, return_weights=True)[1][:, 0],
     "check_layernorm": tc.LayerNorm,
+    "check_layernorm_backward": tc.layernorm_backward,
     "check_rmsnorm": tc.RMSNorm,
     "check_feedforward": tc.FeedForward,
     "check_swiglu_hidden_dim": tc.swiglu_hidden_dim,
@@ -144,6 +146,10 @@ def _alternatives():
     rows += [(row[0], checks.check_permute_qk_rows, row[1]) for row in mutants.claims.ALTERNATIVES]
     rows += [(row[0], checks.check_repeat_kv, row[1]) for row in mutants.gqa.ALTERNATIVES]
     rows += [
+        (row[0], checks.check_layernorm_backward, row[1])
+        for row in mutants.norm_backward.ALTERNATIVES
+    ]
+    rows += [
         (row[0], checks.check_rotary_attention, row[1])
         for row in mutants.rotary_attention.ALTERNATIVES
     ]
@@ -157,6 +163,10 @@ def _mutants():
         (row[0], checks.check_permute_qk_rows, row[1], row[2]) for row in mutants.claims.MUTANTS
     ]
     rows += [(row[0], checks.check_repeat_kv, row[1], row[2]) for row in mutants.gqa.MUTANTS]
+    rows += [
+        (row[0], checks.check_layernorm_backward, row[1], row[2])
+        for row in mutants.norm_backward.MUTANTS
+    ]
     rows += [
         (row[0], checks.check_rotary_attention, row[1], row[2])
         for row in mutants.rotary_attention.MUTANTS

@@ -102,7 +102,7 @@ def test_one_line_gives_the_first_line_and_the_diagnosis_in_either_language():
     wrong = variant(LearnerLayerNorm, "Eps", mistake="eps_outside")
     for language, joined in (
         ("en", "(check 4 of 6); looks like: eps"),
-        ("zh", "（第 4 项检查，共 6 项）；看起来像是：eps"),
+        ("zh", "（第 4 项检查，共 6 项）；可能的原因：eps"),
     ):
         with speaking(language), pytest.raises(AssertionError) as raised:
             checks.check_layernorm(wrong)

@@ -780,10 +780,15 @@ SHORTCUTS = [
         "    return torch.cat([cos, cos], -1).float(), torch.cat([sin, sin], -1).float()",
     ),
     (
-        "10_modern_block",
-        "ex-repeat-kv",
-        "repeat_kv",
-        "def repeat_kv(kv, n_rep):\n    return torch.repeat_interleave(kv, n_rep, dim=1)",
+        "03_norms",
+        "ex-layernorm-backward",
+        "layernorm_backward",
+        "def layernorm_backward(x, weight, grad_out, eps=1e-5):\n"
+        "    with torch.enable_grad():\n"
+        "        x, weight = x.clone().requires_grad_(), weight.clone().requires_grad_()\n"
+        "        bias = torch.zeros_like(weight, requires_grad=True)\n"
+        "        y = torch.nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)\n"
+        "        return torch.autograd.grad(y, (x, weight, bias), grad_out)",
     ),
     (
         "02_multi_head_attention",
@@ -880,6 +885,30 @@ def test_shortcuts_earn_nothing_in_the_shared_and_the_retry_worker(
     assert "which does the whole exercise" in alone.output
     # The attack is real: without its entry in the table, the shortcut earns the points.
     monkeypatch.setattr(references, "SHORTCUTS", {})
+    assert grade_exercise(stamped, solution, exercise, setup).status == "passed"
+
+
+# Honest work: other correct ways to write an exercise, which earn its points sealed as they
+# pass its check in the notebook.
+HONEST = [
+    (
+        "10_modern_block",
+        "ex-repeat-kv",
+        "repeat_kv",
+        "def repeat_kv(kv, n_rep):\n    return torch.repeat_interleave(kv, n_rep, dim=1)",
+    ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook, cell_id, exercise, source", HONEST)
+@pytest.mark.sandbox
+def test_honest_work_earns_its_points_sealed(notebook, cell_id, exercise, source):
+    solution = notebook_format.read_notebook(ROOT / "solutions" / f"{notebook}.ipynb")
+    nb = solve(make_learner(solution, notebook), solution)
+    next(c for c in nb.cells if c.get("id") == cell_id).source = source
+    stamped, _ = restamp(nb, solution)
+    setup = Setup(env=grading_env(1), timeout=60)
     assert grade_exercise(stamped, solution, exercise, setup).status == "passed"
 
 

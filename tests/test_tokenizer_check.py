@@ -235,5 +235,5 @@ def test_every_diagnosis_reads_in_chinese(check, wrong, monkeypatch):
     import re
 
     monkeypatch.setenv("TFCOURSE_LANG", "zh")
-    message = fails(check, wrong, "看起来像是", "提示")
+    message = fails(check, wrong, "可能的原因", "提示")
     assert not re.search(r"\b(?:the|is|are|of|instead|expected|looks like|hint)\b", message)

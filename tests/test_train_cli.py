@@ -247,7 +247,7 @@ def test_train_speaks_chinese_from_the_first_line_to_the_sample(tmp_path, capsys
     for name, text in printed.items():
         assert untranslated(text) == [], (name, text)
     assert re.search(
-        r"tfcourse train：copy 数据（词表 17，损失下限 0\.0000 奈特）", printed["copy"]
+        r"tfcourse train：copy 数据（词表 17，损失下限 0\.0000 nats）", printed["copy"]
     )
     assert re.search(r"第 8 步：训练损失 \d\.\d{4}（最近 8 步的平均），验证损失", printed["copy"])
     assert re.search(r"复制任务，贪心解码：\d+ 个符号中复制正确的占", printed["copy"])

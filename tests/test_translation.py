@@ -121,8 +121,8 @@ def test_untranslated_markdown_and_unused_sections_are_problems():
             True,
         ),
         ('print("a b")', 'print("甲 乙")', False, True),  # its outputs must be its own
-        ('print(f"{x:.3f} nats per char")', 'print(f"每字符 {x:.3f} 奈特")', False, True),
-        ('print(f"{x:.3f} nats")', 'print(f"{x:.2f} 奈特")', False, False),  # the format is code
+        ('print(f"{x:.3f} nats per char")', 'print(f"{x:.3f} nats/字符")', False, True),
+        ('print(f"{x:.3f} nats")', 'print(f"{x:.2f} nats")', False, False),  # the format is code
         ('print(f"{x} {y}")', 'print(f"{x} {z}")', False, False),
         ("x = f(1)", "x = f(2)", False, False),
         ("x = f(1)", "x = g(1)", False, False),
@@ -389,6 +389,26 @@ def test_labels_and_printed_words_need_a_translation(source):
 def test_mechanical_slips_of_a_translation_are_caught(english, chinese, slip):
     slips = translation.prose_slips(english, chinese)
     assert (slips == []) if slip is None else any(slip in s for s in slips), slips
+
+
+def test_a_label_the_chinese_code_translated_is_named_as_the_chinese_edition_shows_it():
+    # The English prose names a table row, `shifts frozen`, that the Chinese table prints as
+    # “冻结平移”: the Chinese names the row it shows, not the English one.
+    nb = with_setup(tiny_solution())
+    nb.cells.insert(2, code("table", 'rows = {"post-LN, shifts frozen": 1}\nprint(rows)'))
+    nb.cells.insert(
+        3, nbformat.v4.new_markdown_cell("See the `shifts frozen` row; `x + y` is code.", id="md")
+    )
+    chinese_table = '```python\nrows = {"Post-LN，冻结平移": 1}\nprint(rows)\n```'
+    named = "见表中“Post-LN，冻结平移”一行；`x + y` 是代码。"
+    assert problems_of(nb, {**FULL, ("cell", "table"): chinese_table, ("cell", "md"): named}) == []
+    # Untranslated, the label is still the English one: the Chinese must keep the span.
+    english_table = '```python\nrows = {"post-LN, shifts frozen": 1}\nprint(rows)\n```'
+    problems = problems_of(nb, {**FULL, ("cell", "table"): english_table, ("cell", "md"): named})
+    assert any("lost or changed `shifts frozen`" in p for p in problems), problems
+    # Code is never a label: a lost `x + y` is a slip whatever the labels.
+    slips = translation.prose_slips("`x + y` and `x`", "和", ('"x + y"', '"x"'))
+    assert any("`x + y`" in s for s in slips) and any("`x`" in s for s in slips)
 
 
 def test_an_english_docstring_or_half_width_print_in_chinese_code_is_caught():

@@ -45,7 +45,7 @@ _NAMES = {
     "tfcourse.nn.config": ("PRESETS", "GPTConfig"),
     "tfcourse.nn.mlp": ("FeedForward", "SwiGLU", "swiglu_hidden_dim"),
     "tfcourse.nn.model": ("GPT",),
-    "tfcourse.nn.norms": ("LayerNorm", "RMSNorm", "make_norm"),
+    "tfcourse.nn.norms": ("LayerNorm", "RMSNorm", "layernorm_backward", "make_norm"),
     "tfcourse.nn.positional": (
         "LearnedPositionalEmbedding",
         "RotaryEmbedding",
@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # what type checkers and editors see, without the lazy import
     from .nn.config import PRESETS, GPTConfig
     from .nn.mlp import FeedForward, SwiGLU, swiglu_hidden_dim
     from .nn.model import GPT
-    from .nn.norms import LayerNorm, RMSNorm, make_norm
+    from .nn.norms import LayerNorm, RMSNorm, layernorm_backward, make_norm
     from .nn.positional import (
         LearnedPositionalEmbedding,
         RotaryEmbedding,
@@ -133,6 +133,7 @@ __all__ = [
     "causal_mask",
     "default_device",
     "fmt",
+    "layernorm_backward",
     "make_norm",
     "pad",
     "progress",

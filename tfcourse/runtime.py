@@ -124,7 +124,8 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
     """First cell of every course notebook: seed, pick the device, tame warnings.
 
     ``language="zh"`` (the Chinese edition's first cell) makes checks and messages speak
-    Chinese and lets figures draw Chinese labels (``fonts.use_chinese_fonts``).
+    Chinese, ``help(check_xxx)`` read Chinese (``checks.localized_docs``), and lets figures
+    draw Chinese labels (``fonts.use_chinese_fonts``).
 
     Warns (on stderr) when the installed ``tfcourse`` is not the version the
     notebook was written for, which is the usual cause of a notebook failing in
@@ -147,6 +148,8 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
         print(message, file=sys.stderr)
     seed_everything(seed)
     _learners_screen()
+    if "tfcourse.checks" in sys.modules:  # else the checks read the language when imported
+        sys.modules["tfcourse.checks"].localized_docs(course_language.current())
     try:
         import matplotlib
 

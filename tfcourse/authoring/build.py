@@ -155,7 +155,10 @@ def hint_lines(hint: str, indent: str = "", language: str = "en") -> list[str]:
         if not fresh and text_width(line + word) > HINT_WIDTH:
             head, tail = _break_after_a_mark(line, len(indent + HINT_CONTINUATION))
             lines.append(head)
-            line, word = indent + HINT_CONTINUATION + tail, word.lstrip(" ")
+            tail = tail.lstrip(" ")
+            # The word keeps its space when the line it joins already has words
+            # ("均方加 self.eps", not "均方加self.eps").
+            line, word = indent + HINT_CONTINUATION + tail, word if tail else word.lstrip(" ")
         line, fresh = line + word, False
     return [*lines, line]
 

@@ -272,16 +272,35 @@ _HALF_WIDTH = re.compile(
 _DOCSTRING = re.compile(r'^[rRbBuU]?("""|\'\'\')')
 
 
-def prose_slips(english: str, chinese: str) -> list[str]:
+# A span that may name a translated label: words, not code ("shifts frozen", "with mask").
+_LABEL_SPAN = re.compile(r"`([A-Za-z][A-Za-z ,-]*[A-Za-z])`")
+
+
+def prose_slips(english: str, chinese: str, labels: tuple[str, ...] = ()) -> list[str]:
     """What a translated text lost or mixed by accident: a code or math span of the English
     that is not in the Chinese verbatim (a ``+`` or ``>`` dropped on the way), half-width
-    ``:`` ``;`` ``()`` against Chinese characters (outside “quotes”, a source's own words)."""
+    ``:`` ``;`` ``()`` against Chinese characters (outside “quotes”, a source's own words).
+
+    ``labels`` are the English strings that the notebook's Chinese code translated (a
+    table's rows, a figure's legend): a span made of words found in one of them names a
+    label, which the Chinese names as the Chinese edition prints it."""
 
     def spans(text):
         return [" ".join(span.split()) for span in _SPANS.findall(_FENCES.sub(" ", text))]
 
+    def names_a_translated_label(span):
+        words = _LABEL_SPAN.fullmatch(span)
+        if words is None:
+            return False
+        pattern = r"(?<![A-Za-z])" + re.escape(words.group(1)) + r"(?![A-Za-z])"
+        return any(re.search(pattern, label) for label in labels)
+
     slips = []
-    missing = [span for span in dict.fromkeys(spans(english)) if span not in spans(chinese)]
+    missing = [
+        span
+        for span in dict.fromkeys(spans(english))
+        if span not in spans(chinese) and not names_a_translated_label(span)
+    ]
     if missing:
         slips.append(
             "the Chinese lost or changed " + ", ".join(missing[:3]) + " (code and "
@@ -343,6 +362,23 @@ def prints_the_same(english: str, chinese: str) -> bool:
     return not isinstance(trees, str) and trees[0] == trees[1]
 
 
+def translated_strings(english, sections: dict[tuple[str, str], Section]) -> tuple[str, ...]:
+    """The string literals of the English code cells that their Chinese sections changed: the
+    labels of tables and figures, which the Chinese prose names as the Chinese edition shows
+    them."""
+    found: list[str] = []
+    for cell in english.cells:
+        section = sections.get(("cell", cell.get("id")))
+        if cell.cell_type != "code" or section is None:
+            continue
+        try:
+            kept = set(_comments_and_strings(_unfence(section, ""))[1])
+        except ValueError:
+            continue
+        found += [s for s in _comments_and_strings(cell.source)[1] if s not in kept]
+    return tuple(dict.fromkeys(found))
+
+
 def translate_notebook(english, sections: dict[tuple[str, str], Section], name: str):
     """The Chinese solution notebook and the list of problems (each naming the cell).
 
@@ -353,6 +389,7 @@ def translate_notebook(english, sections: dict[tuple[str, str], Section], name: 
 
     nb = copy.deepcopy(english)
     terms = glossary.load()
+    labels = translated_strings(english, sections)
     problems = []
     used = set()
     for index, cell in enumerate(nb.cells):
@@ -386,7 +423,7 @@ def translate_notebook(english, sections: dict[tuple[str, str], Section], name: 
                     f"say {' or '.join(term.chinese)} (docs/glossary.md)"
                     for term in glossary.misses(english_text, text, terms)
                 ]
-                problems += [f"{label}: {slip}" for slip in prose_slips(english_text, text)]
+                problems += [f"{label}: {slip}" for slip in prose_slips(english_text, text, labels)]
             if kind == "hint":
                 cell.metadata["tfcourse"]["hint"] = text
             elif cell.cell_type == "markdown":

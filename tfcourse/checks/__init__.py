@@ -16,6 +16,7 @@ one line (``tfcourse.course.screen``): the checks exported here are wrapped by `
 # The imports below are re-exports, listed in the computed ``__all__`` at the end.
 # ruff: noqa: F401
 from ..course.screen import full_traceback, learner_facing
+from ..language import current as _current_language
 from ._harness import CheckArgumentError
 from .attention import check_attention, check_causal_mask
 from .batching import check_get_batch
@@ -32,6 +33,7 @@ from .mlp import check_feedforward, check_swiglu, check_swiglu_hidden_dim
 from .model import check_gpt
 from .modern import check_rotary, check_rotary_tables
 from .multi_head import check_first_head_weights, check_multi_head_attention
+from .norm_backward import check_layernorm_backward
 from .norms import check_layernorm, check_rmsnorm
 from .production import check_fuse_qkv, check_kv_cache_attention
 from .rotary_attention import check_rotary_attention
@@ -41,6 +43,21 @@ from .training import check_lr_schedule
 
 for _name in [name for name in dir() if name.startswith("check_")]:
     globals()[_name] = learner_facing(globals()[_name])
+
+_ENGLISH_DOCS = {name: globals()[name].__doc__ for name in dir() if name.startswith("check_")}
+
+
+def localized_docs(language: str) -> None:
+    """Give every check the docstring of ``language`` (``"en"`` or ``"zh"``), so that
+    ``help(check_layernorm)`` reads Chinese in the Chinese edition, whose first cell chooses
+    the language (``runtime.setup_notebook``). The Chinese docstrings are in ``docs_zh``."""
+    from .docs_zh import DOCS_ZH
+
+    for name, english in _ENGLISH_DOCS.items():
+        globals()[name].__doc__ = DOCS_ZH[name] if language == "zh" else english
+
+
+localized_docs(_current_language())
 
 # Keep this last (add import lines above it): `from tfcourse.checks import *` then gives
 # exactly the checks, not the submodule names (`model`, `block`, ...) a notebook also uses.

@@ -66,6 +66,7 @@ SUB_CHECKS = {
     "get_batch": 3,
     "gpt2_small_params": 6,
     "grad_norm_probe": 4,
+    "layernorm_backward": 5,
     "lr_at": 3,
     "merge_pair": 6,
     "most_frequent_pair": 7,
@@ -185,7 +186,7 @@ class Checker:
         if diff is not None:
             lines.append(f"  {_max_diff(diff)}")
         if looks_like:
-            lines.append(say(f"  looks like: {looks_like}", f"  看起来像是：{looks_like}"))
+            lines.append(say(f"  looks like: {looks_like}", f"  可能的原因：{looks_like}"))
         if hint:
             lines.append(say(f"  hint: {hint}", f"  提示：{hint}"))
         raise AssertionError("\n".join(lines)) from cause

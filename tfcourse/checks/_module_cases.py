@@ -155,7 +155,7 @@ def eval_dropout_case(
                     "dropout is active in eval mode: F.dropout(x, p) defaults to "
                     "training=True; use nn.Dropout, or F.dropout(x, p, "
                     "training=self.training)",
-                    "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, p) 默认 "
+                    "评估模式下 dropout 仍在起作用：F.dropout(x, p) 默认 "
                     "training=True；请改用 nn.Dropout，或 F.dropout(x, p, "
                     "training=self.training)",
                 ),

@@ -346,7 +346,7 @@ def _dropout_acts_case(chk: Checker, cls, gen: torch.Generator, x: torch.Tensor)
     not_passed_on = mistake(
         "dropout is never applied (the dropout argument is not passed on to the attention and "
         "the MLP)",
-        "随机失活（dropout）从未生效（dropout 参数没有传给注意力和 MLP）",
+        "dropout 从未生效（dropout 参数没有传给注意力和 MLP）",
     )
     dropout_acts(chk, case, out_train, out_eval, P_DROP, not_passed_on)
 

@@ -141,7 +141,7 @@ def check_generate(fn) -> None:
         for number, (T, new, temperature, top_k, training) in enumerate(_cases()):
             case = say(
                 f"{B} prompts of {T} token(s), {new} new, temperature {temperature}, top_k {top_k}",
-                f"{B} 个长度为 {T} 的提示，生成 {new} 个，温度 {temperature}，top_k {top_k}",
+                f"{B} 个长度为 {T} 的提示词，生成 {new} 个，温度 {temperature}，top_k {top_k}",
             )
             torch.manual_seed(case_seed(50 + number))
             model = InferenceProbe(CONFIG).to(chk.device).train(training)
@@ -192,7 +192,7 @@ def check_generate(fn) -> None:
                     hint=say(
                         "return the prompt with the new ids appended: torch.cat([idx, next_id], "
                         "dim=1) at every step",
-                        "返回拼上新 id 的提示：每一步 torch.cat([idx, next_id], dim=1)",
+                        "返回拼上新 id 的提示词：每一步 torch.cat([idx, next_id], dim=1)",
                     ),
                 )
             got = got.to(want.device)
@@ -201,7 +201,7 @@ def check_generate(fn) -> None:
                     case,
                     say(
                         "the first T ids of the result are not the prompt",
-                        "结果的前 T 个 id 不是提示本身",
+                        "结果的前 T 个 id 不是提示词本身",
                     ),
                     hint=_hint(),
                 )

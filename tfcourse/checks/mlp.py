@@ -230,7 +230,7 @@ def _dropout_on_output_case(chk: Checker, case: str, learner, x, first_layer: st
     never = mistake(
         "dropout is never applied (the dropout argument is ignored, or F.dropout gets "
         "training=False)",
-        "随机失活（dropout）从未生效（忽略了 dropout 参数，或给 F.dropout 传了 training=False）",
+        "dropout 从未生效（忽略了 dropout 参数，或给 F.dropout 传了 training=False）",
     )
     dropout_acts(chk, case, out_train, out_eval, P_DROP, never)
     dropped = out_train == 0

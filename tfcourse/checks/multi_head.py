@@ -182,7 +182,7 @@ def _dropout_train_case(chk: Checker, learner, reference, x: torch.Tensor) -> No
     never = mistake(
         "dropout is never applied (the dropout argument is ignored, or F.dropout gets "
         "training=False)",
-        "随机失活（dropout）从未生效（忽略了 dropout 参数，或给 F.dropout 传了 training=False）",
+        "dropout 从未生效（忽略了 dropout 参数，或给 F.dropout 传了 training=False）",
     )
     dropout_acts(chk, case, out_train, out_eval, 0.5, never)
 
@@ -191,7 +191,7 @@ def _dropout_in_eval() -> str:
     return say(
         "dropout is active in eval mode: F.dropout(x, p) defaults to training=True; use "
         "nn.Dropout, or F.dropout(x, p, training=self.training)",
-        "评估模式下随机失活（dropout）仍在起作用：F.dropout(x, p) 默认 training=True；"
+        "评估模式下 dropout 仍在起作用：F.dropout(x, p) 默认 training=True；"
         "请改用 nn.Dropout，或 F.dropout(x, p, training=self.training)",
     )
 

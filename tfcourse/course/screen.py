@@ -31,7 +31,7 @@ _last: list[BaseException] = []  # the last failure, for full_traceback()
 
 # How a failing check's message labels its last lines (tfcourse/checks/_harness.py), in
 # either language: a message is read in whichever it was written in.
-LOOKS_LIKE = ("  looks like: ", "  看起来像是：")
+LOOKS_LIKE = ("  looks like: ", "  可能的原因：")
 HINT = ("  hint: ", "  提示：")
 
 

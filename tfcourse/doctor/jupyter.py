@@ -91,7 +91,7 @@ def check_environment(root: Path | None) -> list[Finding]:
                 say("jupyter on PATH", "PATH 中的 jupyter"),
                 say(
                     f"`jupyter lab` from the shell runs {jupyter}, which is not this environment",
-                    f"在 shell 中运行 `jupyter lab` 用的是 {jupyter}，它不属于当前环境",
+                    f"在命令行里运行 `jupyter lab` 用的是 {jupyter}，它不属于当前环境",
                 ),
                 say(
                     "start the course with `make lab` or `tfcourse lab`, or "

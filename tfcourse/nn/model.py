@@ -201,7 +201,7 @@ class GPT(nn.Module):
             raise ValueError(
                 say(
                     f"use_cache needs prompt + new tokens <= {limit}, got {got}",
-                    f"use_cache 要求提示的词元数加上新生成的词元数 <= {limit}，实际是 {got}",
+                    f"use_cache 要求提示词的词元数加上新生成的词元数 <= {limit}，实际是 {got}",
                 )
             )
 

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..language import say
 from . import validate
 
 
@@ -99,3 +100,46 @@ def make_norm(
     if kind == "layernorm":
         return LayerNorm(d_model, eps=1e-5 if eps is None else eps, bias=bias, fused=fused)
     return RMSNorm(d_model, eps=1e-6 if eps is None else eps, fused=fused)
+
+
+def layernorm_backward(
+    x: torch.Tensor, weight: torch.Tensor, grad_out: torch.Tensor, eps: float = 1e-5
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """LayerNorm's gradients by hand, without autograd: for
+    ``y = (x - mean) / sigma * weight + bias`` per token (``sigma = sqrt(var + eps)``, ``var``
+    biased) and the gradient ``grad_out = dL/dy`` arriving from above::
+
+        g = grad_out * weight                                   # dL/dx_hat, (..., D)
+        dL/dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sigma  # means over the last axis
+        dL/dweight = sum(grad_out * x_hat), dL/dbias = sum(grad_out)  # over all but the last
+
+    ``mean(g)`` is the gradient through the mean, ``x_hat * mean(g * x_hat)`` the gradient
+    through the variance. Shapes: ``x, grad_out (..., D)``, ``weight (D,)``; returns
+    ``(grad_x (..., D), grad_weight (D,), grad_bias (D,))``.
+    """
+    validate.floating_tensor("weight", weight)
+    if weight.dim() != 1:
+        raise ValueError(
+            say(
+                f"weight must have shape (D,), got {tuple(weight.shape)}",
+                f"weight 的形状必须是 (D,)，实际是 {tuple(weight.shape)}",
+            )
+        )
+    validate.last_dim(x, weight.shape[0])
+    validate.floating_tensor("grad_out", grad_out)
+    if grad_out.shape != x.shape:
+        raise ValueError(
+            say(
+                f"grad_out must have x's shape {tuple(x.shape)}, got {tuple(grad_out.shape)}",
+                f"grad_out 的形状必须与 x 相同，即 {tuple(x.shape)}，"
+                f"实际是 {tuple(grad_out.shape)}",
+            )
+        )
+    eps = validate.positive_float("eps", eps)
+    mean = x.mean(dim=-1, keepdim=True)
+    sigma = torch.sqrt((x - mean).pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
+    x_hat = (x - mean) / sigma
+    g = grad_out * weight
+    grad_x = (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True)) / sigma
+    D = x.shape[-1]  # the weight and bias serve every token: their gradients sum over tokens
+    return grad_x, (grad_out * x_hat).reshape(-1, D).sum(0), grad_out.reshape(-1, D).sum(0)

@@ -154,7 +154,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=say(
             "text: characters to gather (default: 200000; capstone: all)",
-            "text：收集多少个字符（默认：200000；capstone：全部）",
+            "text：收集多少个字符（默认：200000；`--preset capstone`：全部）",
         ),
     )
     data.add_argument(
@@ -166,7 +166,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
             "text: hold out one block of N characters in ten for validation "
             "(default: the last tenth; capstone: 5000, notebook 12's split)",
             "text：按 N 个字符切块，每十块留出一块作验证集"
-            "（默认：留出最后十分之一；capstone：5000，即 notebook 12 的划分）",
+            "（默认：留出最后十分之一；`--preset capstone`：5000，即 notebook 12 的划分）",
         ),
     )
     model = parser.add_argument_group(say("model", "模型"))

@@ -21,7 +21,7 @@ def opening_line(dataset_name: str, dataset, model, model_config: GPTConfig, env
     if current() == "zh":
         return (
             f"tfcourse train：{dataset_name} 数据（词表 {dataset.vocab_size}"
-            + (f"，损失下限 {floor:.4f} 奈特" if floor is not None else "")
+            + (f"，损失下限 {floor:.4f} nats" if floor is not None else "")
             + "），"
             f"{model.num_params():,} 个参数，{model_config.n_layers} 层，"
             f"{'Pre' if model_config.pre_ln else 'Post'}-LN，设备 {env.device}"
@@ -89,7 +89,7 @@ def report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: int
             say(
                 f"held-out loss: {loss:.3f} nats/char over all {len(dataset.val):,} validation "
                 f"characters",
-                f"留出集损失：{loss:.3f} 奈特/字符（全部 {len(dataset.val):,} 个验证字符）",
+                f"留出集损失：{loss:.3f} nats/字符（全部 {len(dataset.val):,} 个验证字符）",
             )
         )
         real = real_word_fraction(text, known)
@@ -128,7 +128,7 @@ def report_sample(model, dataset, dataset_spec, n_tokens: int, device, seed: int
                 f"{dataset.entropy_rate:.4f}); impossible transitions "
                 f"{impossible:.1%}",
                 f"生成了 4 行、每行 {n_tokens} 个词元：在真实的马尔可夫链下 -log P 为 "
-                f"{nll:.4f} 奈特/词元（熵率 {dataset.entropy_rate:.4f}）；"
+                f"{nll:.4f} nats/词元（熵率 {dataset.entropy_rate:.4f}）；"
                 f"不可能出现的转移占 {impossible:.1%}",
             )
         )

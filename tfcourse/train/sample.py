@@ -39,7 +39,7 @@ DESCRIPTION_ZH = f"""tfcourse sample DIR：用 tfcourse train --dataset text 训
     tfcourse sample runs/capstone --prompt "A class definition" --top-k 20 --seed 3
 
 读取 DIR/checkpoint.pt（也可以直接给一个检查点文件），按其中保存的配置重建模型，
-用保存在配置旁边的字符词表，在提示文本之后生成 --chars 个新字符（最多 {MAX_CHARS:,} 个），
+用保存在配置旁边的字符词表，在提示词之后生成 --chars 个新字符（最多 {MAX_CHARS:,} 个），
 每生成一个就立刻打印出来。同一台设备上，相同的种子给出相同的文本。按 Ctrl-C 会保留
 已经打印的内容，结束这一行，并以退出码 130 退出。
 """
