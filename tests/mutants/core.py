@@ -701,8 +701,18 @@ class LearnerGPT(nn.Module):
         self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
         if self.mistake != "untied":
             self.lm_head.weight = self.tok_emb.weight
-        if self.mistake != "default_init":  # GPT-2's initialization, as tc.GPT's
+        if self.mistake not in ("default_init", "embedding_only_init"):  # GPT-2's, as tc.GPT's
             tc.nn.model.init_weights(self, config.n_layers)
+        linears = [m for m in self.modules() if isinstance(m, nn.Linear)]
+        if self.mistake == "unscaled_residual":  # N(0, 0.02) everywhere, out_proj/fc_out too
+            for m in linears:
+                nn.init.normal_(m.weight, std=0.02)
+        if self.mistake == "embedding_only_init":
+            nn.init.normal_(self.tok_emb.weight, std=0.02)
+        if self.mistake == "random_bias":
+            for m in linears:
+                if m.bias is not None:
+                    nn.init.uniform_(m.bias, -0.1, 0.1)
 
     def forward(self, idx):
         x = self.tok_emb(idx)
@@ -1588,6 +1598,24 @@ MUTANTS = [
         checks.check_gpt,
         variant(LearnerGPT, "DefaultInitGPT", mistake="default_init"),
         "the weights keep PyTorch's default initialization",
+    ),
+    (
+        "gpt-residual-projections-unscaled",
+        checks.check_gpt,
+        variant(LearnerGPT, "UnscaledResidualGPT", mistake="unscaled_residual"),
+        "the projections that write into the residual stream (out_proj, fc_out) are not scaled",
+    ),
+    (
+        "gpt-only-embeddings-initialized",
+        checks.check_gpt,
+        variant(LearnerGPT, "EmbeddingOnlyInitGPT", mistake="embedding_only_init"),
+        "only the embeddings are initialized",
+    ),
+    (
+        "gpt-random-biases",
+        checks.check_gpt,
+        variant(LearnerGPT, "RandomBiasGPT", mistake="random_bias"),
+        "the biases keep PyTorch's default (random) initialization",
     ),
     (
         "gpt-returns-probabilities",

@@ -136,7 +136,10 @@ DOCS_ZH = {
     第一个配置在训练模式下用 dropout=0.5，并把各块的输出投影置零（这时各块原样传递 x，
     能改变 logits 的只剩嵌入上的 dropout：它必须改变 logits）；一个新建的模型，用它自己的
     ``__init__`` 给出的权重，在随机词元上的损失与 ln V 相差不超过 ``INITIAL_LOSS_MARGIN``
-    （GPT-2 的初始化；PyTorch 的默认初始化起步时要高出几十 nats）。
+    （GPT-2 的初始化；PyTorch 的默认初始化起步时要高出几十 nats），而且它的权重符合 GPT-2
+    的统计特征：每个 Linear 和 Embedding 的权重以及位置表的标准差为 0.02，写入残差流的投影
+    （``out_proj``、``fc_out``）为 0.02 / sqrt(2 * n_layers)，Linear 的偏置为零
+    （``INIT_STD_TOLERANCE``）。
     """,
     "check_gpt2_small_params": """检查一个函数：把 ``tfcourse.GPT`` 的参数量写成其配置的函数。
 

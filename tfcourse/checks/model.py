@@ -125,7 +125,10 @@ def check_gpt(cls) -> None:
     blocks' output projections zeroed (the blocks pass x on, so only the embedding
     dropout can change the logits: it must); a fresh model, with the weights its own
     ``__init__`` gave it, scores random tokens within ``INITIAL_LOSS_MARGIN`` of ln V
-    (GPT-2's initialization; PyTorch's defaults start tens of nats above).
+    (GPT-2's initialization; PyTorch's defaults start tens of nats above), and its weights
+    have GPT-2's statistics: std 0.02 for every Linear and Embedding weight and the position
+    table, 0.02 / sqrt(2 * n_layers) for the projections that write into the residual stream
+    (``out_proj``, ``fc_out``), Linear biases zero (``INIT_STD_TOLERANCE``).
     """
     with Checker("GPT") as chk:
         gen = chk.generator(8)
@@ -305,15 +308,99 @@ def _initial_loss_case(chk: Checker, cls, gen: torch.Generator) -> None:
                 "权重还是 PyTorch 的默认初始化：nn.Embedding 从 N(0, 1) 中抽取，于是绑定的输出头"
                 "一开始给出的 logits 又大又笃定，而且是错的",
             ),
-            hint=say(
-                "at the end of __init__, initialize like GPT-2: every Linear and Embedding "
-                "weight from N(0, 0.02), biases zero, and the projections that write into the "
-                "stream (out_proj, fc_out) from N(0, 0.02 / sqrt(2 * n_layers))",
-                "在 __init__ 的最后按 GPT-2 的方式初始化：每个 Linear 和 Embedding 的权重取自 "
-                "N(0, 0.02)，偏置置零，写入残差流的投影（out_proj、fc_out）取自 "
-                "N(0, 0.02 / sqrt(2 * n_layers))",
-            ),
+            hint=_init_hint(),
         )
+    _initial_weights(chk, case, learner, config.n_layers)
+
+
+# GPT-2's initialization as statistics a fresh model's weights must show: the std of every
+# Linear and Embedding weight (and the position table) 0.02, the projections that write into
+# the residual stream 0.02 / sqrt(2 * n_layers), every Linear bias zero. The smallest tensor
+# checked has 512 entries, so a sample std is within 3 % of its scale (one standard error);
+# 20 % leaves six of them and still tells 0.02 from 0.02 / sqrt(2 * 2) = 0.01.
+INIT_STD = 0.02
+INIT_STD_TOLERANCE = 0.2
+RESIDUAL_PROJECTIONS = ("attn.out_proj.weight", "mlp.fc_out.weight", "mlp.down_proj.weight")
+
+
+def _initial_weights(chk: Checker, case: str, learner, n_layers: int) -> None:
+    """The fresh model's weights have GPT-2's statistics (``INIT_STD``); names the usual slips:
+    the residual projections unscaled, only the embeddings initialized, biases left random."""
+    scaled = INIT_STD / math.sqrt(2 * n_layers)
+    found = {}  # name -> (std, expected)
+    random_bias = []
+    for module_name, module in learner.named_modules():
+        if not isinstance(module, torch.nn.Linear | torch.nn.Embedding):
+            continue
+        name = f"{module_name}.weight"
+        expected = scaled if name.endswith(RESIDUAL_PROJECTIONS) else INIT_STD
+        found[name] = (module.weight.detach().double().std().item(), expected)
+        bias = getattr(module, "bias", None)
+        if isinstance(bias, torch.Tensor) and bias.detach().abs().max().item() != 0:
+            random_bias.append(f"{module_name}.bias")
+    table = getattr(learner, "pos_emb", None)
+    if isinstance(getattr(table, "weight", None), torch.Tensor):
+        found["pos_emb.weight"] = (table.weight.detach().double().std().item(), INIT_STD)
+    off = {n: (std, want) for n, (std, want) in found.items() if not _near(std, want)}
+    if not off and random_bias:
+        chk.fail(
+            case,
+            say(f"{random_bias[0]} is not zero", f"{random_bias[0]} 不是零"),
+            looks_like=mistake(
+                "the biases keep PyTorch's default (random) initialization: GPT-2 sets them "
+                "to zero",
+                "偏置还是 PyTorch 默认的随机初始化：GPT-2 把它们置为零",
+            ),
+            hint=_init_hint(),
+        )
+    if not off:
+        return
+    name, (std, want) = next(iter(off.items()))
+    residual = [n for n in found if n.endswith(RESIDUAL_PROJECTIONS)]
+    if residual and set(off) == set(residual) and all(_near(found[n][0], INIT_STD) for n in off):
+        looks = mistake(
+            f"the projections that write into the residual stream (out_proj, fc_out) are not "
+            f"scaled: GPT-2 draws them from N(0, 0.02 / sqrt(2 * n_layers)), here std "
+            f"{scaled:.4f}, so that the stream's variance does not grow with depth",
+            f"写入残差流的投影（out_proj、fc_out）没有缩放：GPT-2 从 "
+            f"N(0, 0.02 / sqrt(2 * n_layers)) 中抽取它们，这里的标准差是 {scaled:.4f}，"
+            f"这样残差流的方差才不会随深度增长",
+        )
+    elif _near(found.get("tok_emb.weight", (0, INIT_STD))[0], INIT_STD) and any(
+        n.startswith("blocks.") for n in off
+    ):
+        looks = mistake(
+            "only the embeddings are initialized: the Linear layers keep PyTorch's default "
+            "(uniform, std 1 / sqrt(3 * fan_in))",
+            "只初始化了嵌入：Linear 层还是 PyTorch 的默认初始化（均匀分布，标准差为 "
+            "1 / sqrt(3 * fan_in)）",
+        )
+    else:
+        looks = None
+    chk.fail(
+        case,
+        say(
+            f"a fresh model's {name}: std {std:.4f}, expected {want:.4f}",
+            f"新建模型的 {name}：标准差 {std:.4f}，应为 {want:.4f}",
+        ),
+        looks_like=looks,
+        hint=_init_hint(),
+    )
+
+
+def _near(std: float, expected: float) -> bool:
+    return abs(std - expected) <= INIT_STD_TOLERANCE * expected
+
+
+def _init_hint() -> str:
+    return say(
+        "at the end of __init__, initialize like GPT-2: every Linear and Embedding "
+        "weight from N(0, 0.02), biases zero, and the projections that write into the "
+        "stream (out_proj, fc_out) from N(0, 0.02 / sqrt(2 * n_layers))",
+        "在 __init__ 的最后按 GPT-2 的方式初始化：每个 Linear 和 Embedding 的权重取自 "
+        "N(0, 0.02)，偏置置零，写入残差流的投影（out_proj、fc_out）取自 "
+        "N(0, 0.02 / sqrt(2 * n_layers))",
+    )
 
 
 def _no_table(chk: Checker, case: str, learner) -> None:
