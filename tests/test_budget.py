@@ -91,6 +91,7 @@ def test_the_best_run_is_the_lowest_mean_at_the_budget_and_sets_notebook_12s_mod
         _row(0, 1.30, dropout=0.1),
         _row(0, 1.20, dropout=0.2, tokens="bpe20"),
         _row(0, 1.10, steps=2 * capstone.BUDGET_STEPS, dropout=0.1),  # more steps: frontier only
+        _row(0, 1.00, dropout=0.1, more_text=True),  # another text: compared apart
     ]
     best = budget.best_run(runs)
     assert best.setting.dropout == 0.2
