@@ -363,7 +363,8 @@ class LearnerLayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))
 
     def forward(self, x):
-        dim = 1 if self.mistake == "sequence_axis" else -1
+        axes = {"sequence_axis": 1, "batch_axis": 0, "whole_sequence": (-2, -1)}
+        dim = axes.get(self.mistake, -1)
         mean = x.mean(dim=dim, keepdim=True)
         var = x.var(dim=dim, keepdim=True, unbiased=self.mistake == "unbiased")
         if self.mistake in ("never_centred", "variance_about_zero"):
@@ -455,7 +456,7 @@ class LearnerRMSNorm(nn.Module):
         if self.mistake == "sum_of_squares":
             mean_square = squares.sum(dim=-1, keepdim=True)
         else:
-            dim = 1 if self.mistake == "sequence_axis" else -1
+            dim = {"sequence_axis": 1, "batch_axis": 0}.get(self.mistake, -1)
             mean_square = squares.mean(dim=dim, keepdim=True)
         if self.mistake == "eps_outside":
             return x / (mean_square.sqrt() + self.eps) * self.weight
@@ -1250,6 +1251,18 @@ MUTANTS = [
         "taken over the sequence axis (dim=1)",
     ),
     (
+        "layernorm-batch-axis",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "BatchAxisLayerNorm", mistake="batch_axis"),
+        "taken over the batch axis (dim=0), as BatchNorm does",
+    ),
+    (
+        "layernorm-whole-sequence",
+        checks.check_layernorm,
+        variant(LearnerLayerNorm, "WholeSequenceLayerNorm", mistake="whole_sequence"),
+        "taken over the whole sequence and its features",
+    ),
+    (
         "rmsnorm-no-eps",
         checks.check_rmsnorm,
         variant(LearnerRMSNorm, "NoEpsRMSNorm", mistake="no_eps"),
@@ -1284,6 +1297,12 @@ MUTANTS = [
         checks.check_rmsnorm,
         variant(LearnerRMSNorm, "SequenceAxisRMSNorm", mistake="sequence_axis"),
         "taken over the sequence axis (dim=1)",
+    ),
+    (
+        "rmsnorm-batch-axis",
+        checks.check_rmsnorm,
+        variant(LearnerRMSNorm, "BatchAxisRMSNorm", mistake="batch_axis"),
+        "taken over the batch axis (dim=0)",
     ),
     (
         "rmsnorm-weight-through-data",

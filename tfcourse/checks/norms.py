@@ -218,6 +218,24 @@ def _layernorm_variants(ref, x, default_eps):
             ),
             lambda: ln(x, dim=1),
         ),
+        (
+            mistake(
+                "mean and variance are taken over the batch axis (dim=0), as BatchNorm does, "
+                "instead of the features (dim=-1)",
+                "均值和方差是沿批次轴（dim=0）计算的，这是批归一化（BatchNorm）的做法，"
+                "而不是沿特征维（dim=-1）",
+            ),
+            lambda: ln(x, dim=0),
+        ),
+        (
+            mistake(
+                "mean and variance are taken over the whole sequence and its features "
+                "(dim=(-2, -1)) instead of each token's features (dim=-1)",
+                "均值和方差是在整个序列及其特征上（dim=(-2, -1)）一起计算的，"
+                "而不是对每个词元的特征（dim=-1）",
+            ),
+            lambda: ln(x, dim=(-2, -1)),
+        ),
     ]
     if default_eps is not None:
         table += [
@@ -316,6 +334,14 @@ def _rmsnorm_variants(ref, x, default_eps):
                 "均方是沿序列轴（dim=1）计算的，而不是沿特征维（dim=-1）",
             ),
             lambda: x / (x.pow(2).mean(dim=1, keepdim=True) + eps).sqrt() * w,
+        ),
+        (
+            mistake(
+                "the mean square is taken over the batch axis (dim=0) instead of the features "
+                "(dim=-1)",
+                "均方是沿批次轴（dim=0）计算的，而不是沿特征维（dim=-1）",
+            ),
+            lambda: x / (x.pow(2).mean(dim=0, keepdim=True) + eps).sqrt() * w,
         ),
     ]
     if default_eps is not None:
