@@ -95,4 +95,5 @@ def test_the_chinese_front_door_opens_with_the_mirrors():
     quick = _readme("README.zh.md").split("## 快速开始", 1)[1]
     first = _blocks(quick)[0]
     assert "pip config set --site global.index-url" in first and "pytorch-wheels/cpu" in first
+    assert "python scripts/install.py" in first  # ends in one line saying what to do
     assert "tfcourse lab --language zh" in first
