@@ -19,8 +19,10 @@ from tfcourse.checks import (
     evaluation,
     grading_cases,
 )
+from tfcourse.grade.sealed import protocol
+from tfcourse.grade.sealed.proxy import _send_handle
 from tfcourse.train.data import TextDataset
-from tfcourse.train.inference_probe import GRADIENTS_ON, TRAINING_MODE
+from tfcourse.train.inference_probe import GRADIENTS_ON, TRAINING_MODE, InferenceProbe
 
 from conftest import fails, named_mistake, passes
 
@@ -31,7 +33,7 @@ def make_get_batch(*, shift=1, high_cut=0, one_start=False, draws=1):
     """A learner's get_batch; each keyword moves one line (the defaults are right)."""
 
     def get_batch(data, batch_size, seq_len, *, generator=None):
-        high = len(data) - seq_len - high_cut
+        high = len(data) if high_cut == "all" else len(data) - seq_len - high_cut
         starts = torch.randint(
             0, high, (1 if one_start else batch_size,), generator=generator, device=data.device
         ).repeat(batch_size if one_start else 1)
@@ -64,6 +66,8 @@ GET_BATCH_WRONG = {
     "last-window-never-drawn": ({"high_cut": 1}, "the last window is never drawn"),
     "one-start-for-all": ({"one_start": True}, "every row is the same window"),
     "separate-draws": ({"draws": 2}, "two separate draws"),
+    "start-past-the-end": ({"high_cut": -1}, "the starts can run past the end"),
+    "start-anywhere": ({"high_cut": "all"}, "the starts can run past the end"),
 }
 
 
@@ -171,3 +175,21 @@ def test_an_estimate_that_leaves_the_mode_changed_fails():
 
 def test_estimate_wrong_returns_are_named():
     fails(check_estimate_loss, lambda model, batches: [1.0], "expected one number")
+
+
+def test_the_probe_speaks_of_evaluating_the_loss_in_the_sealed_worker_too():
+    """The probe ``check_estimate_loss`` hands over says "evaluating the loss", not
+    "sampling"; the worker's copy, rebuilt from its constructor's arguments, says the same."""
+    probe = InferenceProbe(evaluation.CONFIG, purpose="evaluating").train()
+    encoder, sent = protocol.Encoder(), []
+    encoder.handle = lambda value: _send_handle(value, encoder, sent)
+    tree = encoder(probe)
+    twin = protocol.decode(tree, encoder.tensors, dataclasses_from_tfcourse=True, by_value=[])
+    idx = torch.zeros(1, 3, dtype=torch.long)
+    for model in (probe, twin):
+        with pytest.raises(RuntimeError, match="before evaluating the loss"):
+            model(idx)
+    with torch.no_grad(), pytest.raises(RuntimeError, match="before sampling"):
+        InferenceProbe(evaluation.CONFIG).train()(idx)
+    with pytest.raises(ValueError, match="purpose must be one of"):
+        InferenceProbe(evaluation.CONFIG, purpose="training")

@@ -357,6 +357,13 @@ ALLOWED_PROSE_TEXTS = {
     ("_torch_errors.py", "does not require grad"),
     ("_torch_errors.py", "view size is not compatible"),
     ("batching.py", "to be less than"),  # torch.randint's, for an empty range of starts
+    # torch's, for a window past the end of the data (an index, a stack, a list, a GPU's)
+    ("batching.py", "out of bounds"),
+    ("batching.py", "stack expects each tensor to be equal size"),
+    ("batching.py", "expected sequence of length"),
+    ("batching.py", "device-side assert"),
+    # torch.multinomial's, for weights below 0 (the logits instead of the probabilities)
+    ("generate.py", "probability tensor contains either"),
     ("norm_backward.py", "does not require grad"),  # autograd's, when a learner calls it
     ("norm_backward.py", "(grad_x, grad_weight, grad_bias)"),  # names of code
     # A key of the gradients' dict; the harness shows it as "输入 kv" in Chinese.

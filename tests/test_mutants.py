@@ -1,4 +1,4 @@
-"""Notebooks 01 to 07's checks meet the catalogue of ``mutants.core``: every mutant fails
+"""Notebooks 01 to 08's checks meet the catalogue of ``mutants.core``: every mutant fails
 naming its cause, every alternative passes (see ``tests/mutants/__init__.py``)."""
 
 from __future__ import annotations

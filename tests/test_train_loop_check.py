@@ -80,9 +80,13 @@ def make_loop(
                 optimizer.zero_grad()
             if clip == "before":
                 torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            if clip == "by value":
+                torch.nn.utils.clip_grad_value_(model.parameters(), max_norm)
             optimizer.step()
             if clip == "after":
                 torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            if zero_grad == "after step":
+                optimizer.zero_grad()
             losses.append(sum(losses_here) / (n_micro if report_mean else 1))
         return torch.tensor(losses)  # a tensor of losses is fine too
 
@@ -180,10 +184,13 @@ WRONG = {
         {"zero_grad": "after backward"},
         "between backward() and optimizer.step()",
     ),
+    "zero-grad-after-step": ({"zero_grad": "after step"}, "after optimizer.step() instead of"),
     "clip-after-step": ({"clip": "after"}, "clipped after optimizer.step()"),
+    "clip-by-value": ({"clip": "by value"}, "clipped by value (clip_grad_value_"),
     "per-epoch": ({"lr": "once"}, "the learning rate is set once"),
     "no-schedule": ({"lr": "never"}, "the learning rate is never set"),
     "sum": ({"average": False, "report_mean": False}, "summed, not averaged"),
+    "sum-backward": ({"average": False}, "whole loss is backpropagated"),
     "first-group-only": ({"lr": "first group"}, "param_groups[0] only"),
     "own-optimizer": (
         {"optimizer_from": lambda model, lr: torch.optim.AdamW(model.parameters(), lr=lr)},
@@ -207,7 +214,6 @@ def test_each_mistake_fails_and_is_named(mistake):
     "changes",
     [
         {"clip": "never"},  # the same effect as clipping after the step
-        {"average": False},  # the sum backpropagated, the mean reported
         {"report_mean": False},  # the mean backpropagated, the sum reported
     ],
     ids=str,

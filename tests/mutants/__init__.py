@@ -9,7 +9,7 @@ same thing (einsum, additive masks, separate projections, torch's own layers), e
 which must pass. The learner-style bases the mutants derive from are among the
 alternatives, so each mutant differs from a passing implementation by its one mistake.
 
-- ``core``: notebooks 01 to 07 (``tests/test_mutants.py``);
+- ``core``: notebooks 01 to 08 (``tests/test_mutants.py``);
 - ``gqa``: ``check_repeat_kv`` of notebook 10 (``tests/test_mutants_gqa.py``);
 - ``claims``: ``check_permute_qk_rows`` of notebook 11 (``tests/test_mutants_claims.py``).
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tfcourse as tc
-from tfcourse import checks
+from tfcourse import checks, training
 from tfcourse.checks.mlp import check_swiglu
 
 
@@ -820,6 +820,123 @@ def gpt_num_params_by_layers(config):
     tables = (config.vocab_size + config.max_seq_len) * D
     head = 0 if config.tie_weights else linear(D, config.vocab_size, False)
     return tables + config.n_layers * block + 2 * D + head
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 08: the schedule, the training loop, batches, the loss estimate and the sampler,
+# written as a learner would; each keyword makes one mistake (the defaults are right)
+
+
+def lr_schedule(step, *, max_lr, warmup_steps, total_steps, min_lr=0.0, shift=0):
+    """Notebook 08's lr_at; ``shift``: the rate of step ``step + shift`` (one step off)."""
+    step = step + shift
+    if step < warmup_steps:
+        return max_lr * (step + 1) / (warmup_steps + 1)
+    if step >= total_steps:
+        return min_lr
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)
+    return min_lr + 0.5 * (max_lr - min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def lr_of_the_step_before(step, **setting):
+    """The course's schedule asked for ``step - 1`` (steps counted from 1): at step 0 it
+    refuses step -1."""
+    return training.lr_at(step - 1, **setting)
+
+
+def make_train_loop(*, zero_grad="before", clip="norm", backward="share", own_optimizer=None):
+    """Notebook 08's train_loop. ``zero_grad="after step"``: the gradients cleared after the
+    step; ``clip="value"``: ``clip_grad_value_``; ``backward="whole"``: each micro-batch's
+    whole loss backpropagated, the mean still reported; ``own_optimizer(model, lr)``: an
+    optimizer of the loop's own instead of the one it is given."""
+
+    def train_loop(model, optimizer, batches, *, max_lr, warmup_steps, max_norm=1.0):
+        steps, n_micro = batches.shape[:2]
+        if own_optimizer is not None:
+            optimizer = own_optimizer(model, max_lr)
+        model.train()
+        losses = []
+        for step in range(steps):
+            lr = training.lr_at(
+                step,
+                max_lr=max_lr,
+                warmup_steps=warmup_steps,
+                total_steps=steps,
+                min_lr=max_lr / 10,
+            )
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            if zero_grad == "before":
+                optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+            for micro in batches[step]:
+                logits = model(micro[:, :-1])
+                loss = F.cross_entropy(logits.flatten(0, 1), micro[:, 1:].flatten())
+                (loss if backward == "whole" else loss / n_micro).backward()
+                total += loss.item()
+            if clip == "value":
+                torch.nn.utils.clip_grad_value_(model.parameters(), max_norm)
+            else:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            if zero_grad == "after step":
+                optimizer.zero_grad(set_to_none=True)
+            losses.append(total / n_micro)
+        return losses
+
+    return train_loop
+
+
+def make_get_batch(bound=lambda n, seq_len: n - seq_len):
+    """Notebook 08's get_batch, windows sliced one by one and stacked; ``bound(len(data),
+    seq_len)``: the exclusive upper bound of the starts."""
+
+    def get_batch(data, batch_size, seq_len, *, generator=None):
+        high = bound(len(data), seq_len)
+        starts = torch.randint(0, high, (batch_size,), generator=generator, device=data.device)
+        x = torch.stack([data[s : s + seq_len] for s in starts.tolist()])
+        y = torch.stack([data[s + 1 : s + seq_len + 1] for s in starts.tolist()])
+        return x, y
+
+    return get_batch
+
+
+def make_estimate_loss(*, eval_mode=True, no_grad=True):
+    """Notebook 08's estimate_loss; ``eval_mode=False``, ``no_grad=False`` each leave one out."""
+
+    def estimate_loss(model, batches):
+        was_training = model.training
+        if eval_mode:
+            model.eval()
+        total = 0.0
+        with torch.no_grad() if no_grad else torch.enable_grad():
+            for batch in batches:
+                logits = model(batch[:, :-1])
+                total += F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten()).item()
+        model.train(was_training)
+        return total / len(batches)
+
+    return estimate_loss
+
+
+def make_sampler(*, draw_from="probabilities"):
+    """Notebook 08's generate; ``draw_from="logits"``: torch.multinomial on the logits."""
+
+    def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, generator=None):
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            for _ in range(max_new_tokens):
+                logits = model(idx[:, -model.config.max_seq_len :])[:, -1, :] / temperature
+                if top_k is not None:
+                    kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                weights = logits if draw_from == "logits" else logits.softmax(dim=-1)
+                idx = torch.cat([idx, torch.multinomial(weights, 1, generator=generator)], dim=1)
+        model.train(was_training)
+        return idx
+
+    return generate
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1772,7 +1889,7 @@ MUTANTS = [
         "gpt2-params-typed-in",
         checks.check_gpt2_small_params,
         lambda config: 124_439_808,
-        "expected 163,037,184 (check 3 of 6)",
+        "a hard-coded count (124,439,808 for every config)",
     ),
     (
         "gpt2-params-float",
@@ -1780,9 +1897,97 @@ MUTANTS = [
         lambda config: float(gpt_num_params(config)),
         "expected an int",
     ),
+    # notebook 08
+    (
+        "lr-schedule-one-step-late",
+        checks.check_lr_schedule,
+        functools.partial(lr_schedule, shift=-1),
+        "step s gets the rate of step s - 1",
+    ),
+    (
+        "lr-schedule-one-step-early",
+        checks.check_lr_schedule,
+        functools.partial(lr_schedule, shift=1),
+        "step s gets the rate of step s + 1",
+    ),
+    (
+        "lr-schedule-asks-for-step-minus-one",
+        checks.check_lr_schedule,
+        lr_of_the_step_before,
+        "step s gets the rate of step s - 1",
+    ),
+    (
+        "train-loop-whole-loss-backpropagated",
+        checks.check_train_loop,
+        make_train_loop(backward="whole"),
+        "each micro-batch's whole loss is backpropagated",
+    ),
+    (
+        "train-loop-own-adamw-with-decay",
+        checks.check_train_loop,
+        make_train_loop(
+            own_optimizer=lambda model, lr: torch.optim.AdamW(
+                model.parameters(), lr=lr, weight_decay=0.1
+            )
+        ),
+        "builds its own AdamW",
+    ),
+    (
+        "train-loop-own-course-optimizer",
+        checks.check_train_loop,
+        make_train_loop(own_optimizer=lambda model, lr: training.configure_optimizer(model, lr=lr)),
+        "builds its own AdamW",
+    ),
+    (
+        "train-loop-zero-grad-after-step",
+        checks.check_train_loop,
+        make_train_loop(zero_grad="after step"),
+        "optimizer.zero_grad() after optimizer.step()",
+    ),
+    (
+        "train-loop-clip-by-value",
+        checks.check_train_loop,
+        make_train_loop(clip="value"),
+        "clipped by value (clip_grad_value_",
+    ),
+    (
+        "get-batch-start-past-the-end",
+        checks.check_get_batch,
+        make_get_batch(lambda n, seq_len: n - seq_len + 1),
+        "the starts can run past the end of the data",
+    ),
+    (
+        "get-batch-start-anywhere",
+        checks.check_get_batch,
+        make_get_batch(lambda n, seq_len: n),
+        "the starts can run past the end of the data",
+    ),
+    (
+        "generate-draws-from-logits",
+        checks.check_generate,
+        make_sampler(draw_from="logits"),
+        "torch.multinomial is given the logits instead of the probabilities",
+    ),
+    (
+        "estimate-loss-no-eval-mode",
+        checks.check_estimate_loss,
+        make_estimate_loss(eval_mode=False),
+        "call model.eval() before evaluating the loss",
+    ),
+    (
+        "estimate-loss-no-no-grad",
+        checks.check_estimate_loss,
+        make_estimate_loss(no_grad=False),
+        "evaluate the loss under torch.no_grad()",
+    ),
 ]
 
 ALTERNATIVES = [
+    ("lr-schedule-learner-base", checks.check_lr_schedule, lr_schedule),
+    ("train-loop-learner-base", checks.check_train_loop, make_train_loop()),
+    ("get-batch-learner-base", checks.check_get_batch, make_get_batch()),
+    ("estimate-loss-learner-base", checks.check_estimate_loss, make_estimate_loss()),
+    ("generate-learner-base", checks.check_generate, make_sampler()),
     ("bias-savings-solution", checks.check_bias_savings, linear_bias_count),
     ("bias-savings-by-name", checks.check_bias_savings, linear_bias_count_by_name),
     ("gpt2-params-solution", checks.check_gpt2_small_params, gpt_num_params),

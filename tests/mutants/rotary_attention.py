@@ -7,11 +7,27 @@ from __future__ import annotations
 
 import math
 
+import torch
 import torch.nn.functional as F
 from torch import nn
 
 import tfcourse as tc
 from tfcourse.nn.attention import repeat_kv
+
+
+def rotate_interleaved(t, cos, sin):
+    """RoPE in interleaved pairs (0, 1), (2, 3), ... (GPT-J, Meta's LLaMA code), pair j turned
+    by its own angle, the tables' column j."""
+    half = t.shape[-1] // 2
+    c, s = cos[..., :half], sin[..., :half]
+    even, odd = t[..., 0::2], t[..., 1::2]
+    return torch.stack([even * c - odd * s, even * s + odd * c], dim=-1).flatten(-2)
+
+
+def rotate_interleaved_with_half_tables(t, cos, sin):
+    """Interleaved pairs, with the rotate-half tables used as they are."""
+    swapped = torch.stack([-t[..., 1::2], t[..., 0::2]], dim=-1).flatten(-2)
+    return t * cos + swapped * sin
 
 
 class LearnerRotaryAttention(nn.Module):
@@ -48,19 +64,25 @@ class LearnerRotaryAttention(nn.Module):
         q, k, v = self.qkv_proj(x).split([D, self.kv_dim, self.kv_dim], dim=-1)
         q, k, v = (t.view(B, T, -1, self.head_dim).transpose(1, 2) for t in (q, k, v))
         cos, sin = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)
+        rotate = {
+            "interleaved": rotate_interleaved,
+            "interleaved_half_tables": rotate_interleaved_with_half_tables,
+        }.get(m, tc.apply_rotary)
         if m not in ("no_rotation", "k_only"):
-            q = tc.apply_rotary(q, cos, sin)
+            q = rotate(q, cos, sin)
         if m not in ("no_rotation", "q_only"):
-            k = tc.apply_rotary(k, cos, sin)
+            k = rotate(k, cos, sin)
         if m == "rotate_v":
-            v = tc.apply_rotary(v, cos, sin)
+            v = rotate(v, cos, sin)
         n_rep = self.n_heads // self.n_kv_heads
         if m == "tiled":
             k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
         else:
             k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
         scores = q @ k.transpose(-2, -1) / math.sqrt(D if m == "width_scale" else self.head_dim)
-        weights = scores.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(dim=-1)
+        if m != "no_mask":
+            scores = scores.masked_fill(~self.mask[:T, :T], float("-inf"))
+        weights = scores.softmax(dim=-1)
         if m == "weight_dropout":  # notebook 02's place for it, not this module's
             weights = F.dropout(weights, self.p, training=self.training)
         y = self.out_proj((weights @ v).transpose(1, 2).reshape(B, T, D))
@@ -98,6 +120,17 @@ MUTANTS = [
     ("rotary-attention-width-scale", variant("width_scale"), "sqrt(d_model) instead of"),
     ("rotary-attention-no-dropout", variant("no_dropout"), "never dropped out"),
     ("rotary-attention-dropout-in-eval", variant("dropout_in_eval"), "dropout is active in eval"),
+    (
+        "rotary-attention-interleaved-pairs",
+        variant("interleaved"),
+        "rotated in interleaved pairs (0, 1), (2, 3)",
+    ),
+    (
+        "rotary-attention-interleaved-pairs-half-tables",
+        variant("interleaved_half_tables"),
+        "rotated in interleaved pairs (0, 1), (2, 3)",
+    ),
+    ("rotary-attention-no-causal-mask", variant("no_mask"), "no causal mask"),
     (
         "rotary-attention-weight-dropout",
         variant("weight_dropout"),

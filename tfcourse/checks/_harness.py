@@ -100,6 +100,24 @@ def mistake(english: str, chinese: str) -> str:
     return say(english, chinese)
 
 
+class Mistakes(Mapping[str, str]):
+    """A check's known mistakes by key, ``{key: mistake(...)}`` as ``table()`` returns it,
+    each text made when it is read: in the reader's language of that moment (a table built
+    at import would keep the language the package was imported in)."""
+
+    def __init__(self, table: Callable[[], dict[str, str]]):
+        self._table = table
+
+    def __getitem__(self, key: str) -> str:
+        return self._table()[key]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
 class CheckArgumentError(TypeError):
     """A check was handed something it cannot check (``check_rotary(42)``): the learner's
     doing, reported as such by the grader (any other error raised by a check is the

@@ -12,38 +12,82 @@ from __future__ import annotations
 import torch
 
 from ..language import say
-from ._harness import Checker, mistake, require_function
+from ._harness import Checker, Mistakes, mistake, require_function
 from .cases import case_int, case_seed
 
-MISTAKES = {
-    "targets-not-shifted": mistake(
-        "the targets are the inputs themselves: y is the window shifted by one token, "
-        "data[s + 1 : s + seq_len + 1]",
-        "目标就是输入本身：y 应该是错开一个词元的窗口，data[s + 1 : s + seq_len + 1]",
-    ),
-    "last-window-never-drawn": mistake(
-        "the starts stop one short (torch.randint(0, len(data) - seq_len - 1, ...)): the "
-        "last window is never drawn; torch.randint's upper bound is already exclusive",
-        "起点的范围少了一个（torch.randint(0, len(data) - seq_len - 1, ...)）：最后一个窗口"
-        "永远抽不到；torch.randint 的上界本来就不包含在内",
-    ),
-    "one-start-for-all": mistake(
-        "one start is drawn for the whole batch: every row is the same window",
-        "整个批次只抽了一个起点：每一行都是同一个窗口",
-    ),
-    "separate-draws": mistake(
-        "x and y come from two separate draws of starts: y must be x's own window shifted by "
-        "one, so draw the starts once",
-        "x 和 y 分别抽了两次起点：y 必须是 x 自己的窗口错开一位，所以起点只抽一次",
-    ),
+
+def _past_the_end() -> str:
+    return mistake(
+        "the starts can run past the end of the data (torch.randint(0, len(data) - seq_len + "
+        "1, ...) or len(data)): a window takes seq_len + 1 tokens (y's last one too), so the "
+        "last start is len(data) - seq_len - 1; torch.randint's upper bound is already "
+        "exclusive",
+        "起点可能越过数据的末尾（torch.randint(0, len(data) - seq_len + 1, ...) 或 "
+        "len(data)）：一个窗口要占 seq_len + 1 个词元（包括 y 的最后一个），所以最后一个起点是 "
+        "len(data) - seq_len - 1；torch.randint 的上界本来就不包含在内",
+    )
+
+
+def _mistakes() -> dict[str, str]:
+    return {
+        "targets-not-shifted": mistake(
+            "the targets are the inputs themselves: y is the window shifted by one token, "
+            "data[s + 1 : s + seq_len + 1]",
+            "目标就是输入本身：y 应该是错开一个词元的窗口，data[s + 1 : s + seq_len + 1]",
+        ),
+        "last-window-never-drawn": mistake(
+            "the starts stop one short (torch.randint(0, len(data) - seq_len - 1, ...)): the "
+            "last window is never drawn; torch.randint's upper bound is already exclusive",
+            "起点的范围少了一个（torch.randint(0, len(data) - seq_len - 1, ...)）：最后一个窗口"
+            "永远抽不到；torch.randint 的上界本来就不包含在内",
+        ),
+        "one-start-for-all": mistake(
+            "one start is drawn for the whole batch: every row is the same window",
+            "整个批次只抽了一个起点：每一行都是同一个窗口",
+        ),
+        "separate-draws": mistake(
+            "x and y come from two separate draws of starts: y must be x's own window shifted by "
+            "one, so draw the starts once",
+            "x 和 y 分别抽了两次起点：y 必须是 x 自己的窗口错开一位，所以起点只抽一次",
+        ),
+        "start-past-the-end": _past_the_end(),
+        "start-anywhere": _past_the_end(),
+    }
+
+
+MISTAKES = Mistakes(_mistakes)
+# The mistakes whose starts may leave no room for a window, each with the bound its
+# torch.randint draws below, given len(data) and seq_len.
+PAST_THE_END = {
+    "start-past-the-end": lambda n, seq_len: n - seq_len + 1,
+    "start-anywhere": lambda n, seq_len: n,
 }
+# What the learner's code raises when a window runs past the end: an index out of range
+# (data[starts[:, None] + offsets], unfold), windows of unequal length (torch.stack of
+# slices, torch.tensor of lists), a failed device-side assert (the same index on a GPU).
+PAST_THE_END_ERRORS = (
+    "out of bounds",
+    "stack expects each tensor to be equal size",
+    "expected sequence of length",
+    "device-side assert",
+)
+
+
+def _high(n: int, seq_len: int, mistake_key: str = "") -> int:
+    """The exclusive upper bound of the starts: ``n - seq_len``, or a mistake's."""
+    if mistake_key in PAST_THE_END:
+        return PAST_THE_END[mistake_key](n, seq_len)
+    return n - seq_len - (mistake_key == "last-window-never-drawn")
 
 
 def _batch(data, batch_size, seq_len, generator, mistake_key=""):
-    """The reference batch, or the same with one of ``MISTAKES`` (by key) made."""
-    high = len(data) - seq_len - (mistake_key == "last-window-never-drawn")
+    """The reference batch, or the same with one of ``MISTAKES`` (by key) made; None where
+    a start leaves no room for its window (the learner's code could not have returned)."""
+    high = _high(len(data), seq_len, mistake_key)
     size = (1,) if mistake_key == "one-start-for-all" else (batch_size,)
     starts = torch.randint(0, high, size, generator=generator, device=data.device)
+    if mistake_key in PAST_THE_END and int(starts.max()) > len(data) - seq_len - 1:
+        return None
     starts = starts.expand(batch_size)
     offsets = torch.arange(seq_len, device=data.device)
     x = data[starts[:, None] + offsets]  # (B, T)
@@ -99,7 +143,11 @@ def check_get_batch(fn) -> None:
 
             want = _batch(data, batch_size, seq_len, twin())
             seen = data.clone()
-            one_window = {"to be less than": MISTAKES["last-window-never-drawn"]}
+            known = {}
+            if n_tokens == seq_len + 1:  # one window only: a bound one short draws nothing
+                known["to be less than"] = MISTAKES["last-window-never-drawn"]
+            if _runs_past_the_end(data, batch_size, seq_len, twin):
+                known |= dict.fromkeys(PAST_THE_END_ERRORS, _past_the_end())
             got = chk.call(
                 case,
                 say(
@@ -111,7 +159,7 @@ def check_get_batch(fn) -> None:
                 batch_size,
                 seq_len,
                 generator=twin(),
-                known=one_window if n_tokens == seq_len + 1 else None,
+                known=known,
                 hint=_hint(),
             )
             if not (
@@ -146,8 +194,7 @@ def check_get_batch(fn) -> None:
                 chk.fail(
                     case,
                     say(
-                        f"{part} differs from the reference's (the twin generators give both "
-                        f"the same random numbers)",
+                        f"{part} differs from the reference's (both drew from twin generators)",
                         f"{part} 与参考实现不同（两个生成器给出的随机数相同）",
                     ),
                     looks_like=looks,
@@ -158,6 +205,12 @@ def check_get_batch(fn) -> None:
         for case, data, seen in seen_all:
             chk.unchanged(case, "data", data, seen)
         chk.ok()
+
+
+def _runs_past_the_end(data, batch_size, seq_len, twin) -> bool:
+    """Whether a mistake of ``PAST_THE_END``, drawing from ``twin()``, would draw a start
+    that leaves no room for its window: the learner's code making it then raises."""
+    return any(_batch(data, batch_size, seq_len, twin(), key) is None for key in PAST_THE_END)
 
 
 def _replay(data, batch_size, seq_len, generator, key):

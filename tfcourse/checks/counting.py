@@ -69,19 +69,42 @@ def _same_for_all(answers: dict[str, tuple[int, int]], n: int, want: int) -> str
     return None
 
 
+def _hard_coded(answers: dict[str, tuple[int, int]], n: int, want: int, everywhere) -> str | None:
+    """The diagnosis of an answer that an earlier, different case also got, and that
+    ``everywhere(n)`` finds the function giving for every case: a number typed in."""
+    if _same_for_all(answers, n, want) is None or not everywhere(n):
+        return None
+    return mistake(
+        f"the same number as for a different model: a hard-coded count ({n:,} for every "
+        f"config), not computed from the config's fields",
+        f"与另一个不同模型的答案相同：这是一个写死的数（每个配置都得到 {n:,}），"
+        f"而不是根据配置的各个字段算出来的",
+    )
+
+
 def _judge_count(
-    chk: Checker, answers: dict, first: bool, case: str, got, want: int, diagnose, hint: str
+    chk: Checker,
+    answers: dict,
+    first: bool,
+    case: str,
+    got,
+    want: int,
+    diagnose,
+    hint: str,
+    everywhere=None,
 ) -> None:
     """One case of a counting check: an int (the first case's own sub-check), then the
-    count, diagnosed by ``diagnose(n)`` or as the answer of another case."""
+    count, diagnosed as a number typed in (``everywhere(n)``: the function gives ``n`` for
+    every case), by ``diagnose(n)`` or as the answer of another case."""
     n = _as_int(chk, case, got)
     if first:
         chk.ok()
     if n != want:
+        typed_in = _hard_coded(answers, n, want, everywhere) if everywhere else None
         chk.fail(
             case,
             say(f"got {n:,}, expected {want:,}", f"得到 {n:,}，应为 {want:,}"),
-            looks_like=diagnose(n) or _same_for_all(answers, n, want),
+            looks_like=typed_in or diagnose(n) or _same_for_all(answers, n, want),
             hint=hint,
         )
     answers[case] = (n, want)
@@ -329,6 +352,22 @@ def check_gpt2_small_params(fn) -> None:
 
     Sub-checks (6): an int for GPT-2 small; then one per config.
     """
+
+    def everywhere(n: int) -> bool:
+        """Whether ``fn`` gives ``n`` for every config of the cases (a number typed in)."""
+        for _, config in PARAM_CASES:
+            try:
+                got = fn(config)
+            except Exception as error:  # a function that fails is not a constant
+                if type(error).__module__.startswith("tfcourse."):
+                    raise  # the grader's own (a sealed worker that died): not the learner's
+                return False
+            if isinstance(got, torch.Tensor) and got.numel() == 1:
+                got = got.item()
+            if isinstance(got, bool) or not isinstance(got, numbers.Integral) or got != n:
+                return False
+        return True
+
     with Checker("gpt2_small_params") as chk:
         answers: dict[str, tuple[int, int]] = {}
         for number, (change, config) in enumerate(PARAM_CASES):
@@ -348,7 +387,8 @@ def check_gpt2_small_params(fn) -> None:
                 got,
                 want,
                 lambda n, config=config, want=want: _params_diagnosis(config, n, want),
-                say(
+                everywhere=everywhere,
+                hint=say(
                     "embeddings (token and position) + n_layers blocks (MLP width "
                     "d_hidden or 4 * d_model, Linear biases only when config.bias) + "
                     "final norm + the head when it is not tied",

@@ -96,8 +96,8 @@ DOCS_ZH = {
 
     子检查（共 4 项）：2 个词元的提示，在温度 1 下一直生成到超过 ``max_seq_len``；温度 0.4；
     温度 2 下的 top-k 3，模型传进来时处于 eval 模式；提示保持不变，且每个模型都回到原来的模式。
-    如果是已知的常见错误，会直接点明（``MISTAKES``，以及探针模型当场拒绝的操作：
-    ``REFUSALS``）。
+    如果是已知的常见错误，会直接点明（``MISTAKES``；探针模型当场拒绝的操作：
+    ``REFUSALS``；以及 ``torch.multinomial`` 因为拿到的是 logits 而不是概率而拒绝采样）。
     """,
     "check_get_batch": """检查取批次的函数
     ``fn(data, batch_size, seq_len, *, generator=None) -> (x, y)``。
@@ -244,8 +244,8 @@ DOCS_ZH = {
     ``max_lr * (step + 1) / (warmup_steps + 1)``；从 ``warmup_steps`` 到 ``total_steps``，
     沿半个余弦从 ``max_lr`` 降到 ``min_lr``（余弦退火）；此后保持 ``min_lr``。检查在三组
     设置下逐步比较（有预热和无预热，非零的和默认的 ``min_lr``，步数超过 ``total_steps``）。
-    如果是已知的常见错误，会直接点明（没有预热、预热差了一步、余弦没有降到 ``min_lr``、
-    用线性衰减代替余弦）。
+    如果是已知的常见错误，会直接点明（没有预热、预热差了一步、整个调度差了一步（即
+    ``step - 1`` 或 ``step + 1``）、余弦没有降到 ``min_lr``、用线性衰减代替余弦）。
     """,
     "check_merge_pair": """检查字节对编码（BPE）中做一次合并的函数
     ``fn(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]``：它返回一个新列表，
@@ -392,7 +392,10 @@ DOCS_ZH = {
     子检查（共 4 项）：每步 2 个微批次，AdamW 分成两个参数组（做权重衰减的和不做的）；每步
     1 个微批次，普通的 AdamW；2 个微批次，带动量的 SGD；模型最后处于训练模式，且批次没有被改动。
     ``max_norm`` 设在各步所见的梯度范数之间，使梯度裁剪在有些步起作用、在另一些步不起作用。
-    如果是已知的常见错误，会直接点明（``MISTAKES``）。
+    如果是已知的常见错误，会直接点明（``MISTAKES``）。如果各步的损失和完全不做梯度裁剪时
+    一样，检查会再调用一次函数，这次 ``max_norm`` 取最小梯度范数的百分之一：按值裁剪
+    （``clip_grad_value_``）在这时会起作用，由此把它和不裁剪（或在优化器更新之后才裁剪）
+    区分开。
     """,
     "check_transformer_block": """检查一个解码器块类，参考实现是 ``tfcourse.TransformerBlock``，
     Pre-LN 和 Post-LN 两种都查。

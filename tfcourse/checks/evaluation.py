@@ -18,42 +18,51 @@ from ..language import say
 from ..nn.config import GPTConfig
 from ..runtime import fmt
 from ..train.inference_probe import GRADIENTS_ON, TRAINING_MODE, InferenceProbe
-from ._harness import Checker, mistake, require_function
+from ._harness import Checker, Mistakes, mistake, require_function
 from .cases import case_int, case_seed
 
 CONFIG = GPTConfig(vocab_size=16, max_seq_len=16, n_layers=1, n_heads=1, d_model=8)
 
-MISTAKES = {
-    "sum": mistake(
-        "the batches' losses are summed, not averaged: divide by the number of batches",
-        "把各批次的损失加起来了，而没有取平均：要除以批次数",
-    ),
-    "last-batch": mistake(
-        "only the last batch's loss is returned: average over all of them",
-        "只返回了最后一个批次的损失：应对所有批次取平均",
-    ),
-    "targets-not-shifted": mistake(
-        "the targets are the inputs (batch[:, :-1]): the target of position t is the next "
-        "token, batch[:, 1:]",
-        "目标用的是输入本身（batch[:, :-1]）：位置 t 的目标是下一个词元，即 batch[:, 1:]",
-    ),
-    "token-sum": mistake(
-        "each batch's loss is summed over its tokens (reduction='sum'): the loss per token "
-        "is the mean",
-        "每个批次的损失是对词元求和（reduction='sum'）：每个词元的损失应取平均",
-    ),
-}
 
-REFUSALS = {
-    TRAINING_MODE: mistake(
-        "model.eval() is never called: the loss is measured with dropout on",
-        "从未调用 model.eval()：是在 dropout 开着的情况下测的损失",
-    ),
-    GRADIENTS_ON: mistake(
-        "no torch.no_grad(): every batch builds an autograd graph for nothing",
-        "没有用 torch.no_grad()：每个批次都白白建一张自动求导的计算图",
-    ),
-}
+def _mistakes() -> dict[str, str]:
+    return {
+        "sum": mistake(
+            "the batches' losses are summed, not averaged: divide by the number of batches",
+            "把各批次的损失加起来了，而没有取平均：要除以批次数",
+        ),
+        "last-batch": mistake(
+            "only the last batch's loss is returned: average over all of them",
+            "只返回了最后一个批次的损失：应对所有批次取平均",
+        ),
+        "targets-not-shifted": mistake(
+            "the targets are the inputs (batch[:, :-1]): the target of position t is the next "
+            "token, batch[:, 1:]",
+            "目标用的是输入本身（batch[:, :-1]）：位置 t 的目标是下一个词元，即 batch[:, 1:]",
+        ),
+        "token-sum": mistake(
+            "each batch's loss is summed over its tokens (reduction='sum'): the loss per token "
+            "is the mean",
+            "每个批次的损失是对词元求和（reduction='sum'）：每个词元的损失应取平均",
+        ),
+    }
+
+
+def _refusals() -> dict[str, str]:
+    """Errors the probe raises, and the mistake each one means."""
+    return {
+        TRAINING_MODE: mistake(
+            "model.eval() is never called: the loss is measured with dropout on",
+            "从未调用 model.eval()：是在 dropout 开着的情况下测的损失",
+        ),
+        GRADIENTS_ON: mistake(
+            "no torch.no_grad(): every batch builds an autograd graph for nothing",
+            "没有用 torch.no_grad()：每个批次都白白建一张自动求导的计算图",
+        ),
+    }
+
+
+MISTAKES = Mistakes(_mistakes)
+REFUSALS = Mistakes(_refusals)
 
 
 def _estimate(model, batches, mistake_key="") -> float:
@@ -112,10 +121,10 @@ def check_estimate_loss(fn) -> None:
                 f"{n_batches} batch(es) of {batch_size} x {T} tokens, the model in "
                 f"{'training' if training else 'eval'} mode",
                 f"{n_batches} 个 {batch_size} x {T} 词元的批次，模型处于"
-                f"{'训练' if training else 'eval'} 模式",
+                f"{'训练模式' if training else ' eval 模式'}",
             )
             torch.manual_seed(case_seed(95 + number))
-            model = InferenceProbe(CONFIG).to(chk.device).train(training)
+            model = InferenceProbe(CONFIG, purpose="evaluating").to(chk.device).train(training)
             batches = torch.randint(
                 CONFIG.vocab_size, (n_batches, batch_size, T + 1), generator=gen
             )

@@ -17,59 +17,80 @@ import torch
 from ..language import say
 from ..nn.config import GPTConfig
 from ..train.inference_probe import GRADIENTS_ON, TOO_LONG, TRAINING_MODE, InferenceProbe
-from ._harness import Checker, mistake, require_function
+from ._harness import Checker, Mistakes, mistake, require_function
 from .cases import case_int, case_seed
 
 CONFIG = GPTConfig(vocab_size=12, max_seq_len=6, n_layers=1, n_heads=1, d_model=8)
 B = 32  # prompts per case: enough draws that a changed distribution changes some of them
 
-MISTAKES = {
-    "temperature-after-softmax": mistake(
-        "the temperature is applied after the softmax, or not at all (probabilities divided "
-        "by a constant are the same distribution): divide the logits by it",
-        "温度用在了 softmax 之后，或者根本没用（概率整体除以一个常数，分布并不变）："
-        "应该用 logits 除以温度",
-    ),
-    "top-k-plus-one": mistake(
-        "top-k keeps k + 1 tokens: the k-th largest logit is the threshold, and only "
-        "logits below it become -inf",
-        "top-k 保留了 k + 1 个词元：阈值是第 k 大的 logit，只有比它小的才设为 -inf",
-    ),
-    "no-top-k": mistake(
-        "top_k is ignored: every token can still be sampled",
-        "没有用 top_k：所有词元都仍可能被采样",
-    ),
-    "argmax": mistake(
-        "the most likely token is taken (argmax) instead of sampling from the softmax",
-        "直接取了最可能的词元（argmax），而没有从 softmax 分布中采样",
-    ),
-    "first-position": mistake(
-        "the logits of the first position are used: the next token is predicted at the "
-        "last position, logits[:, -1]",
-        "用了第一个位置的 logits：下一个词元是在最后一个位置预测的，即 logits[:, -1]",
-    ),
-    "crop-first": mistake(
-        "the context keeps the first max_seq_len tokens: keep the last ones, idx[:, -max_seq_len:]",
-        "上下文保留的是前 max_seq_len 个词元：应保留最后的，即 idx[:, -max_seq_len:]",
-    ),
-}
 
-# Errors the probe raises, and the mistake each one means.
-REFUSALS = {
-    TRAINING_MODE: mistake(
-        "model.eval() is never called: in training mode dropout is on while sampling",
-        "从未调用 model.eval()：在训练模式下采样，dropout 仍然开着",
-    ),
-    GRADIENTS_ON: mistake(
-        "no torch.no_grad(): every new token builds an autograd graph for nothing",
-        "没有用 torch.no_grad()：每生成一个词元都白白建一张自动求导的计算图",
-    ),
-    TOO_LONG: mistake(
-        "the context is not cropped: once idx is longer than max_seq_len, feed only its "
-        "last max_seq_len tokens",
-        "没有裁剪上下文：idx 一旦超过 max_seq_len，只把最后 max_seq_len 个词元送进模型",
-    ),
-}
+def _mistakes() -> dict[str, str]:
+    return {
+        "temperature-after-softmax": mistake(
+            "the temperature is applied after the softmax, or not at all (probabilities divided "
+            "by a constant are the same distribution): divide the logits by it",
+            "温度用在了 softmax 之后，或者根本没用（概率整体除以一个常数，分布并不变）："
+            "应该用 logits 除以温度",
+        ),
+        "top-k-plus-one": mistake(
+            "top-k keeps k + 1 tokens: the k-th largest logit is the threshold, and only "
+            "logits below it become -inf",
+            "top-k 保留了 k + 1 个词元：阈值是第 k 大的 logit，只有比它小的才设为 -inf",
+        ),
+        "no-top-k": mistake(
+            "top_k is ignored: every token can still be sampled",
+            "没有用 top_k：所有词元都仍可能被采样",
+        ),
+        "argmax": mistake(
+            "the most likely token is taken (argmax) instead of sampling from the softmax",
+            "直接取了最可能的词元（argmax），而没有从 softmax 分布中采样",
+        ),
+        "first-position": mistake(
+            "the logits of the first position are used: the next token is predicted at the "
+            "last position, logits[:, -1]",
+            "用了第一个位置的 logits：下一个词元是在最后一个位置预测的，即 logits[:, -1]",
+        ),
+        "crop-first": mistake(
+            "the context keeps the first max_seq_len tokens: keep the last ones, "
+            "idx[:, -max_seq_len:]",
+            "上下文保留的是前 max_seq_len 个词元：应保留最后的，即 idx[:, -max_seq_len:]",
+        ),
+    }
+
+
+def _refusals() -> dict[str, str]:
+    """Errors the probe raises, and the mistake each one means."""
+    return {
+        TRAINING_MODE: mistake(
+            "model.eval() is never called: in training mode dropout is on while sampling",
+            "从未调用 model.eval()：在训练模式下采样，dropout 仍然开着",
+        ),
+        GRADIENTS_ON: mistake(
+            "no torch.no_grad(): every new token builds an autograd graph for nothing",
+            "没有用 torch.no_grad()：每生成一个词元都白白建一张自动求导的计算图",
+        ),
+        TOO_LONG: mistake(
+            "the context is not cropped: once idx is longer than max_seq_len, feed only its "
+            "last max_seq_len tokens",
+            "没有裁剪上下文：idx 一旦超过 max_seq_len，只把最后 max_seq_len 个词元送进模型",
+        ),
+    }
+
+
+MISTAKES = Mistakes(_mistakes)
+REFUSALS = Mistakes(_refusals)
+# torch.multinomial's refusal of weights below 0 (or -inf, nan): handed the logits, whose
+# entries are of either sign, or masked ones (-inf), instead of the softmax's probabilities.
+NOT_PROBABILITIES = "probability tensor contains either"
+
+
+def _logits_drawn() -> str:
+    return mistake(
+        "torch.multinomial is given the logits instead of the probabilities: its weights must "
+        "be >= 0 and finite, so draw from softmax(logits)",
+        "传给 torch.multinomial 的是 logits 而不是概率：它的权重必须 >= 0 且有限，"
+        "所以要从 softmax(logits) 中采样",
+    )
 
 
 def _sample(model, idx, max_new_tokens, temperature, top_k, generator, mistake_key=""):
@@ -132,7 +153,8 @@ def check_generate(fn) -> None:
     Sub-checks (4): prompts of 2 tokens run past ``max_seq_len`` at temperature 1;
     temperature 0.4; top-k 3 at temperature 2 with the model arriving in eval mode; the
     prompts unchanged and each model back in its mode. Names the mistake when it is a known
-    one (``MISTAKES``, and the probe's refusals: ``REFUSALS``).
+    one (``MISTAKES``, the probe's refusals: ``REFUSALS``, and ``torch.multinomial``'s
+    refusal of the logits, drawn from instead of the probabilities).
     """
     require_function("check_generate", fn)
     name = getattr(fn, "__name__", "fn")
@@ -178,7 +200,7 @@ def check_generate(fn) -> None:
                 temperature=temperature,
                 top_k=top_k,
                 generator=twin(),
-                known=REFUSALS,
+                known={**REFUSALS, NOT_PROBABILITIES: _logits_drawn()},
                 hint=_hint(),
             )
             shape = (B, T + new)

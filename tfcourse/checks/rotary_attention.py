@@ -29,7 +29,25 @@ CASES = (
 MAX_SEQ_LEN = 8
 
 
-def _attend(ref, x, *, rotate="qk", tiled=False, width_scale=False):
+def _every_two(t: torch.Tensor) -> torch.Tensor:
+    """Interleaved pairs (GPT-J, Meta's LLaMA code): ``(t0, t1) -> (-t1, t0)`` per pair."""
+    return torch.stack([-t[..., 1::2], t[..., 0::2]], dim=-1).flatten(-2)
+
+
+def _rotation(pairs: str, cos: torch.Tensor, sin: torch.Tensor):
+    """``rotate(t)`` for the channels ``t (B, H, T, head_dim)``: rotate-half (``"half"``, the
+    reference), or interleaved pairs ``(0, 1), (2, 3), ...``, each with its own angle
+    (``"interleaved"``) or with the rotate-half tables as they are (``"interleaved_tables"``)."""
+    if pairs == "half":
+        return lambda t: apply_rotary(t, cos, sin)
+    if pairs == "interleaved":
+        half = cos.shape[-1] // 2
+        cos = cos[..., :half].repeat_interleave(2, dim=-1)
+        sin = sin[..., :half].repeat_interleave(2, dim=-1)
+    return lambda t: t * cos + _every_two(t) * sin
+
+
+def _attend(ref, x, *, rotate="qk", tiled=False, width_scale=False, pairs="half", causal=True):
     """``ref``'s output on ``x (B, T, D)`` with one deliberate deviation (for diagnosis)."""
     B, T, D = x.shape
     hd = ref.head_dim
@@ -38,18 +56,26 @@ def _attend(ref, x, *, rotate="qk", tiled=False, width_scale=False):
     cos, sin = rotary_cos_sin(MAX_SEQ_LEN, hd, ref.rotary.base)
     # (Rows from another offset would give the same scores: rotary positions are relative.)
     cos, sin = cos[:T].to(x.device, x.dtype), sin[:T].to(x.device, x.dtype)
-    q = apply_rotary(q, cos, sin) if "q" in rotate else q
-    k = apply_rotary(k, cos, sin) if "k" in rotate else k
-    v = apply_rotary(v, cos, sin) if "v" in rotate else v
+    rotated = _rotation(pairs, cos, sin)
+    q = rotated(q) if "q" in rotate else q
+    k = rotated(k) if "k" in rotate else k
+    v = rotated(v) if "v" in rotate else v
     n_rep = ref.n_heads // ref.n_kv_heads
     k, v = ((t.repeat(1, n_rep, 1, 1) if tiled else repeat_kv(t, n_rep)) for t in (k, v))
     scores = q @ k.transpose(-2, -1) / math.sqrt(D if width_scale else hd)
-    scores = scores.masked_fill(~ref.mask[:T, :T], float("-inf"))
+    if causal:
+        scores = scores.masked_fill(~ref.mask[:T, :T], float("-inf"))
     y = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, D)
     return ref.resid_dropout(ref.out_proj(y))
 
 
 def _mistakes():
+    interleaved = mistake(
+        "q and k are rotated in interleaved pairs (0, 1), (2, 3), ... (GPT-J's layout): this "
+        "module uses rotate-half, channel i paired with i + head_dim/2 (apply_rotary)",
+        "q 和 k 是按交错的维度对 (0, 1), (2, 3), ... 旋转的（GPT-J 的布局）：这个模块用的是 "
+        "rotate-half，通道 i 与 i + head_dim/2 配对（apply_rotary）",
+    )
     return [
         (
             mistake(
@@ -81,6 +107,17 @@ def _mistakes():
                 "分数除以的是 sqrt(d_model)，而不是 sqrt(head_dim)",
             ),
             dict(width_scale=True),
+        ),
+        (interleaved, dict(pairs="interleaved")),
+        (interleaved, dict(pairs="interleaved_tables")),
+        (
+            mistake(
+                "no causal mask: a token attends to the tokens after it (set the scores above "
+                "the diagonal to -inf before the softmax)",
+                "没有施加因果掩码：词元关注到了它后面的词元（softmax 之前把对角线以上的分数"
+                "设为 -inf）",
+            ),
+            dict(causal=False),
         ),
     ]
 

@@ -31,7 +31,7 @@ from ..nn.model import GPT
 from ..runtime import fmt
 from ..train.loop import lm_loss
 from ..train.optim import configure_optimizer, lr_at
-from ._harness import Checker, mistake, require_function
+from ._harness import Checker, Mistakes, mistake, require_function
 from .cases import case_int, case_seed
 
 CONFIG = GPTConfig(vocab_size=24, max_seq_len=8, n_layers=2, n_heads=2, d_model=16)
@@ -54,17 +54,42 @@ def _optimizer_name(number: int) -> str:
     )[number]
 
 
+# The optimizers a loop that builds its own (``"own-optimizer"``) is likeliest to build:
+# ``own(model, lr)``. Its learning rate is the schedule's anyway, set at every step.
+OWN_OPTIMIZERS = (
+    lambda model, lr: torch.optim.AdamW(model.parameters(), lr=lr),
+    lambda model, lr: torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY),
+    lambda model, lr: torch.optim.AdamW(
+        model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=WEIGHT_DECAY
+    ),
+    lambda model, lr: configure_optimizer(model, lr=lr),
+    lambda model, lr: torch.optim.Adam(model.parameters(), lr=lr),
+)
+
+
 def _loop(
-    model, optimizer, batches, *, max_lr, warmup_steps, max_norm=math.inf, mistake: str = ""
+    model,
+    optimizer,
+    batches,
+    *,
+    max_lr,
+    warmup_steps,
+    max_norm=math.inf,
+    mistake: str = "",
+    own=OWN_OPTIMIZERS[0],
 ) -> tuple[list[float], list[float]]:
     """The course's loop, or the same with one of ``MISTAKES`` (by key) made: the loss of
-    every step and its gradient norm before clipping."""
+    every step and its gradient norm before clipping. ``own(model, lr)``: the optimizer of
+    ``"own-optimizer"``."""
     steps, accum = batches.shape[:2]
     if mistake == "own-optimizer":
-        optimizer = torch.optim.AdamW(model.parameters(), lr=max_lr)
+        optimizer = own(model, max_lr)
     model.train()
 
     def clip():
+        if mistake == "clip-by-value":
+            torch.nn.utils.clip_grad_value_(model.parameters(), max_norm)
+            return
         norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)))
 
     losses, norms = [], []
@@ -81,14 +106,14 @@ def _loop(
             groups = optimizer.param_groups
             for group in groups[:1] if mistake == "first-group-only" else groups:
                 group["lr"] = lr
-        if mistake not in ("no-zero-grad", "zero-grad-after-backward"):
+        if mistake not in ("no-zero-grad", "zero-grad-after-backward", "zero-grad-after-step"):
             optimizer.zero_grad(set_to_none=True)
         total = 0.0
         for micro in batches[step]:
             if mistake == "zero-grad-per-micro-batch":
                 optimizer.zero_grad(set_to_none=True)
             loss = lm_loss(model(micro[:, :-1]), micro[:, 1:])
-            (loss if mistake == "sum" else loss / accum).backward()
+            (loss if mistake in ("sum", "sum-backward") else loss / accum).backward()
             total += loss.item()
         if mistake == "zero-grad-after-backward":
             optimizer.zero_grad(set_to_none=True)
@@ -97,61 +122,91 @@ def _loop(
         optimizer.step()
         if mistake == "clip-after-step":
             clip()
+        if mistake == "zero-grad-after-step":
+            optimizer.zero_grad(set_to_none=True)
         losses.append(total if mistake == "sum" else total / accum)
     return losses, norms
 
 
-MISTAKES = {
-    "no-zero-grad": mistake(
-        "no optimizer.zero_grad(): each step adds its gradient to all the "
-        "earlier ones (and to the stale gradient the model came with)",
-        "没有调用 optimizer.zero_grad()：每一步的梯度都叠加在之前所有步的梯度上"
-        "（还有模型带进来的旧梯度）",
-    ),
-    "zero-grad-per-micro-batch": mistake(
-        "optimizer.zero_grad() inside the loop over micro-batches: only the last micro-batch's "
-        "gradient is left for the step",
-        "在遍历微批次的循环里调用了 optimizer.zero_grad()：一步结束时只剩下最后一个微批次的梯度",
-    ),
-    "zero-grad-after-backward": mistake(
-        "optimizer.zero_grad() between backward() and optimizer.step(): the step sees no gradient",
-        "在 backward() 和 optimizer.step() 之间调用了 optimizer.zero_grad()：更新时已经没有梯度了",
-    ),
-    "clip-after-step": mistake(
-        "the gradient is clipped after optimizer.step() (or not at all): "
-        "the step used the unclipped gradient",
-        "梯度裁剪放在了 optimizer.step() 之后（或者根本没有裁剪）：这一步用的是未裁剪的梯度",
-    ),
-    "per-epoch": mistake(
-        "the learning rate is set once, not at every step (the schedule is "
-        "stepped per epoch): every step uses the rate of step 0",
-        "学习率只设置了一次，而不是每一步都设置（学习率调度按 epoch 而不是按步推进）："
-        "每一步用的都是第 0 步的学习率",
-    ),
-    "no-schedule": mistake(
-        "the learning rate is never set: every step uses max_lr, with no warmup and no decay",
-        "从未设置学习率：每一步都用 max_lr，既没有预热也没有衰减",
-    ),
-    "sum": mistake(
-        "the micro-batch losses are summed, not averaged over the accumulation steps "
-        "(each backward() should get loss / number of micro-batches, and the step's "
-        "loss is their mean)",
-        "微批次的损失是求和而不是在累积步上取平均（每次 backward() 应该用 "
-        "loss / 微批次个数，这一步报告的损失是它们的平均值）",
-    ),
-    "first-group-only": mistake(
-        "the learning rate is set in optimizer.param_groups[0] only: the other groups (here "
-        "the parameters without weight decay) keep the rate the optimizer was built with",
-        "学习率只写进了 optimizer.param_groups[0]：其余参数组（这里是不做权重衰减的参数）"
-        "一直用优化器创建时的学习率",
-    ),
-    "own-optimizer": mistake(
-        "the loop builds its own AdamW instead of using the optimizer it was given "
-        "(the caller chooses the optimizer: its groups, betas and weight decay)",
-        "循环自己新建了一个 AdamW，而没有用传进来的优化器（优化器由调用者决定："
-        "参数分组、betas 和权重衰减都由它定）",
-    ),
-}
+def _mistakes() -> dict[str, str]:
+    return {
+        "no-zero-grad": mistake(
+            "no optimizer.zero_grad(): each step adds its gradient to all the "
+            "earlier ones (and to the stale gradient the model came with)",
+            "没有调用 optimizer.zero_grad()：每一步的梯度都叠加在之前所有步的梯度上"
+            "（还有模型带进来的旧梯度）",
+        ),
+        "zero-grad-per-micro-batch": mistake(
+            "optimizer.zero_grad() inside the loop over micro-batches: only the last "
+            "micro-batch's gradient is left for the step",
+            "在遍历微批次的循环里调用了 optimizer.zero_grad()："
+            "一步结束时只剩下最后一个微批次的梯度",
+        ),
+        "zero-grad-after-backward": mistake(
+            "optimizer.zero_grad() between backward() and optimizer.step(): the step sees no "
+            "gradient",
+            "在 backward() 和 optimizer.step() 之间调用了 optimizer.zero_grad()："
+            "更新时已经没有梯度了",
+        ),
+        "zero-grad-after-step": mistake(
+            "optimizer.zero_grad() after optimizer.step() instead of before the step's backward "
+            "passes: the first step adds the stale gradient the model came with to its own",
+            "optimizer.zero_grad() 放在了 optimizer.step() 之后，而不是这一步的反向传播之前："
+            "第一步把模型带进来的旧梯度也加到了自己的梯度上",
+        ),
+        "clip-after-step": mistake(
+            "the gradient is clipped after optimizer.step() (or not at all): "
+            "the step used the unclipped gradient",
+            "梯度裁剪放在了 optimizer.step() 之后（或者根本没有裁剪）：这一步用的是未裁剪的梯度",
+        ),
+        "clip-by-value": mistake(
+            "the gradient is clipped by value (clip_grad_value_: each entry to at most max_norm) "
+            "instead of by its global norm (clip_grad_norm_(model.parameters(), max_norm), "
+            "which scales the whole gradient down)",
+            "梯度是按值裁剪的（clip_grad_value_：每个元素限制在 max_norm 以内），而不是按整体"
+            "范数裁剪（clip_grad_norm_(model.parameters(), max_norm)，它把整个梯度按比例缩小）",
+        ),
+        "per-epoch": mistake(
+            "the learning rate is set once, not at every step (the schedule is "
+            "stepped per epoch): every step uses the rate of step 0",
+            "学习率只设置了一次，而不是每一步都设置（学习率调度按 epoch 而不是按步推进）："
+            "每一步用的都是第 0 步的学习率",
+        ),
+        "no-schedule": mistake(
+            "the learning rate is never set: every step uses max_lr, with no warmup and no decay",
+            "从未设置学习率：每一步都用 max_lr，既没有预热也没有衰减",
+        ),
+        "sum": mistake(
+            "the micro-batch losses are summed, not averaged over the accumulation steps "
+            "(each backward() should get loss / number of micro-batches, and the step's "
+            "loss is their mean)",
+            "微批次的损失是求和而不是在累积步上取平均（每次 backward() 应该用 "
+            "loss / 微批次个数，这一步报告的损失是它们的平均值）",
+        ),
+        "sum-backward": mistake(
+            "each micro-batch's whole loss is backpropagated (loss.backward(), not "
+            "(loss / n_micro).backward()) while the mean is reported: the gradient is the sum's, "
+            "n_micro times the mean's",
+            "每个微批次反向传播的是它的整个损失（loss.backward()，而不是 "
+            "(loss / n_micro).backward()），报告的却是平均值：梯度成了总和的梯度，"
+            "是平均值梯度的 n_micro 倍",
+        ),
+        "first-group-only": mistake(
+            "the learning rate is set in optimizer.param_groups[0] only: the other groups (here "
+            "the parameters without weight decay) keep the rate the optimizer was built with",
+            "学习率只写进了 optimizer.param_groups[0]：其余参数组（这里是不做权重衰减的参数）"
+            "一直用优化器创建时的学习率",
+        ),
+        "own-optimizer": mistake(
+            "the loop builds its own AdamW (or Adam) instead of using the optimizer it was given "
+            "(the caller chooses the optimizer: its groups, betas and weight decay)",
+            "循环自己新建了一个 AdamW（或 Adam），而没有用传进来的优化器（优化器由调用者决定："
+            "参数分组、betas 和权重衰减都由它定）",
+        ),
+    }
+
+
+MISTAKES = Mistakes(_mistakes)
 
 
 def _hint() -> str:
@@ -216,6 +271,45 @@ def _losses(chk: Checker, case: str, result, steps: int) -> list[float]:
         )
 
 
+def _calling(name: str, max_norm: float | None = None) -> str:
+    """What the check does when it calls the learner's loop (``max_norm``: once more, to tell
+    two mistakes apart)."""
+    if max_norm is None:
+        return say(
+            f"calling your {name}(model, optimizer, batches, ...)",
+            f"调用你的 {name}(model, optimizer, batches, ...)",
+        )
+    return say(
+        f"calling your {name}(model, optimizer, batches, ...) again with max_norm={fmt(max_norm)}",
+        f"再次调用你的 {name}(model, optimizer, batches, ...)，max_norm={fmt(max_norm)}",
+    )
+
+
+# Clipping by value (to max_norm) usually bites at no step of the cases: no single entry of
+# a gradient comes near the norm they clip to, so it gives the losses of no clipping at all.
+CLIPPING = ("clip-by-value", "clip-after-step")
+
+
+def _known_mistake(got: list[float], setting: dict, smallest_norm: float, run, learner):
+    """The key of the known mistake (``MISTAKES``) that reproduces the learner's losses
+    ``got``, or None. ``run(setting, key, own)`` replays a mistake; where both of
+    ``CLIPPING`` reproduce ``got``, ``learner(setting, again=True)`` runs the learner's loop
+    once more with ``max_norm`` a hundredth of the smallest gradient norm, where every step
+    clips, by value and by norm alike, and the two part."""
+
+    def reproduces(key: str, setting: dict = setting, losses: list[float] = got) -> bool:
+        if key == "own-optimizer":
+            return any(_close(losses, run(setting, key, own)[0]) for own in OWN_OPTIMIZERS)
+        return _close(losses, run(setting, key)[0])
+
+    found = next((key for key in MISTAKES if reproduces(key)), None)
+    if found in CLIPPING and all(reproduces(key) for key in CLIPPING):
+        tight = {**setting, "max_norm": smallest_norm / 100}
+        again = learner(tight, again=True)[2]
+        found = next((key for key in CLIPPING if reproduces(key, tight, again)), found)
+    return found
+
+
 def _close(got: list[float], want: list[float]) -> bool:
     return all(
         math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9) for g, w in zip(got, want, strict=True)
@@ -240,7 +334,10 @@ def check_train_loop(fn) -> None:
     decay); 1 micro-batch per step with a plain AdamW; 2 micro-batches with SGD and
     momentum; the model left in train mode and the batches unchanged. ``max_norm`` is set
     between the gradient norms the steps see, so that clipping matters at some steps and
-    not at others. Names the mistake when it is a known one (``MISTAKES``).
+    not at others. Names the mistake when it is a known one (``MISTAKES``). Where the
+    losses are those of no clipping, the function is called once more with ``max_norm`` a
+    hundredth of the smallest gradient norm: clipping by value (``clip_grad_value_``)
+    bites there, and is told from no clipping (or clipping after the step).
     """
     require_function("check_train_loop", fn)
     name = getattr(fn, "__name__", "fn")
@@ -262,47 +359,56 @@ def check_train_loop(fn) -> None:
             fresh = _models(seed, chk.device, dtype)
 
             def run(
-                setting, mistake="", make_optimizer=make_optimizer, batches=batches, fresh=fresh
+                setting,
+                mistake="",
+                own=OWN_OPTIMIZERS[0],
+                make_optimizer=make_optimizer,
+                batches=batches,
+                fresh=fresh,
             ):
                 model = fresh()
-                return _loop(model, make_optimizer(model), batches, **setting, mistake=mistake)
+                optimizer = make_optimizer(model)
+                return _loop(model, optimizer, batches, **setting, mistake=mistake, own=own)
+
+            def learner(
+                setting,
+                again=False,
+                make_optimizer=make_optimizer,
+                batches=batches,
+                fresh=fresh,
+                case=case,
+                steps=steps,
+            ):
+                """``(model, batches, losses)`` of the learner's loop on a fresh copy."""
+                model, seen = fresh(), batches.clone()
+                calling = _calling(name, setting["max_norm"] if again else None)
+                result = chk.call(case, calling, fn, model, make_optimizer(model), seen, **setting)
+                return model, seen, _losses(chk, case, result, steps)
 
             setting = {"max_lr": MAX_LR, "warmup_steps": WARMUP}
             # max_norm between the gradient norms of the steps: clipping bites at some only.
             norms = run(setting)[1]
             setting["max_norm"] = sorted(norms)[len(norms) // 2]
             want = run(setting)[0]
-            model = fresh()
-            seen = batches.clone()
-            result = chk.call(
-                case,
-                say(
-                    f"calling your {name}(model, optimizer, batches, ...)",
-                    f"调用你的 {name}(model, optimizer, batches, ...)",
-                ),
-                fn,
-                model,
-                make_optimizer(model),
-                seen,
-                **setting,
-            )
-            got = _losses(chk, case, result, steps)
+            model, seen, got = learner(setting)
             if not _close(got, want):
-                looks = next(
-                    (text for key, text in MISTAKES.items() if _close(got, run(setting, key)[0])),
-                    None,
-                )
+                key = _known_mistake(got, setting, min(norms), run, learner)
+                looks = MISTAKES[key] if key else None
                 first = next(
                     i
                     for i, (g, w) in enumerate(zip(got, want, strict=True))
                     if not math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9)
                 )
+                # enough digits to show the difference (at least 6, at most float64's 17)
+                digits = next(
+                    (n for n in range(6, 17) if fmt(got[first], n) != fmt(want[first], n)), 17
+                )
+                have, wanted = fmt(got[first], digits), fmt(want[first], digits)
                 chk.fail(
                     case,
                     say(
-                        f"the loss of step {first} is {fmt(got[first], 6)}, expected "
-                        f"{fmt(want[first], 6)}",
-                        f"第 {first} 步的损失是 {fmt(got[first], 6)}，应为 {fmt(want[first], 6)}",
+                        f"the loss of step {first} is {have}, expected {wanted}",
+                        f"第 {first} 步的损失是 {have}，应为 {wanted}",
                     ),
                     looks_like=looks,
                     hint=_hint(),

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ..language import say
+from ..language import LANGUAGES, say, speaking
 from ..runtime import fmt
 from ..train.optim import lr_at
 from ._harness import Checker, mistake, require_function
@@ -79,6 +79,35 @@ def _linear_decay(step, max_lr, warmup, total, min_lr):
     return min_lr + (max_lr - min_lr) * (1 - (step - warmup) / (total - warmup))
 
 
+def _shifted(offset: int):
+    """The reference schedule ``offset`` steps off: the rate of ``step + offset`` at ``step``
+    (the formulas carried on below step 0, as a learner's own code does)."""
+    reference = _reference_with()
+    return lambda s, m, w, t, lo: reference(s + offset, m, w, t, lo)
+
+
+def _one_step_late() -> str:
+    return mistake(
+        "off by one step: step s gets the rate of step s - 1 (the steps count from 0: the "
+        "first optimizer step is step 0, not step 1)",
+        "差了一步：第 s 步用的是第 s - 1 步的学习率（步数从 0 开始数：优化器的第一步是"
+        "第 0 步，而不是第 1 步）",
+    )
+
+
+def _negative_step() -> dict[str, str]:
+    """``lr_at``'s refusal of step -1 (in either language, as a sealed worker may speak
+    the other), and the mistake it means: a schedule asked for ``step - 1`` at step 0."""
+    refusals = []
+    for language in LANGUAGES:
+        with speaking(language):
+            try:
+                lr_at(-1, max_lr=1.0, warmup_steps=0, total_steps=1)
+            except ValueError as error:
+                refusals.append(str(error))
+    return dict.fromkeys(refusals, _one_step_late())
+
+
 def _variants():
     """Known mistakes: (description, schedule(step, max_lr, warmup, total, min_lr))."""
     ramp = say(
@@ -149,6 +178,15 @@ def _variants():
             ),
             _reference_with(decay_fn=_linear_decay),
         ),
+        (_one_step_late(), _shifted(-1)),
+        (
+            mistake(
+                "off by one step: step s gets the rate of step s + 1 (the schedule runs one "
+                "step ahead; the steps count from 0)",
+                "差了一步：第 s 步用的是第 s + 1 步的学习率（调度提前了一步；步数从 0 开始数）",
+            ),
+            _shifted(1),
+        ),
     )
 
 
@@ -207,11 +245,13 @@ def check_lr_schedule(fn) -> None:
     ``total_steps`` a half cosine from ``max_lr`` to ``min_lr``; after that ``min_lr``.
     Compared at every step of three settings (with and without warmup, nonzero and
     default ``min_lr``, steps past ``total_steps``). Names the mistake when it is a
-    known one (no warmup, warmup off by one, cosine not reaching ``min_lr``, linear
-    decay instead of cosine).
+    known one (no warmup, warmup off by one, the whole schedule one step off, as
+    ``step - 1`` or ``step + 1``, cosine not reaching ``min_lr``, linear decay instead of
+    cosine).
     """
     require_function("check_lr_schedule", fn)
     with Checker("lr_at") as chk:
+        negative_step = _negative_step()
         for case, kwargs, steps in _cases():
             got = []
             for step in steps:
@@ -220,6 +260,7 @@ def check_lr_schedule(fn) -> None:
                     say(f"your function at step {step}", f"第 {step} 步运行你的函数"),
                     fn,
                     step,
+                    known=negative_step,
                     **kwargs,
                 )
                 got.append(_as_float(chk, case, step, value))

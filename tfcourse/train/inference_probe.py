@@ -5,9 +5,10 @@ context and on their positions (so a context cropped at the wrong end, or logits
 wrong position, change what is sampled). It refuses the two things inference must not do to
 a model, each with a message the checks (``check_generate``, ``check_estimate_loss``) turn
 into a named mistake: run it in training mode (dropout would be on) and run it with
-gradients on (a graph built for nothing). Like a GPT it has ``config.max_seq_len`` and
-refuses longer inputs. It has no ``generate``: a sampler under test has nothing to delegate
-to.
+gradients on (a graph built for nothing); each refusal speaks of what the learner's code
+was doing (``purpose``: sampling, or evaluating the loss). Like a GPT it has
+``config.max_seq_len`` and refuses longer inputs. It has no ``generate``: a sampler under test
+has nothing to delegate to.
 
 It lives outside ``tfcourse.checks`` because the sealed grader rebuilds it in the worker,
 where the checks do not exist.
@@ -27,6 +28,8 @@ from ..nn.config import GPTConfig
 TRAINING_MODE = "InferenceProbe ran in training mode"
 GRADIENTS_ON = "InferenceProbe ran with gradients enabled"
 TOO_LONG = "InferenceProbe got a context longer than max_seq_len"
+# What the code handed the probe does with it: the words of its refusals.
+PURPOSES = ("sampling", "evaluating")
 
 
 class InferenceProbe(nn.Module):
@@ -36,11 +39,22 @@ class InferenceProbe(nn.Module):
     neither uniform nor greedy.
 
     Parameters: ``tok_emb (V, D)``, ``pos_emb (max_seq_len, D)``, ``head (V, D)``, with
-    ``D = config.d_model``.
+    ``D = config.d_model``. ``purpose`` (one of ``PURPOSES``) words its refusals: ``"sampling"``
+    for a sampler (``check_generate``), ``"evaluating"`` for a loss estimate
+    (``check_estimate_loss``). It is kept as an attribute, so the sealed grader's copy in the
+    worker speaks alike.
     """
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, purpose: str = "sampling"):
         super().__init__()
+        if purpose not in PURPOSES:
+            raise ValueError(
+                say(
+                    f"purpose must be one of {PURPOSES}, got {purpose!r}",
+                    f"purpose 必须是 {PURPOSES} 之一，实际是 {purpose!r}",
+                )
+            )
+        self.purpose = purpose
         if not isinstance(config, GPTConfig):
             got = type(config).__name__
             raise TypeError(
@@ -55,11 +69,17 @@ class InferenceProbe(nn.Module):
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        sampling = self.purpose == "sampling"
         if self.training:
             raise RuntimeError(
                 say(
                     f"{TRAINING_MODE}: call model.eval() before sampling",
                     f"{TRAINING_MODE}：采样前请先调用 model.eval()",
+                )
+                if sampling
+                else say(
+                    f"{TRAINING_MODE}: call model.eval() before evaluating the loss",
+                    f"{TRAINING_MODE}：评估损失前请先调用 model.eval()",
                 )
             )
         if torch.is_grad_enabled():
@@ -67,6 +87,11 @@ class InferenceProbe(nn.Module):
                 say(
                     f"{GRADIENTS_ON}: sample under torch.no_grad()",
                     f"{GRADIENTS_ON}：请在 torch.no_grad() 下采样",
+                )
+                if sampling
+                else say(
+                    f"{GRADIENTS_ON}: evaluate the loss under torch.no_grad()",
+                    f"{GRADIENTS_ON}：请在 torch.no_grad() 下评估损失",
                 )
             )
         validate.token_ids(idx, self.config.vocab_size)
