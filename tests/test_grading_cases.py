@@ -85,8 +85,8 @@ REFERENCES = {
     "check_train_loop": lambda model, optimizer, batches, **setting: _loop(
         model, optimizer, batches, **setting
     )[0],
-    "check_generate": lambda model, idx, n, *, temperature, top_k, generator: _sample(
-        model, idx, n, temperature, top_k, generator
+    "check_generate": lambda model, idx, n, *, temperature, top_k, top_p=None, generator: _sample(
+        model, idx, n, temperature, top_k, generator, top_p=top_p
     ),
     "check_get_batch": lambda data, batch_size, seq_len, *, generator: _batch(
         data, batch_size, seq_len, generator

@@ -54,10 +54,12 @@ def _get_batch(data, batch_size, seq_len, *, generator=None):
     return _batch(data, batch_size, seq_len, generator)
 
 
-def _generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, generator=None):
+def _generate(
+    model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, generator=None
+):
     from .checks.generate import _sample
 
-    return _sample(model, idx, max_new_tokens, temperature, top_k, generator)
+    return _sample(model, idx, max_new_tokens, temperature, top_k, generator, top_p=top_p)
 
 
 def _rotary_attention(

@@ -922,7 +922,9 @@ def make_estimate_loss(*, eval_mode=True, no_grad=True):
 def make_sampler(*, draw_from="probabilities"):
     """Notebook 08's generate; ``draw_from="logits"``: torch.multinomial on the logits."""
 
-    def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, generator=None):
+    def generate(
+        model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, generator=None
+    ):
         was_training = model.training
         model.eval()
         with torch.no_grad():
@@ -931,6 +933,15 @@ def make_sampler(*, draw_from="probabilities"):
                 if top_k is not None:
                     kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
                     logits = logits.masked_fill(logits < kth, float("-inf"))
+                if top_p is not None:  # the mass strictly before each sorted token: < p stays
+                    probs, order = logits.softmax(dim=-1).sort(dim=-1, descending=True)
+                    before = torch.cat(
+                        [torch.zeros_like(probs[:, :1]), probs.cumsum(-1)[:, :-1]], 1
+                    )
+                    cut = torch.empty_like(before, dtype=torch.bool).scatter_(
+                        1, order, before >= top_p
+                    )
+                    logits = logits.masked_fill(cut, float("-inf"))
                 weights = logits if draw_from == "logits" else logits.softmax(dim=-1)
                 idx = torch.cat([idx, torch.multinomial(weights, 1, generator=generator)], dim=1)
         model.train(was_training)

@@ -62,7 +62,7 @@ SUB_CHECKS = {
     "estimate_loss": 3,
     "first_head_weights": 5,
     "fuse_qkv": 4,
-    "generate": 4,
+    "generate": 5,
     "get_batch": 3,
     "gpt2_small_params": 6,
     "grad_norm_probe": 4,

@@ -85,19 +85,24 @@ DOCS_ZH = {
     三个输入保持不变。
     """,
     "check_generate": """检查自回归生成函数
-    ``fn(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, generator=None)``。
+    ``fn(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None,
+    generator=None)``。
 
     ``idx (B, T)`` 存放词元 id；函数在它后面接上 ``max_new_tokens`` 个词元，返回
     ``(B, T + max_new_tokens)``（``idx`` 本身保持不变）。每个新词元这样得到：把上下文截成最后
     ``model.config.max_seq_len`` 个词元，取最后一个位置的 logits，除以 ``temperature``；
-    给了 ``top_k`` 时，把比第 k 大的 logit 小的值都设为 ``-inf``；然后调用
+    给了 ``top_k`` 时，把比第 k 大的 logit 小的值都设为 ``-inf``；给了 ``top_p`` 时，把概率
+    ``softmax(logits)`` 从大到小排序，凡是比它更可能的词元的概率之和已经达到 ``top_p`` 的词元，
+    都设为 ``-inf``（越过 ``top_p`` 的那个词元保留，所以至少留下一个）；然后调用
     ``torch.multinomial(softmax, 1, generator=generator)``。模型要在 eval 模式下、在
-    ``torch.no_grad()`` 中运行，用完后恢复成传进来时的模式。
+    ``torch.no_grad()`` 中运行，用完后恢复成传进来时的模式。只有用到 ``top_p`` 的那个用例才会传入
+    ``top_p``。
 
-    子检查（共 4 项）：2 个词元的提示，在温度 1 下一直生成到超过 ``max_seq_len``；温度 0.4；
-    温度 2 下的 top-k 3，模型传进来时处于 eval 模式；提示保持不变，且每个模型都回到原来的模式。
-    如果是已知的常见错误，会直接点明（``MISTAKES``；探针模型当场拒绝的操作：
-    ``REFUSALS``；以及 ``torch.multinomial`` 因为拿到的是 logits 而不是概率而拒绝采样）。
+    子检查（共 5 项）：2 个词元的提示词，在温度 1 下一直生成到超过 ``max_seq_len``；温度 0.4；
+    温度 2 下的 top-k 3，模型传进来时处于 eval 模式；温度 1.5 下先做 top-k 8、再做 top-p 0.7；
+    提示词保持不变，且每个模型都回到原来的模式。如果是已知的常见错误，会直接点明
+    （``MISTAKES``；探针模型当场拒绝的操作：``REFUSALS``；``torch.multinomial`` 因为拿到的是
+    logits 而不是概率而拒绝采样，以及因为 top-p 把某一行的词元全部丢掉而拒绝采样）。
     """,
     "check_get_batch": """检查取批次的函数
     ``fn(data, batch_size, seq_len, *, generator=None) -> (x, y)``。

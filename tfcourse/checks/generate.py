@@ -25,7 +25,39 @@ B = 32  # prompts per case: enough draws that a changed distribution changes som
 
 
 def _mistakes() -> dict[str, str]:
+    # The first replay that reproduces the learner's ids is named. Only the top-p case can
+    # tell the top-p mistakes apart, and a sampler reaching it got top-k right in the cases
+    # before: so they come first (with top_k 8 of 12, top-p measured before top-k's cut
+    # draws as if top-k were ignored).
     return {
+        "top-p-drops-crossing": mistake(
+            "top-p drops the token that crosses p (it keeps only tokens whose cumulative mass "
+            "is <= p): keep a token while the mass of the tokens sorted before it is < p, so "
+            "the kept ones reach p",
+            "top-p 丢掉了让累计概率越过 p 的那个词元（只保留了累计概率 <= p 的词元）："
+            "排在它前面的词元的概率之和 < p 时就保留它，这样保留下来的词元合起来才能达到 p",
+        ),
+        "top-p-ascending": mistake(
+            "top-p sorts the probabilities in ascending order, so it keeps the least likely "
+            "tokens: sort them with descending=True",
+            "top-p 把概率按升序排列，结果保留的是最不可能的词元：排序时要用 descending=True",
+        ),
+        "top-p-before-temperature": mistake(
+            "top-p measures the mass without the temperature (softmax of the logits before they "
+            "are divided by it) while the draw uses it: cut on softmax(logits / temperature)",
+            "top-p 计算累计概率时没有用温度（用的是除以温度之前的 logits 的 softmax），"
+            "而抽样时却用了温度：应该在 softmax(logits / temperature) 上截断",
+        ),
+        "top-p-before-top-k": mistake(
+            "top-p measures the mass on the whole distribution, before top-k's cut: after top-k, "
+            "take the softmax of the kept logits (renormalised) and cut on that",
+            "top-p 是在 top-k 截断之前、在整个分布上计算累计概率的：应该在 top-k 之后，"
+            "对保留下来的 logits 重新做 softmax（重新归一化），再在它上面截断",
+        ),
+        "no-top-p": mistake(
+            "top_p is ignored: tokens outside the nucleus can still be sampled",
+            "没有用 top_p：核采样本该截掉的词元仍可能被采样",
+        ),
         "temperature-after-softmax": mistake(
             "the temperature is applied after the softmax, or not at all (probabilities divided "
             "by a constant are the same distribution): divide the logits by it",
@@ -93,7 +125,18 @@ def _logits_drawn() -> str:
     )
 
 
-def _sample(model, idx, max_new_tokens, temperature, top_k, generator, mistake_key=""):
+def _no_token_left() -> str:
+    return mistake(
+        "torch.multinomial got a row of nan: top-p dropped every token of a row (all logits "
+        "-inf), which happens when the most likely token alone crosses p and the token that "
+        "crosses p is dropped: keep it, so the most likely token always stays",
+        "torch.multinomial 拿到了一整行 nan：top-p 把某一行的词元全都丢掉了（logits 全是 -inf）。"
+        "当最可能的那个词元单独就越过 p，而越过 p 的词元又被丢掉时，就会这样：应该保留它，"
+        "这样最可能的词元总会留下",
+    )
+
+
+def _sample(model, idx, max_new_tokens, temperature, top_k, generator, mistake_key="", top_p=None):
     """The reference sampler, or the same with one of ``MISTAKES`` (by key) made."""
     was_training = model.training
     model.eval()
@@ -107,64 +150,98 @@ def _sample(model, idx, max_new_tokens, temperature, top_k, generator, mistake_k
             else:
                 if mistake_key != "temperature-after-softmax":
                     logits = logits / temperature
+                full = logits  # before top-k's cut
                 if top_k is not None and mistake_key != "no-top-k":
                     k = min(top_k + (mistake_key == "top-k-plus-one"), logits.shape[-1])
                     kth = logits.topk(k, dim=-1).values[:, -1:]
                     logits = logits.masked_fill(logits < kth, float("-inf"))
+                if top_p is not None and mistake_key != "no-top-p":
+                    measured = {
+                        "top-p-before-temperature": logits * temperature,
+                        "top-p-before-top-k": full,
+                    }.get(mistake_key, logits)
+                    outside = _outside_nucleus(measured, top_p, mistake_key)
+                    logits = logits.masked_fill(outside, float("-inf"))
                 next_id = torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
             idx = torch.cat([idx, next_id], dim=1)  # (B, T + 1)
     model.train(was_training)
     return idx
 
 
+def _outside_nucleus(logits, top_p, mistake_key=""):
+    """``(B, V)`` bool, True for the tokens top-p drops: a token stays while the probability
+    of the tokens more likely than it (sorted before it) is below ``top_p``, so the kept ones
+    reach ``top_p`` and the most likely token always stays."""
+    probs, order = logits.softmax(dim=-1).sort(dim=-1, descending=mistake_key != "top-p-ascending")
+    cumulative = probs.cumsum(dim=-1)
+    if mistake_key == "top-p-drops-crossing":
+        drop = cumulative > top_p
+        drop[:, 0] = False  # a learner's version that kept no token raises in multinomial
+    else:
+        drop = cumulative - probs >= top_p
+    return torch.zeros_like(drop).scatter(-1, order, drop)  # back to the vocabulary's order
+
+
 def _hint() -> str:
     return say(
         "remember the mode, model.eval(), then under torch.no_grad() per new token: crop idx "
         "to its last max_seq_len tokens, logits at the last position / temperature, keep the "
-        "top_k largest (the rest -inf), softmax, torch.multinomial(probs, 1, "
+        "top_k largest (the rest -inf), then with top_p keep the most likely tokens until "
+        "their softmax mass reaches top_p (the rest -inf), softmax, torch.multinomial(probs, 1, "
         "generator=generator), append; finally put the model back in the mode it was in",
         "先记下模型的模式，调用 model.eval()，然后在 torch.no_grad() 下逐个生成词元：把 idx "
         "裁剪为最后 max_seq_len 个词元，取最后一个位置的 logits 除以温度，只保留最大的 top_k "
-        "个（其余设为 -inf），softmax，torch.multinomial(probs, 1, generator=generator)，"
-        "拼接到末尾；最后把模型恢复到原来的模式",
+        "个（其余设为 -inf），给了 top_p 时再从最可能的词元起依次保留，直到它们的 softmax "
+        "概率之和达到 top_p（其余设为 -inf），softmax，torch.multinomial(probs, 1, "
+        "generator=generator)，拼接到末尾；最后把模型恢复到原来的模式",
     )
 
 
 def _cases():
-    """(prompt length, new tokens, temperature, top_k, the model's mode on entry)."""
+    """(prompt length, new tokens, temperature, top_k, top_p, the model's mode on entry)."""
     return (
-        (2, case_int(40, 10, 9, 12), 1.0, None, True),  # runs well past max_seq_len: cropping
-        (case_int(41, 4, 2, 5), case_int(42, 5, 3, 7), 0.4, None, True),  # a sharp temperature
+        (2, case_int(40, 10, 9, 12), 1.0, None, None, True),  # well past max_seq_len: cropping
+        (case_int(41, 4, 2, 5), case_int(42, 5, 3, 7), 0.4, None, None, True),  # sharp
         # top-k where the tail has mass (a high temperature); arrives in eval mode, stays so
-        (1, case_int(43, 6, 4, 8), 2.0, 3, False),
+        (1, case_int(43, 6, 4, 8), 2.0, 3, None, False),
+        # top-p after top-k: p = 0.7 cuts inside the 8 kept tokens (so does the whole
+        # distribution's nucleus), and each wrong cut changes some draws, under every salt
+        # tried (103); in about a fifth of them the most likely token alone crosses p
+        (case_int(44, 2, 1, 4), case_int(45, 8, 6, 10), 1.5, 8, 0.7, True),
     )
 
 
 def check_generate(fn) -> None:
-    """Check ``fn(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, generator=None)``.
+    """Check ``fn(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None,
+    generator=None)``.
 
     ``idx (B, T)`` holds token ids; the function appends ``max_new_tokens`` tokens and returns
     ``(B, T + max_new_tokens)`` (``idx`` itself unchanged). Each new token: the logits of the
     last position for the context cropped to the last ``model.config.max_seq_len`` tokens,
     divided by ``temperature``; with ``top_k``, every logit below the k-th largest set to
-    ``-inf``; then ``torch.multinomial(softmax, 1, generator=generator)``. The model runs in
-    eval mode under ``torch.no_grad()`` and is put back in the mode it came in.
+    ``-inf``; with ``top_p``, the probabilities ``softmax(logits)`` sorted in descending order
+    and every token set to ``-inf`` whose more likely tokens already hold ``top_p`` (the
+    token that crosses ``top_p`` stays, so at least one does); then
+    ``torch.multinomial(softmax, 1, generator=generator)``. The model runs in eval mode under
+    ``torch.no_grad()`` and is put back in the mode it came in. ``top_p`` is passed only in
+    the case that uses it.
 
-    Sub-checks (4): prompts of 2 tokens run past ``max_seq_len`` at temperature 1;
-    temperature 0.4; top-k 3 at temperature 2 with the model arriving in eval mode; the
-    prompts unchanged and each model back in its mode. Names the mistake when it is a known
-    one (``MISTAKES``, the probe's refusals: ``REFUSALS``, and ``torch.multinomial``'s
-    refusal of the logits, drawn from instead of the probabilities).
+    Sub-checks (5): prompts of 2 tokens run past ``max_seq_len`` at temperature 1;
+    temperature 0.4; top-k 3 at temperature 2 with the model arriving in eval mode; top-p
+    0.7 after top-k 8 at temperature 1.5; the prompts unchanged and each model back in its
+    mode. Names the mistake when it is a known one (``MISTAKES``, the probe's refusals:
+    ``REFUSALS``, ``torch.multinomial``'s refusal of the logits, drawn from instead of the
+    probabilities, and of a row that top-p left without a token).
     """
     require_function("check_generate", fn)
     name = getattr(fn, "__name__", "fn")
     with Checker("generate") as chk:
         after = []
-        for number, (T, new, temperature, top_k, training) in enumerate(_cases()):
+        for number, (T, new, temperature, top_k, top_p, training) in enumerate(_cases()):
             case = say(
                 f"{B} prompts of {T} token(s), {new} new, temperature {temperature}, top_k {top_k}",
                 f"{B} 个长度为 {T} 的提示词，生成 {new} 个，温度 {temperature}，top_k {top_k}",
-            )
+            ) + (say(f", top_p {top_p}", f"，top_p {top_p}") if top_p is not None else "")
             torch.manual_seed(case_seed(50 + number))
             model = InferenceProbe(CONFIG).to(chk.device).train(training)
             gen = chk.generator(60 + number)
@@ -181,9 +258,10 @@ def check_generate(fn) -> None:
                 new=new,
                 temperature=temperature,
                 top_k=top_k,
+                top_p=top_p,
                 twin=twin,
             ):
-                return _sample(model, idx, new, temperature, top_k, twin(), key)
+                return _sample(model, idx, new, temperature, top_k, twin(), key, top_p)
 
             want = reference()
             seen = idx.clone()
@@ -199,8 +277,13 @@ def check_generate(fn) -> None:
                 new,
                 temperature=temperature,
                 top_k=top_k,
+                **({} if top_p is None else {"top_p": top_p}),  # older samplers lack it
                 generator=twin(),
-                known={**REFUSALS, NOT_PROBABILITIES: _logits_drawn()},
+                known={
+                    **REFUSALS,
+                    # a sampler that reaches top-p drew from probabilities in the cases before
+                    NOT_PROBABILITIES: _logits_drawn() if top_p is None else _no_token_left(),
+                },
                 hint=_hint(),
             )
             shape = (B, T + new)
