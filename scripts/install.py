@@ -55,6 +55,7 @@ def package_index() -> str:
         [sys.executable, "-m", "pip", "config", "get", "global.index-url"],
         capture_output=True,
         text=True,
+        encoding="utf-8",
     )
     return found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else "PyPI"
 

@@ -123,5 +123,8 @@ def test_the_glyph_test_sees_a_missing_font(monkeypatch):
     """Without a CJK font, the same drawing reports the missing glyphs (so the test above
     can fail)."""
     monkeypatch.setattr(fonts, "installed_cjk_fonts", list)
-    with matplotlib.rc_context({"font.sans-serif": ["DejaVu Sans"]}):
+    # The family too: a Chinese notebook set up earlier in this process names the CJK font
+    # there (use_chinese_fonts), and that would draw the glyphs.
+    plain = {"font.family": ["sans-serif"], "font.sans-serif": ["DejaVu Sans"]}
+    with matplotlib.rc_context(plain):
         assert missing_glyphs("注意力"), "DejaVu Sans has no Chinese glyphs"
