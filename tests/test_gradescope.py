@@ -33,7 +33,7 @@ from helpers import ROOT
 
 NAME = "03_norms"
 SECRET = b"a teacher's grading secret, 32 b"  # the bundle's; the tests' own secret file aside
-EXERCISES = ["LayerNorm", "RMSNorm"]
+EXERCISES = ["LayerNorm", "RMSNorm", "layernorm_backward"]
 VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
 FORMATS = {"text", "simple_format", "html", "md", "ansi"}
 
@@ -437,11 +437,11 @@ def test_a_solved_notebook_gets_full_marks(autograder_root):
     (submission / "notes").mkdir()  # another notebook: the one named after NAME is chosen
     notebook_format.write_notebook(_learner(False), submission / "notes" / "scratch.ipynb")
     data = run_autograder(autograder_root)
-    assert data["score"] == 2.0
+    assert data["score"] == len(EXERCISES)
     assert [(t["name"], t["score"], t["status"]) for t in data["tests"]] == [
         (f"{NAME}: {name}", 1.0, "passed") for name in EXERCISES
     ]
-    assert data["output"].startswith(f"alice_{NAME}.ipynb (against {NAME}): 2/2")
+    assert data["output"].startswith(f"alice_{NAME}.ipynb (against {NAME}): 3/3")
     assert list(submission.glob("*.ipynb")) == [submission / f"alice_{NAME}.ipynb"]
 
 

@@ -148,8 +148,11 @@ def setup_notebook(written_for: str, seed: int = 0, language: str | None = None)
         print(message, file=sys.stderr)
     seed_everything(seed)
     _learners_screen()
-    if "tfcourse.checks" in sys.modules:  # else the checks read the language when imported
-        sys.modules["tfcourse.checks"].localized_docs(course_language.current())
+    # The checks' help in the notebook's language; not yet imported, they read it when they
+    # are. (The grader's worker holds a sealed stand-in of the checks, without it.)
+    localized_docs = getattr(sys.modules.get("tfcourse.checks"), "localized_docs", None)
+    if localized_docs is not None:
+        localized_docs(course_language.current())
     try:
         import matplotlib
 
