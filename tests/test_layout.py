@@ -163,6 +163,7 @@ def test_the_top_level_holds_only_the_public_face_and_the_commands():
         "__main__.py",
         "cli.py",
         "demo.py",
+        "demo_command.py",
         "files.py",
         "language.py",
         "runtime.py",

@@ -18,7 +18,10 @@ from .language import current, say
 
 # name -> (module, one-line help)
 COMMANDS = {
-    "demo": ("tfcourse.demo", "pre-LN vs post-LN stacks: shapes and gradient norms side by side"),
+    "demo": (
+        "tfcourse.demo_command",
+        "pre-LN vs post-LN stacks: shapes and gradient norms side by side",
+    ),
     "lab": ("tfcourse.course.launch", "open the course in JupyterLab"),
     "notebooks": (
         "tfcourse.course.notebooks_command",
