@@ -459,8 +459,10 @@ def test_a_fresh_learner_notebook_shows_no_verdict_that_did_not_run(lab, browser
         checks.first.wait_for(state="attached", timeout=SERVER_START_S * 1000)
         checks.first.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "browser-fresh-learner.png"))
-        prompts = checks.locator(".jp-InputArea-prompt").all_inner_texts()
-        shown = checks.locator(".jp-OutputArea-output").all_inner_texts()
+        # textContent, not innerText: JupyterLab leaves a cell below the fold unrendered
+        # (content-visibility), and innerText of an unrendered cell is empty.
+        prompts = checks.locator(".jp-InputArea-prompt").all_text_contents()
+        shown = checks.locator(".jp-OutputArea-output").all_text_contents()
     finally:
         page.close()
         lab.shut_down_kernels()
