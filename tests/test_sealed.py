@@ -306,12 +306,11 @@ def test_a_worker_gone_before_its_first_message_is_replaced_on_a_fresh_server(
     solution, monkeypatch
 ):
     solved = solve(make_learner(solution, "99_fixture"), solution)
-    assert _sealed(solution, solved, "RMSNorm").status == "passed"  # leaves an idle server
+    assert _sealed(solution, solved, "RMSNorm").status == "passed"  # leaves spare servers
     servers = _dead_forks(monkeypatch, 1)
     verdict = _sealed(solution, solved, "RMSNorm")
     assert (verdict.status, verdict.output) == ("passed", "RMSNorm: 6/6 checks passed")
     assert len(servers) == 2 and servers[0] != servers[1], servers
-    assert servers[0] not in [server.process.pid for _, server in pool._idle]
 
 
 @pytest.mark.slow

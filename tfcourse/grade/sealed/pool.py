@@ -1,22 +1,25 @@
-"""Sealed workers from fork servers: the seconds of imports paid once per server.
+"""Sealed workers from fork servers, one sandbox per session, never reused.
 
 A worker started from nothing imports torch, IPython and matplotlib before it runs a
-line of the learner's (several seconds on a laptop, more than grading the notebook
-takes). A fork server (``forkserver.py``), sandboxed like a worker, imports them once and
-forks a fresh worker per session; ``end`` then clears the sandbox for the next learner
-(or the server ends, and a fresh one is started). This module keeps idle servers for
-the grading run and hands each session one of its own, never shared by two sessions at
-once: ``start(...)`` returns an object with the parts of ``subprocess.Popen`` that
-``channel.Channel`` uses (``stdin``, ``stdout``, ``poll``, ``kill``); ``kill`` ends the
-session and gives the server back.
+line of the learner's (seconds on a laptop, more than grading the notebook takes). A fork
+server (``forkserver.py``), sandboxed like a worker, imports them and forks the session's
+worker. Each server serves exactly one session, one learner's: when the session ends the
+server is killed, and with it, as the sandbox's process 1, every process of that sandbox;
+its private ``/tmp`` and ``/dev/shm`` go with its mount namespace. Nothing of one learner's
+sandbox can be seen by another, by construction: no sandbox is ever handed on, so nothing
+has to be proven clean. What keeps this fast is that servers are started ahead: taking a
+spare starts its replacement in the background, so the imports of the next session run
+while this one grades. ``start(...)`` returns an object with the parts of
+``subprocess.Popen`` that ``channel.Channel`` uses (``stdin``, ``stdout``, ``poll``,
+``kill``); ``kill`` ends the session and its server.
 
-Only sealed grading uses servers; ``--unsealed`` starts each worker from nothing, as
-there is no sandbox to clear.
+Only sealed grading uses servers; ``--unsealed`` starts each worker from nothing.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -35,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 WORKER_FILES = ("worker.py", "protocol.py", "syscalls.py")  # a worker started on its own
 FILES = (*WORKER_FILES, "forkserver.py")
 START_SECONDS = 120  # importing torch on a loaded machine, with room to spare
-ANSWER_SECONDS = 20  # a fork, or clearing the sandbox after a session
+ANSWER_SECONDS = 20  # a fork
 SESSION = "/tmp/session"  # a forked worker's folder, inside the sandbox (forkserver.py)
 # The server's own: its files in one folder of /tmp (matplotlib's font cache), and one
 # thread while it imports (a fork copies only the thread that forks).
@@ -45,8 +48,8 @@ SERVER_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
-# Servers kept between sessions: about one per job (each holds torch in memory).
-MAX_IDLE = max(4, os.cpu_count() or 1)
+# Servers started ahead, per set-up: one per job of a class run (each holds torch in memory).
+SPARES = 2
 # bubblewrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that
 # started it ends, not the process: a server started by a grading thread would be killed
 # when that thread ends, while idle or, worse, just after forking a worker. Every server
@@ -112,14 +115,6 @@ class ForkServer:
         os.close(out[1])
         return os.fdopen(into[1], "wb"), os.fdopen(out[0], "rb")
 
-    def end(self) -> bool:
-        """Clear the sandbox after a session; ``False`` when the server could not."""
-        try:
-            self.control.send(json.dumps({"op": "end"}).encode())
-            return bool(self._answer(ANSWER_SECONDS, "clean"))
-        except (OSError, WorkerFailed):
-            return False
-
     def last_words(self) -> str:
         """The last line the server (or a worker before its channel) wrote to stderr."""
         try:
@@ -138,10 +133,11 @@ class ForkServer:
 
 
 class Session:
-    """A forked worker as ``channel.Channel`` sees a process; ``kill`` ends the session."""
+    """A forked worker as ``channel.Channel`` sees a process; ``kill`` ends the session and
+    its server."""
 
-    def __init__(self, server: ForkServer, key: tuple, env: dict[str, str]):
-        self.server, self.key = server, key
+    def __init__(self, server: ForkServer, env: dict[str, str]):
+        self.server = server
         self.stdin, self.stdout = server.fork(env)
         self.ended = False
 
@@ -149,15 +145,11 @@ class Session:
         return 0 if self.ended else None
 
     def kill(self) -> None:
-        if self.ended:
-            return
-        self.ended = True
-        self.stdin.close()
-        _give_back(self.key, self.server)
+        self.discard()
 
     def discard(self) -> str:
-        """End the session and its server (never reused); the server's last words."""
-        said = self.server.last_words()
+        """End the session and its server; the server's last words."""
+        said = "" if self.ended else self.server.last_words()
         self.ended = True
         self.stdin.close()
         self.server.close()
@@ -165,50 +157,37 @@ class Session:
 
 
 _lock = threading.Lock()
-_idle: list[tuple[tuple, ForkServer]] = []
+_spares: dict[tuple, list] = {}  # set-up -> futures of servers that never served anyone
+_ahead = ThreadPoolExecutor(max_workers=SPARES, thread_name_prefix="tfcourse-spares")
 
 
-def start(
-    server_env: dict[str, str], hide: list[Path], env: dict[str, str], fresh: bool = False
-) -> Session:
-    """A sealed worker with environment ``env``, forked by a server started with
-    ``server_env`` and ``hide`` (``sandbox.start_sealed``): an idle one, unless ``fresh``.
+def start(server_env: dict[str, str], hide: list[Path], env: dict[str, str]) -> Session:
+    """A sealed worker with environment ``env``, forked by a server of its own that never
+    served anyone, started with ``server_env`` and ``hide`` (``sandbox.start_sealed``).
     Raises ``WorkerFailed``."""
     key = (tuple(sorted(server_env.items())), tuple(sorted(map(str, hide))))
     with _lock:
-        server = None if fresh else next((s for k, s in _idle if k == key), None)
-        if server is not None:
-            _idle.remove((key, server))
-    if server is not None:
-        try:
-            return Session(server, key, env)
-        except (OSError, WorkerFailed):
-            server.close()  # broken since its last session: start afresh
-    server = ForkServer(server_env, hide)
+        spares = _spares.setdefault(key, [])
+        spares[:] = [f for f in spares if not (f.done() and f.exception() is not None)]
+        ready = next((f for f in spares if f.done()), None)
+        if ready is not None:
+            spares.remove(ready)
+        while len(spares) < SPARES:  # the next sessions' servers start now
+            spares.append(_ahead.submit(ForkServer, server_env, hide))
+    server = ready.result() if ready is not None else ForkServer(server_env, hide)
     try:
-        return Session(server, key, env)
+        return Session(server, env)
     except (OSError, WorkerFailed):
         server.close()
         raise
 
 
-def _give_back(key: tuple, server: ForkServer) -> None:
-    if not server.end():
-        server.close()
-        return
-    with _lock:
-        _idle.append((key, server))
-        extra = _idle[:-MAX_IDLE] if len(_idle) > MAX_IDLE else []
-        del _idle[: len(extra)]
-    for _, old in extra:
-        old.close()
-
-
 @atexit.register
 def close_all() -> None:
-    """End every idle server (at exit, and for tests)."""
+    """End every spare server (at exit, and for tests)."""
     with _lock:
-        servers = [server for _, server in _idle]
-        _idle.clear()
-    for server in servers:
-        server.close()
+        futures = [f for spares in _spares.values() for f in spares]
+        _spares.clear()
+    for future in futures:
+        with contextlib.suppress(OSError, RuntimeError, WorkerFailed):
+            future.result().close()

@@ -270,11 +270,9 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------ one worker, one verdict
 
 
-def _start_process(
-    env: dict[str, str], limits: dict, folder: Path, setup: Setup, fresh: bool = False
-):
+def _start_process(env: dict[str, str], limits: dict, folder: Path, setup: Setup):
     """A worker process for one session, not yet told anything. Under bubblewrap, it is
-    forked by a server in the sandbox (``pool.py``; an idle one unless ``fresh``); else it
+    forked by a server in a sandbox of its own (``pool.py``); else it
     is a process of its own in ``folder``: as a fresh user (``users.py``, which adds its
     process limit to ``limits``), or unsealed. Raises ``channel.WorkerFailed``."""
     if setup.sandbox == "bubblewrap":
@@ -282,7 +280,6 @@ def _start_process(
             env,
             [*setup.hide, *graders_own()],
             dict(env, HOME=pool.SESSION, TMPDIR="/tmp", MPLCONFIGDIR=f"{pool.SESSION}/.matplotlib"),
-            fresh=fresh,
         )
     work = folder / "work"  # the worker's; ``folder`` stays the grader's
     work.mkdir()
@@ -340,9 +337,9 @@ def _start_worker(
         "sealed": not setup.unsealed,
     }
     # A worker that ends before reading its first message has run nothing of the
-    # learner's: under bubblewrap, its server is dropped and a fresh one forks another.
-    for fresh in (False, True):
-        process = _start_process(env, limits, folder, setup, fresh=fresh)
+    # learner's: under bubblewrap, another server forks another, once.
+    for again in (False, True):
+        process = _start_process(env, limits, folder, setup)
         worker = proxy.Worker(process, setup.timeout, budget)
         try:
             worker.send(first, {"package": package})
@@ -353,7 +350,7 @@ def _start_worker(
         except channel.WorkerFailed as error:
             if isinstance(process, pool.Session):
                 said = process.discard()
-                if not fresh:
+                if not again:
                     continue
             else:
                 said = ""
