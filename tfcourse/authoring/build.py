@@ -33,8 +33,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-
 from ..course import notebook_format
 from ..course.stubs import stub_message
 from ..language import text_width
@@ -200,7 +198,8 @@ def expected_output(outputs, language: str = "en"):
         if len(lines) == 1
         else "\n".join([label, *(f"  {line}" for line in lines)])
     )
-    return nbformat.v4.new_output(
+    # nbformat through notebook_format, whose import keeps nbformat's fast
+    return notebook_format.nbformat.v4.new_output(
         "display_data", data={"text/plain": text}, metadata={"tfcourse": {EXPECTED_KEY: True}}
     )
 
