@@ -221,7 +221,7 @@ def needs_sandbox() -> None:
 # --- English left in what a Chinese reader reads
 
 # Words a Chinese text keeps in English: the glossary's bracketed terms, the names of tools,
-# libraries and models, and units.
+# libraries, models and fonts, and units.
 KEPT_IN_ENGLISH = frozenset(
     """
     pre post ln layernorm rmsnorm batchnorm dropout softmax token tokens batch buffer
@@ -230,7 +230,7 @@ KEPT_IN_ENGLISH = frozenset(
     qkv bpe adamw adam sgd cuda mps cpu gpu nccl gloo torchrun sdpa flash nbval
     gradescope colab ipywidgets matplotlib transformers hugging face windows macos linux
     powershell conda n-gram gram unigram bigram top-k top-p nats nat ms us kib mib gib kb mb
-    gb none true false attn mlp yarn ntk-aware ntk idx
+    gb none true false attn mlp yarn ntk-aware ntk idx noto sans subset
     """.split()  # noqa: SIM905 (a list of words reads best as words)
 )
 # What is code, not prose: `code`, URLs, paths and file names, flags, identifiers (with _,
