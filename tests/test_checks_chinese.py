@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from tfcourse import checks, language
 from tfcourse.checks import (
+    check_configure_optimizer,
     check_layernorm_backward,
     check_llama_block,
     check_permute_qk_rows,
@@ -42,6 +43,7 @@ from mutants.gqa import MUTANTS as GQA_MUTANTS
 from mutants.gqa import make_repeat_kv
 from mutants.llama_block import MUTANTS as LLAMA_BLOCK_MUTANTS
 from mutants.norm_backward import MUTANTS as NORM_BACKWARD_MUTANTS
+from mutants.optimizer import MUTANTS as OPTIMIZER_MUTANTS
 from mutants.rotary_attention import MUTANTS as ROTARY_ATTENTION_MUTANTS
 
 CHECKS_DIR = Path(__file__).resolve().parents[1] / "tfcourse" / "checks"
@@ -204,6 +206,7 @@ SWEEP = (
     + [(name, check_llama_block, wrong) for name, wrong, _ in LLAMA_BLOCK_MUTANTS]
     + [(f"claims-{name}", check_permute_qk_rows, wrong) for name, wrong, _ in CLAIMS_MUTANTS]
     + [(name, check_layernorm_backward, wrong) for name, wrong, _ in NORM_BACKWARD_MUTANTS]
+    + [(name, check_configure_optimizer, wrong) for name, wrong, _ in OPTIMIZER_MUTANTS]
 )
 
 
@@ -366,6 +369,8 @@ ALLOWED_PROSE_TEXTS = {
     ("generate.py", "probability tensor contains either"),
     ("norm_backward.py", "does not require grad"),  # autograd's, when a learner calls it
     ("norm_backward.py", "(grad_x, grad_weight, grad_bias)"),  # names of code
+    # torch.optim's, for a parameter in two param groups (the tied weight counted twice)
+    ("optimizer.py", "more than one parameter group"),
     # A key of the gradients' dict; the harness shows it as "输入 kv" in Chinese.
     ("gqa.py", "input kv"),
 }

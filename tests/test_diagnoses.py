@@ -30,6 +30,7 @@ CHECK_TESTS = [
     "tests/test_mutants.py",
     "tests/test_mutants_gqa.py",
     "tests/test_mutants_norm_backward.py",
+    "tests/test_mutants_optimizer.py",
     "tests/test_mutants_rotary_attention.py",
     "tests/test_mutants_llama_block.py",
     "tests/test_mutants_claims.py",

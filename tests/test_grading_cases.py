@@ -40,13 +40,14 @@ from tfcourse.lab.production import attend_with_cache, fuse_qkv
 from tfcourse.language import speaking
 from tfcourse.nn.attention import repeat_kv
 from tfcourse.train.bpe import _merge
-from tfcourse.train.optim import lr_at
+from tfcourse.train.optim import configure_optimizer, lr_at
 
 import mutants.claims
 import mutants.core
 import mutants.gqa
 import mutants.llama_block
 import mutants.norm_backward
+import mutants.optimizer
 import mutants.rotary_attention
 from conftest import verdict_lines
 
@@ -82,6 +83,7 @@ REFERENCES = {
     "check_rotary_attention": mutants.rotary_attention.LearnerRotaryAttention,
     "check_llama_block": mutants.llama_block.LearnerLlamaBlock,
     "check_lr_schedule": lr_at,
+    "check_configure_optimizer": configure_optimizer,
     "check_train_loop": lambda model, optimizer, batches, **setting: _loop(
         model, optimizer, batches, **setting
     )[0],
@@ -154,6 +156,9 @@ def _alternatives():
         for row in mutants.rotary_attention.ALTERNATIVES
     ]
     rows += [(row[0], checks.check_llama_block, row[1]) for row in mutants.llama_block.ALTERNATIVES]
+    rows += [
+        (row[0], checks.check_configure_optimizer, row[1]) for row in mutants.optimizer.ALTERNATIVES
+    ]
     return [pytest.param(check, implementation, id=name) for name, check, implementation in rows]
 
 
@@ -173,6 +178,10 @@ def _mutants():
     ]
     rows += [
         (row[0], checks.check_llama_block, row[1], row[2]) for row in mutants.llama_block.MUTANTS
+    ]
+    rows += [
+        (row[0], checks.check_configure_optimizer, row[1], row[2])
+        for row in mutants.optimizer.MUTANTS
     ]
     return [
         pytest.param(check, implementation, cause, id=name)

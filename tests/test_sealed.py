@@ -266,6 +266,51 @@ def test_an_optimizer_with_state_or_foreign_parameters_is_not_sent():
         _send_handle(used, encoder, [model])
 
 
+def test_an_optimizer_the_learner_returns_comes_back_over_the_checks_own_module():
+    """``configure_optimizer(model, ...)``: the worker names each parameter of the optimizer it
+    got back in the copy of the check's model, and the grader rebuilds the optimizer over the
+    model itself, so a check compares parameters by identity. A parameter the copy does not
+    hold (a detached copy) comes back as a tensor of its own; frozen parameters stay frozen."""
+    from tfcourse.grade.sealed.proxy import _send_handle
+
+    model = torch.nn.Linear(3, 2)
+    model.bias.requires_grad_(False)
+    sent: list = []
+    encoder = protocol.Encoder()
+    encoder.handle = lambda value: _send_handle(value, encoder, sent)
+    tree = encoder((model,))
+    copies: list = []
+    (copy,) = protocol.decode(
+        tree, encoder.tensors, dataclasses_from_tfcourse=True, by_value=copies
+    )
+    assert not copy.bias.requires_grad and copy.weight.requires_grad  # frozen crosses
+
+    # In the worker: the learner's optimizer over the copy, with a stray tensor of its own.
+    stray = copy.weight.detach()
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        answer = torch.optim.Adam(
+            [{"params": [copy.weight, copy.weight], "weight_decay": 0.3}, {"params": [stray]}],
+            lr=0.25,
+            betas=(0.8, 0.9),
+        )
+    back = protocol.Encoder()
+    node = protocol.optimizer_node(answer, copies, back)
+    header, tensors = _round_trip({"v": node}, back.tensors)
+    rebuilt = protocol.decode(header["v"], tensors, optimizers_over=[model])
+    assert type(rebuilt) is torch.optim.Adam
+    first, second = rebuilt.param_groups
+    assert [p is model.weight for p in first["params"]] == [True, True]  # the duplicate kept
+    assert second["params"][0] is not model.weight and second["params"][0].shape == (2, 3)
+    assert (first["weight_decay"], first["lr"], first["betas"]) == (0.3, 0.25, (0.8, 0.9))
+    # Without the grader's modules to rebuild over, an optimizer node is refused.
+    with pytest.raises(protocol.ProtocolError, match="unknown value node"):
+        protocol.decode(header["v"], tensors)
+    # Only copies: they come back as tensors, over the first module; no module: no node.
+    only_copies = protocol.optimizer_node(torch.optim.SGD([stray], lr=1.0), copies, back)
+    assert only_copies is not None and only_copies["module"] == 0
+    assert protocol.optimizer_node(torch.optim.SGD([stray], lr=1.0), [], back) is None
+
+
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_solved_and_unsolved_exercises(solution):
@@ -889,12 +934,50 @@ def test_shortcuts_earn_nothing_in_the_shared_and_the_retry_worker(
 
 # Honest work: other correct ways to write an exercise, which earn its points sealed as they
 # pass its check in the notebook.
+_CONFIGURE = (
+    "def configure_optimizer(model, *, lr, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8):\n"
+    "    if not isinstance(model, torch.nn.Module):\n"
+    "        raise TypeError('model must be an nn.Module')\n"
+    "    if not lr > 0 or weight_decay < 0:\n"
+    "        raise ValueError('need lr > 0 and weight_decay >= 0')\n"
+    "BODY"
+)
 HONEST = [
     (
         "10_modern_block",
         "ex-repeat-kv",
         "repeat_kv",
         "def repeat_kv(kv, n_rep):\n    return torch.repeat_interleave(kv, n_rep, dim=1)",
+    ),
+    # Split by name, rightly for the course's models (biases and every norm's parameters).
+    (
+        "08_training",
+        "ex-configure-optimizer",
+        "configure_optimizer",
+        _CONFIGURE.replace(
+            "BODY",
+            "    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]\n"
+            "    plain = [p for n, p in named if n.endswith('.bias') or 'norm' in n]\n"
+            "    decay = [p for n, p in named if not (n.endswith('.bias') or 'norm' in n)]\n"
+            "    return torch.optim.AdamW([{'params': decay, 'weight_decay': weight_decay},\n"
+            "                              {'params': plain, 'weight_decay': 0.0}],\n"
+            "                             lr=lr, betas=betas, eps=eps)\n",
+        ),
+    ),
+    # Three groups, AdamW's own weight_decay for the two that decay.
+    (
+        "08_training",
+        "ex-configure-optimizer",
+        "configure_optimizer",
+        _CONFIGURE.replace(
+            "BODY",
+            "    params = [p for p in model.parameters() if p.requires_grad]\n"
+            "    groups = [{'params': [p for p in params if p.ndim >= 2 and p.shape[0] > 30]},\n"
+            "              {'params': [p for p in params if p.ndim >= 2 and p.shape[0] <= 30]},\n"
+            "              {'params': [p for p in params if p.ndim < 2], 'weight_decay': 0.0}]\n"
+            "    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps,\n"
+            "                             weight_decay=weight_decay)\n",
+        ),
     ),
 ]
 
@@ -909,6 +992,72 @@ def test_honest_work_earns_its_points_sealed(notebook, cell_id, exercise, source
     stamped, _ = restamp(nb, solution)
     setup = Setup(env=grading_env(1), timeout=60)
     assert grade_exercise(stamped, solution, exercise, setup).status == "passed"
+
+
+# Wrong answers to configure_optimizer, judged sealed as in the notebook: the optimizer crosses
+# back by value, so the same mistake is named (an error raised in the worker, a parameter
+# twice in a group, a copy that is not the model's parameter, a frozen one, plain Adam).
+SEALED_MISTAKES = [
+    (
+        "params = [p for p in model.parameters() if p.requires_grad]",
+        "params = list(model.parameters())",
+        "frozen parameters (requires_grad=False) are in the optimizer",
+    ),
+    (
+        "params = [p for p in model.parameters() if p.requires_grad]",
+        "params = [p for _, p in model.named_parameters(remove_duplicate=False) "
+        "if p.requires_grad]",
+        "a parameter is in the optimizer twice",
+    ),
+    (
+        "params = [p for p in model.parameters() if p.requires_grad]",
+        "params = [p.detach() for p in model.parameters() if p.requires_grad]",
+        "not the model's parameters",
+    ),
+    (
+        "return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)",
+        "return torch.optim.Adam(groups, lr=lr, betas=betas, eps=eps)",
+        "torch.optim.Adam instead of AdamW",
+    ),
+    (
+        'groups = [{"params": decay, "weight_decay": weight_decay},',
+        'groups = [{"params": decay + no_decay[:1], "weight_decay": weight_decay},',
+        "a parameter is in the optimizer twice",
+    ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_configure_optimizers_mistakes_are_named_sealed():
+    solution = notebook_format.read_notebook(ROOT / "solutions" / "08_training.ipynb")
+    setup = Setup(env=grading_env(1), timeout=60)
+    for old, new, cause in SEALED_MISTAKES:
+        nb = solve(make_learner(solution, "08_training"), solution)
+        cell = next(c for c in nb.cells if c.get("id") == "ex-configure-optimizer")
+        assert old in cell.source, old
+        cell.source = cell.source.replace(old, new)
+        stamped, _ = restamp(nb, solution)
+        verdict = grade_exercise(stamped, solution, "configure_optimizer", setup)
+        assert verdict.status == "failed" and cause in verdict.output, (new, verdict)
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_the_packages_configure_optimizer_earns_nothing():
+    """Handing the job to the course's own function: it is sealed away in the worker."""
+    solution = notebook_format.read_notebook(ROOT / "solutions" / "08_training.ipynb")
+    nb = solve(make_learner(solution, "08_training"), solution)
+    cell = next(c for c in nb.cells if c.get("id") == "ex-configure-optimizer")
+    cell.source = (
+        "def configure_optimizer(model, *, lr, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8):\n"
+        "    return training.configure_optimizer(model, lr=lr, weight_decay=weight_decay,\n"
+        "                                        betas=betas, eps=eps)"
+    )
+    stamped, _ = restamp(nb, solution)
+    setup = Setup(env=grading_env(1), timeout=60)
+    verdict = grade_exercise(stamped, solution, "configure_optimizer", setup)
+    assert verdict.status != "passed", verdict
 
 
 def _names_that_run() -> set[str]:

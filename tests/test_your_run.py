@@ -107,7 +107,7 @@ def test_the_run_computes_with_the_same_threads_on_any_machine(parts, data, monk
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        names = ("gpt", "get_batch", "estimate_loss", "generate")
+        names = ("gpt", "get_batch", "configure_optimizer", "estimate_loss", "generate")
         watched = SimpleNamespace(train_loop=loop, **{n: getattr(parts, n) for n in names})
         run = train_yours(watched, data, small(data), 2, eval_batches=1)
         assert seen == [your_run.THREADS] and torch.get_num_threads() == 2
@@ -116,3 +116,21 @@ def test_the_run_computes_with_the_same_threads_on_any_machine(parts, data, monk
         assert again.loss == run.loss
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_run_builds_its_optimizer_with_the_learners_configure_optimizer(parts, data):
+    """``parts.configure_optimizer`` (the learner's, read from notebook 08) builds the run's
+    AdamW, with the schedule's rate and weight decay."""
+    assert parts.loaded["configure_optimizer"].yours
+    calls = []
+
+    class Watched:
+        def __getattr__(self, name):
+            return getattr(parts, name)
+
+        def configure_optimizer(self, model, **settings):
+            calls.append(settings)
+            return parts.configure_optimizer(model, **settings)
+
+    train_yours(Watched(), data, small(data), 1, eval_batches=1)
+    assert calls == [{"lr": SCHEDULE["lr"], "weight_decay": SCHEDULE.get("weight_decay", 0.1)}]

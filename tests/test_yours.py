@@ -55,7 +55,7 @@ def test_solved_notebooks_compose_into_the_learners_own_gpt(tmp_path):
     and the model computes what tc.GPT computes with the same weights."""
     parts = yours(_folder(tmp_path), solutions_dir=SOLUTIONS)
     assert set(_whose(parts).values()) == {"yours"}, str(parts)
-    assert "18 of 18 parts are yours" in str(parts)
+    assert "19 of 19 parts are yours" in str(parts)
 
     for config in (SMALL.replace(activation="gelu"), MODERN):
         model = parts.gpt(config).eval()
@@ -169,7 +169,7 @@ def test_the_table_speaks_chinese(tmp_path):
         parts = yours(folder, solutions_dir=SOLUTIONS)
         text = str(parts)
     assert "参考实现" in text and "这个文件夹里没有 08_training.ipynb" in text
-    assert "18 个部分中有 13 个是你的" in text
+    assert "19 个部分中有 13 个是你的" in text
 
 
 def test_a_folder_that_is_not_one_is_refused(tmp_path):
@@ -188,3 +188,22 @@ def test_a_failing_function_is_replaced_for_the_cells_that_use_it(tmp_path):
     parts = yours(folder, solutions_dir=SOLUTIONS)
     whose = _whose(parts)
     assert whose["repeat_kv"] == "reference" and whose["RotaryAttention"] == "yours", str(parts)
+
+
+def test_a_failing_configure_optimizer_is_the_references(tmp_path):
+    """Decay on everything (one group) fails the check: the capstone's run builds its optimizer
+    with the reference's, and the table says why; the loop beside it stays the learner's."""
+    one_group = (
+        "    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)",
+        "    return torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, "
+        "weight_decay=weight_decay)",
+    )
+    folder = _folder(tmp_path, edits={("08_training", "configure_optimizer"): one_group})
+    parts = yours(folder, solutions_dir=SOLUTIONS)
+    rows = {name: (whose, why) for name, _, whose, why in parts.rows()}
+    whose, why = rows["configure_optimizer"]
+    assert whose == "reference" and "every parameter decays" in why, why
+    assert rows["train_loop"] == ("yours", "")
+    from tfcourse.train.optim import configure_optimizer
+
+    assert parts.configure_optimizer is configure_optimizer

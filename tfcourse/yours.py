@@ -7,7 +7,8 @@ new cell below the stub counts, as in grading), then the check the course wrote 
 part that passes is the learner's; a part that is missing, unsolved or failing is the
 reference's, and the table says why. Parts compose (``compose.py``): the learner's block (their
 ``LlamaBlock`` where the config is LLaMA's, else their ``TransformerBlock``) is built from the
-learner's norm, attention and MLP, their GPT from their blocks, their loop asks their ``lr_at``.
+learner's norm, attention and MLP, their GPT from their blocks, their loop asks their ``lr_at``
+and trains with the optimizer their ``configure_optimizer`` builds.
 
 This is the learner's own code on their own machine, run in this process as their notebooks
 run it: nothing is sealed. Nothing is written; their notebooks are read as last saved.
@@ -105,13 +106,14 @@ def _reference(name: str):
     import tfcourse
 
     from .nn.attention import repeat_kv
-    from .train.optim import lr_at
+    from .train.optim import configure_optimizer, lr_at
 
     own = {
         "repeat_kv": repeat_kv,
         "RotaryAttention": _rotary_attention,
         "LlamaBlock": _llama_block,
         "lr_at": lr_at,
+        "configure_optimizer": configure_optimizer,
         "train_loop": _train_loop,
         "estimate_loss": _estimate_loss,
         "get_batch": _get_batch,
@@ -146,6 +148,7 @@ PARTS = (
     Part("05_block", "TransformerBlock", "TransformerBlock"),
     Part("07_gpt", "GPT", "GPT"),
     Part("08_training", "lr_at", "lr_at"),
+    Part("08_training", "configure_optimizer", "configure_optimizer"),
     Part("08_training", "train_loop", "train_loop"),
     Part("08_training", "estimate_loss", "estimate_loss"),
     Part("08_training", "get_batch", "get_batch"),

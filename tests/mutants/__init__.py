@@ -11,7 +11,8 @@ alternatives, so each mutant differs from a passing implementation by its one mi
 
 - ``core``: notebooks 01 to 08 (``tests/test_mutants.py``);
 - ``gqa``: ``check_repeat_kv`` of notebook 10 (``tests/test_mutants_gqa.py``);
-- ``claims``: ``check_permute_qk_rows`` of notebook 11 (``tests/test_mutants_claims.py``).
+- ``claims``: ``check_permute_qk_rows`` of notebook 11 (``tests/test_mutants_claims.py``);
+- ``optimizer``: ``check_configure_optimizer`` of notebook 08 (``tests/test_mutants_optimizer.py``).
 
 The Chinese-edition and grading-case tests run the same catalogue.
 """

@@ -59,6 +59,7 @@ SUB_CHECKS = {
     "attend_with_cache": 5,
     "bias_savings": 4,
     "causal_mask": 4,
+    "configure_optimizer": 4,
     "estimate_loss": 3,
     "first_head_weights": 5,
     "fuse_qkv": 4,

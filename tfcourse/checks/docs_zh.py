@@ -35,6 +35,25 @@ DOCS_ZH = {
     子检查（共 4 项）：T = 5, 1, 2, 16（评分时，5 和 16 会换成为该学员随机抽取的两个尺寸，
     都不超过 200：``cases.case_int``）。
     """,
+    "check_configure_optimizer": """检查构建优化器的函数
+    ``fn(model, *, lr, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8) -> AdamW``。
+
+    参考实现是 ``tfcourse.train.optim.configure_optimizer``：在 ``model`` 的可训练参数
+    （``requires_grad`` 为真；绑定的权重只算一次，和 ``model.parameters()`` 列出的一样）上建一个
+    ``torch.optim.AdamW``，分成两个参数组：``p.dim() >= 2`` 的参数（矩阵和嵌入）用
+    ``weight_decay``，``p.dim() < 2`` 的参数（偏置、归一化的增益）用 ``weight_decay=0``；每个
+    参数组都用 ``lr``、``betas`` 和 ``eps``。只要每个参数拿到的权重衰减都对，怎样分组都能通过
+    （三个参数组、别的顺序）。
+
+    子检查（共 4 项）：课程的 GPT（有偏置、LayerNorm、语言模型头做了权重绑定），用不同于默认值的
+    设置；LLaMA 式的 GPT（RMSNorm、没有偏置、旋转位置编码、独立的语言模型头）；冻结了部分参数、
+    只传 ``lr`` 的课程 GPT（由此检查默认值）；错误的输入（``model`` 是一个张量列表、``lr=0``、
+    ``weight_decay=-0.1``）要抛出 ``TypeError`` 或 ``ValueError``。参数按对象本身（identity）
+    比较：每个可训练参数恰好出现一次，冻结的参数不放进去。如果是已知的常见错误，会直接点明
+    （``MISTAKES``：用了 Adam 而不是 AdamW、全部衰减或全不衰减、偏置或归一化的增益做了衰减、
+    词嵌入没有衰减、同一个参数出现两次、放进了冻结的参数或漏掉了参数、放进的是副本而不是参数本身、
+    某个设置没有传下去、错误的输入没有被拒绝）。
+    """,
     "check_estimate_loss": """检查评估损失的函数 ``fn(model, batches) -> float``。
 
     ``batches (n, B, T + 1)`` 存放的是词元 id。函数对每个批次计算

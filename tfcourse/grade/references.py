@@ -88,6 +88,8 @@ SHORTCUTS: dict[str, tuple[str, ...]] = {
     ),
     # Cached attention: the course's attention module does it with its KV cache.
     "attend_with_cache": ("tfcourse.*.MultiHeadAttention.*", "tfcourse.*.KVCache.*"),
+    # The course's own groups (sealed as the reference), wherever they are reached from.
+    "configure_optimizer": ("tfcourse.*.configure_optimizer",),
     "train_loop": ("tfcourse.*.train", "tfcourse.*.Trainer.*"),
     "generate": ("tfcourse.*.sample_text", "tfcourse.*.GPT.generate"),
     # The course's tokenizer counts and merges pairs itself.

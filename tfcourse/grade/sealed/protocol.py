@@ -6,7 +6,9 @@ nodes for what JSON lacks: tuples, dicts, non-finite floats, dtypes, devices, te
 (``{"$tensor": key}``, the key into the blob), objects that stay on the worker's side
 (``{"$handle": n}``), and the check's own modules and optimizers, sent by value and rebuilt
 in the worker (``{"$module": ...}``, ``{"$optimizer": ...}``, from allowed classes only), and
-random-number generators by their state (``{"$generator": ...}``).
+random-number generators by their state (``{"$generator": ...}``). An optimizer the learner's
+code returns over such a module comes back the same way (``optimizer_node``), rebuilt by the
+grader over its own module: which parameter is in which group is what a check judges.
 
 This file is also copied beside the worker script and imported there by file, so it
 imports nothing but the standard library, torch and safetensors.
@@ -21,6 +23,7 @@ import importlib
 import json
 import math
 import struct
+import warnings
 
 import torch
 from safetensors.torch import load as load_tensors
@@ -143,11 +146,14 @@ def decode(
     requires_grad: bool = True,
     dataclasses_from_tfcourse: bool = False,
     by_value: list | None = None,
+    optimizers_over: list | None = None,
 ):
     """The value a JSON tree stands for; tensors go to ``device``; ``handle(node)`` turns
     a ``{"$handle": ...}`` node into an object (refused when ``handle`` is None). Course
     dataclasses and modules are rebuilt only where ``dataclasses_from_tfcourse`` (the
-    worker side); each module rebuilt is appended to ``by_value`` when given."""
+    worker side); each module rebuilt is appended to ``by_value`` when given. Optimizers are
+    rebuilt over the modules of ``by_value`` on the worker side, and over
+    ``optimizers_over`` (the grader's modules sent in the same call) on the grader's."""
     if tree is None or isinstance(tree, (bool, int, float, str)):
         return tree
     if isinstance(tree, list):
@@ -164,6 +170,7 @@ def decode(
             requires_grad=requires_grad,
             dataclasses_from_tfcourse=dataclasses_from_tfcourse,
             by_value=by_value,
+            optimizers_over=optimizers_over,
         )
 
     if "$tensor" in tree:
@@ -219,6 +226,14 @@ def decode(
         )
         built = built.to(device).train(bool(tree.get("training")))
         parameters = dict(built.named_parameters())
+        frozen = tree.get("frozen", [])  # parameters the check froze (requires_grad=False)
+        if not (
+            isinstance(frozen, list)
+            and all(isinstance(name, str) and name in parameters for name in frozen)
+        ):
+            raise ProtocolError("malformed frozen parameters")
+        for name in frozen:
+            parameters[name].requires_grad_(False)
         for name, grad in decode(
             tree.get("grads", {"$dict": {}}), tensors, device=device, requires_grad=False
         ).items():
@@ -238,15 +253,50 @@ def decode(
         except (RuntimeError, ValueError):
             raise ProtocolError("malformed generator") from None
         return twin
-    if "$optimizer" in tree and dataclasses_from_tfcourse and by_value is not None:
-        return _optimizer(tree, tensors, by_value)
+    if "$optimizer" in tree:
+        over = by_value if dataclasses_from_tfcourse else optimizers_over
+        if over is not None:
+            return _optimizer(tree, tensors, over)
     if "$handle" in tree and handle is not None:
         return handle(tree)
     raise ProtocolError(f"unknown value node {sorted(tree)[:3]}")
 
 
+def optimizer_node(optimizer, modules: list, encoder: Encoder) -> dict | None:
+    """``optimizer`` as a ``{"$optimizer": ...}`` node over the first of ``modules`` that holds
+    any of its parameters (the first module where none does): its class and, per param group,
+    its parameters (by name in that module; one the module does not hold, a copy, as a tensor)
+    and its settings. None where the class is not an allowed one or there is no module."""
+    cls = type(optimizer)
+    if OPTIMIZERS.get(cls.__name__) is not cls or not modules:
+        return None
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    named = [{id(p): name for name, p in module.named_parameters()} for module in modules]
+    index = next((i for i, names in enumerate(named) if held & names.keys()), 0)
+    groups = [
+        {
+            "params": [named[index].get(id(p), p) for p in group["params"]],
+            "settings": {k: v for k, v in group.items() if k in optimizer.defaults},
+        }
+        for group in optimizer.param_groups
+    ]
+    return {"$optimizer": cls.__name__, "module": index, "groups": encoder(groups)}
+
+
+def _setting(value) -> bool:
+    """A param group's setting as it may cross: a number, a flag, None, a tuple of numbers
+    (``betas``) or a one-number tensor (a learning rate given as a tensor)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1
+    if isinstance(value, tuple):
+        return all(isinstance(item, (int, float)) for item in value)
+    return value is None or isinstance(value, (bool, int, float))
+
+
 def _optimizer(tree: dict, tensors, by_value: list) -> torch.optim.Optimizer:
-    """A fresh optimizer of an allowed class over a module rebuilt earlier in this call."""
+    """A fresh optimizer of an allowed class over a module rebuilt earlier in this call (or,
+    on the grader's side, over its own module sent in the call): a parameter is named in the
+    module, or is a tensor of its own (a copy, not the module's)."""
     cls = OPTIMIZERS.get(str(tree["$optimizer"]))
     index = tree.get("module")
     if cls is None or not isinstance(index, int) or not 0 <= index < len(by_value):
@@ -261,17 +311,20 @@ def _optimizer(tree: dict, tensors, by_value: list) -> torch.optim.Optimizer:
         settings = group.get("settings") if isinstance(group, dict) else None
         if not (
             isinstance(names, list)
-            and all(isinstance(name, str) and name in parameters for name in names)
-            and isinstance(settings, dict)
             and all(
-                value is None or isinstance(value, (bool, int, float, tuple))
-                for value in settings.values()
+                (isinstance(name, str) and name in parameters) or isinstance(name, torch.Tensor)
+                for name in names
             )
+            and isinstance(settings, dict)
+            and all(_setting(value) for value in settings.values())
         ):
             raise ProtocolError("malformed optimizer")
-        built.append({"params": [parameters[name] for name in names], **settings})
+        params = [parameters[name] if isinstance(name, str) else name for name in names]
+        built.append({"params": params, **settings})
     try:
-        return cls(built)
+        with warnings.catch_warnings():  # a parameter twice in a group: the check says so
+            warnings.simplefilter("ignore")
+            return cls(built)
     except (TypeError, ValueError) as error:
         raise ProtocolError(f"malformed optimizer ({type(error).__name__})") from None
 

@@ -67,8 +67,15 @@ class Worker(Channel):
         # gradient probe runs backward on it) even when nothing here needs a gradient.
         header["grad"] = torch.is_grad_enabled() and bool(leaves or by_value)
         reply, blob = self.request(header, encoder.tensors)
+        # An optimizer the learner's code returns over one of the modules sent comes back
+        # rebuilt over that module here (configure_optimizer: its groups are the answer).
         result = protocol.decode(
-            reply["result"], blob, device=device, handle=self.stand_in, requires_grad=False
+            reply["result"],
+            blob,
+            device=device,
+            handle=self.stand_in,
+            requires_grad=False,
+            optimizers_over=by_value,
         )
         _copy_back(
             args,
@@ -202,11 +209,14 @@ def _module_by_value(module: nn.Module, encoder) -> dict:
             "training": module.training,
         }
     grads = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
+    # Frozen parameters stay frozen in the copy: which ones train is part of some answers.
+    frozen = [name for name, p in module.named_parameters() if not p.requires_grad]
     return {
         "$module": f"{cls.__module__}:{cls.__qualname__}",
         "init": encoder(init),
         "state": encoder(dict(state)),
         "grads": encoder(grads),
+        "frozen": frozen,
         "training": module.training,
         "dtype": str(next(iter(state.values())).dtype).removeprefix("torch.") if state else None,
     }

@@ -190,7 +190,12 @@ def _call(header, tensors, watch):
         method = target
     with torch.set_grad_enabled(bool(header.get("grad"))), watch:
         result = method(*args, **kwargs)
-    encoder = protocol.Encoder(handle=_handle)
+    encoder = protocol.Encoder()
+    # An optimizer over a module the grader sent goes back by value (its groups, by parameter
+    # name), anything else the grader cannot rebuild stays here behind a handle.
+    encoder.handle = lambda value: (
+        protocol.optimizer_node(value, by_value, encoder) or _handle(value)
+    )
     reply = {"result": encoder(result)}
     # The inputs as the call left them: the grader sees an input modified in place.
     reply["inputs_after"] = encoder(tuple(protocol.tensors_of((args, kwargs))))
