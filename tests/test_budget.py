@@ -17,6 +17,10 @@ from tfcourse.train.loop import held_out_loss
 
 def test_a_setting_names_what_differs_from_the_preset():
     assert budget.Setting().describe() == "tokens=chars"
+    words = budget.Setting(tokens="bpe1024", dropout=0.1, lr=2e-3, more_text=True)
+    assert words.label() == "1,024 byte-pair merges, dropout 0.1, learning rate 0.002"
+    with speaking("zh"):
+        assert words.label() == "1,024 次合并的字节对，dropout 0.1，学习率 0.002"
     assert budget.Setting(dropout=0.3).describe() == "tokens=chars, dropout=0.3"
     setting = budget.Setting(tokens="bpe512", dropout=0.2, lr=1e-3)
     assert setting.describe() == "tokens=bpe512, dropout=0.2, lr=0.001"
@@ -69,7 +73,7 @@ def test_seeds_recorded_apart_join_one_row(tmp_path):
 
 
 def test_the_table_is_best_first_with_its_margin_in_the_readers_language():
-    runs = [_row(0, 1.30, dropout=0.1), _row(0, 1.20, dropout=0.2)]
+    runs = [_row(0, 1.30, dropout=0.1, more_text=True), _row(0, 1.20, dropout=0.2, more_text=True)]
     lines = budget.recorded_runs_table(1.25, runs).splitlines()
     assert lines[0].split() == [
         "setting",
@@ -80,7 +84,7 @@ def test_the_table_is_best_first_with_its_margin_in_the_readers_language():
         "nats/char",
         "margin",
     ]
-    assert lines[1].startswith("tokens=chars, dropout=0.2") and lines[1].endswith("+0.050")
+    assert lines[1].startswith("characters, dropout 0.2") and lines[1].endswith("+0.050")
     assert lines[2].endswith("-0.050")
     with speaking("zh"):
         assert "分钟" in budget.recorded_runs_table(1.25, runs)
@@ -93,14 +97,18 @@ def test_the_best_run_is_the_lowest_mean_at_the_budget_and_sets_notebook_12s_mod
         _row(0, 1.10, steps=2 * capstone.BUDGET_STEPS, dropout=0.1),  # more steps: frontier only
         _row(0, 1.00, dropout=0.1, more_text=True),  # another text: compared apart
     ]
-    best = budget.best_run(runs)
+    best = budget.best_run(runs, more_text=False)
     assert best.setting.dropout == 0.2
-    assert len(budget.recorded_runs_table(1.25, runs).splitlines()) == 3
+    assert len(budget.recorded_runs_table(1.25, runs, more_text=False).splitlines()) == 3
+    # Notebook 12's text is the corpus with more text: by default only its runs compete.
+    assert capstone.MORE_TEXT and budget.best_run(runs).setting.more_text
+    assert len(budget.recorded_runs_table(1.25, runs).splitlines()) == 2
     with pytest.raises(ValueError, match="no run is recorded"):
-        budget.best_run(runs[2:])
+        budget.best_run(runs[2:3])
     recorded = budget.best_run()  # the shipped file has rows at the budget
-    assert recorded.steps == capstone.BUDGET_STEPS
+    assert recorded.steps == capstone.BUDGET_STEPS and recorded.setting.more_text
     assert recorded.mean == min(r.mean for r in budget.budget_runs())
+    assert len(recorded.seeds) >= 3  # the finalist: three seeds or more
     chars = capstone.capstone_data()
     data = budget.setting_data(best.setting, chars)
     config = budget.model_config(data, best.setting)

@@ -247,13 +247,15 @@ def test_compared_outputs_are_identical_across_runs_and_thread_counts():
 # --- tfcourse execute -------------------------------------------------------------------
 
 
-def test_clean_outputs_sanitizes_text_and_drops_widget_views():
+def test_clean_outputs_sanitizes_joins_streams_and_drops_widget_views():
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
     from tfcourse.authoring.execute import clean_outputs
 
     cell = new_code_cell("x", id="x")
     cell.outputs = [
+        new_output("stream", name="stdout", text="--- heading"),
+        new_output("stream", name="stdout", text="\nits line\n"),
         new_output("stream", name="stderr", text="/home/bob/lib/x.py:3: UserWarning: hm\n"),
         new_output(
             "display_data",
@@ -270,6 +272,7 @@ def test_clean_outputs_sanitizes_text_and_drops_widget_views():
     nb = new_notebook(cells=[cell])
     clean_outputs(nb)
     assert [dict(o.get("data", {})) or o.text for o in nb.cells[0].outputs] == [
+        "--- heading\nits line\n",  # one print's pieces joined again
         "<path>/x.py:3: UserWarning: hm\n",
         {"text/plain": "IntSlider(value=3)"},
         {"text/plain": "<Foo at 0x<address>>"},

@@ -27,7 +27,9 @@ from .sanitize import sanitize
 
 
 def clean_outputs(nb) -> None:
-    """Sanitize every text output and drop widget views (in place)."""
+    """Sanitize every text output, join consecutive pieces of one stream (a kernel flushes
+    a line in pieces as it pleases: one print can land in two outputs) and drop widget views
+    (in place)."""
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -36,6 +38,10 @@ def clean_outputs(nb) -> None:
             kind = output.get("output_type")
             if kind == "stream":
                 output.text = sanitize(output.text)
+                last = kept[-1] if kept else {}
+                if last.get("output_type") == "stream" and last.get("name") == output.name:
+                    last.text += output.text
+                    continue
             elif kind in ("display_data", "execute_result"):
                 data = output.get("data", {})
                 data.pop(notebook_format.WIDGET_MIME, None)

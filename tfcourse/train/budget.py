@@ -28,6 +28,18 @@ from .data import TextDataset
 from .loop import Trainer
 
 RUNS_FILE = Path(__file__).with_name("capstone_runs.json")
+# A setting's fields as ``Setting.label`` names them: (English, Chinese).
+_FIELD_WORDS = {
+    "n_layers": ("blocks", "块数"),
+    "d_model": ("width", "宽度"),
+    "n_heads": ("heads", "头数"),
+    "dropout": ("dropout", "dropout"),
+    "attn_dropout": ("attention dropout", "注意力 dropout"),
+    "seq_len": ("context", "上下文长度"),
+    "batch_size": ("batch", "批大小"),
+    "lr": ("learning rate", "学习率"),
+    "weight_decay": ("weight decay", "权重衰减"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +92,25 @@ class Setting:
             if getattr(self, name) is not None
         }
         return {**changes, "dropout": self.dropout, "max_seq_len": self.schedule["seq_len"]}
+
+    def label(self) -> str:
+        """The tokens, then the fields that differ from the preset, in the reader's words
+        (``more_text`` left out: a table shows the runs of one text). ``describe`` is the
+        ``name=value`` form of the command line and the recorded file."""
+        default = Setting()
+        parts = [
+            say(
+                f"{int(self.tokens[3:]):,} byte-pair merges",
+                f"{int(self.tokens[3:]):,} 次合并的字节对",
+            )
+            if self.tokens.startswith("bpe")
+            else say("characters", "字符")
+        ]
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name not in ("tokens", "more_text") and value != getattr(default, f.name):
+                parts.append(f"{say(*_FIELD_WORDS[f.name])} {value}")
+        return say(", ", "，").join(parts)
 
     def describe(self) -> str:
         """The tokens, then the fields that differ from the preset, as ``name=value``."""
@@ -256,19 +287,25 @@ def record_run(run: RecordedRun, path: Path = RUNS_FILE) -> RecordedRun:
     return run
 
 
-def budget_runs(runs: list[RecordedRun] | None = None) -> list[RecordedRun]:
-    """The recorded runs at the budget (``capstone.BUDGET_STEPS``) on notebook 12's text, where
-    settings compete. Runs with more training text (``Setting.more_text``) are the sweep's
-    question whether text is what the GPT lacks: their counting model reads the same larger
-    text, so they are compared apart (``docs/capstone.md``)."""
+def budget_runs(
+    runs: list[RecordedRun] | None = None, more_text: bool = capstone.MORE_TEXT
+) -> list[RecordedRun]:
+    """The recorded runs at the budget (``capstone.BUDGET_STEPS``) on one training text, where
+    settings compete: with more text (``Setting.more_text``, notebook 12's text,
+    ``capstone.MORE_TEXT``) or the corpus alone. Runs on different texts are never compared:
+    each has its own counting model (``capstone.ngram_for``)."""
     runs = recorded_runs() if runs is None else runs
-    return [r for r in runs if r.steps == capstone.BUDGET_STEPS and not r.setting.more_text]
+    return [
+        r for r in runs if r.steps == capstone.BUDGET_STEPS and r.setting.more_text == more_text
+    ]
 
 
-def best_run(runs: list[RecordedRun] | None = None) -> RecordedRun:
-    """The run at the budget with the lowest mean validation loss: the setting notebook 12
-    trains."""
-    runs = budget_runs(runs)
+def best_run(
+    runs: list[RecordedRun] | None = None, more_text: bool = capstone.MORE_TEXT
+) -> RecordedRun:
+    """The run at the budget with the lowest mean validation loss on that text: with the
+    default text, the setting notebook 12 trains."""
+    runs = budget_runs(runs, more_text)
     if not runs:
         raise ValueError(
             say(
@@ -279,12 +316,14 @@ def best_run(runs: list[RecordedRun] | None = None) -> RecordedRun:
     return min(runs, key=lambda r: r.mean)
 
 
-def recorded_runs_table(ngram: float, runs: list[RecordedRun] | None = None) -> str:
-    """The recorded runs at the budget as an aligned table in the reader's language, best
-    first: each row's validation loss (mean ± standard deviation over its seeds) and its
-    margin over ``ngram``, the counting model's validation loss (positive: the GPT is
-    better)."""
-    runs = sorted(budget_runs(runs), key=lambda r: r.mean)
+def recorded_runs_table(
+    ngram: float, runs: list[RecordedRun] | None = None, more_text: bool = capstone.MORE_TEXT
+) -> str:
+    """The recorded runs at the budget on one text (``budget_runs``) as an aligned table in the
+    reader's language, best first: each row's setting (``Setting.label``), its validation loss
+    (mean ± standard deviation over its seeds) and its margin over ``ngram``, the counting
+    model's validation loss on that text (positive: the GPT is better)."""
+    runs = sorted(budget_runs(runs, more_text), key=lambda r: r.mean)
     header = (
         say("setting", "设置"),
         say("steps", "步数"),
@@ -295,7 +334,7 @@ def recorded_runs_table(ngram: float, runs: list[RecordedRun] | None = None) -> 
     )
     rows = [
         (
-            r.setting.describe(),
+            r.setting.label(),
             f"{r.steps:,}",
             say(f"{r.minutes:.1f} min", f"{r.minutes:.1f} 分钟"),
             str(len(r.seeds)),
