@@ -982,6 +982,36 @@ HONEST = [
 ]
 
 
+# lr_at computed with numpy in single precision: a numpy scalar is a number across the proxy.
+_LR_AT_NUMPY = (
+    "import numpy as np\n"
+    "def lr_at(step, *, max_lr, warmup_steps, total_steps, min_lr=0.0):\n"
+    "    if step < warmup_steps:\n"
+    "        return np.float32(max_lr * (step + 1) / (warmup_steps + 1))\n"
+    "    if step >= total_steps:\n"
+    "        return np.float32(min_lr)\n"
+    "    progress = (step - warmup_steps) / (total_steps - warmup_steps)\n"
+    "    return np.float32(min_lr + 0.5 * (max_lr - min_lr) * (1 + np.cos(np.pi * progress)))\n"
+)
+HONEST.append(("08_training", "ex-lr-at", "lr_at", _LR_AT_NUMPY))
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_a_module_written_with_writefile_and_imported_earns_its_points():
+    """As in the notebook: `%%writefile` puts the learner's code in a file of their folder,
+    and the exercise cell imports it from there."""
+    solution = notebook_format.read_notebook(ROOT / "solutions" / "08_training.ipynb")
+    nb = solve(make_learner(solution, "08_training"), solution)
+    at = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex-lr-at")
+    body = _LR_AT_NUMPY.replace("def lr_at", "def my_lr_at")
+    nb.cells.insert(at, new_code_cell("%%writefile schedule.py\n" + body, id="my-file"))
+    nb.cells[at + 1].source = "from schedule import my_lr_at as lr_at"
+    stamped, _ = restamp(nb, solution)
+    setup = Setup(env=grading_env(1), timeout=60)
+    assert grade_exercise(stamped, solution, "lr_at", setup).status == "passed"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook, cell_id, exercise, source", HONEST)
 @pytest.mark.sandbox

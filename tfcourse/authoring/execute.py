@@ -26,6 +26,10 @@ from .run import kernel_env, run_notebook
 from .sanitize import sanitize
 
 
+def _same_stream(output, other) -> bool:
+    return output.get("output_type") == "stream" and output.get("name") == other.get("name")
+
+
 def clean_outputs(nb) -> None:
     """Sanitize every text output, join consecutive pieces of one stream (a kernel flushes
     a line in pieces as it pleases: one print can land in two outputs) and drop widget views
@@ -33,14 +37,13 @@ def clean_outputs(nb) -> None:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        kept = []
+        kept: list = []
         for output in cell.outputs:
             kind = output.get("output_type")
             if kind == "stream":
                 output.text = sanitize(output.text)
-                last = kept[-1] if kept else {}
-                if last.get("output_type") == "stream" and last.get("name") == output.name:
-                    last.text += output.text
+                if kept and _same_stream(kept[-1], output):
+                    kept[-1].text += output.text
                     continue
             elif kind in ("display_data", "execute_result"):
                 data = output.get("data", {})

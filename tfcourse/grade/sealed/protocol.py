@@ -132,6 +132,8 @@ class Encoder:
                     {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
                 ),
             }
+        if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+            return self(value.item())  # a numpy scalar (np.float32, np.int64, ...): its number
         if self.handle is not None:
             return self.handle(value)
         raise TypeError(f"cannot send a {type(value).__name__} to the worker")

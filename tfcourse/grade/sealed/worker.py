@@ -270,7 +270,9 @@ def _time_limit(seconds: float):
 # shapes the learner's names runs as in the notebook; nothing runs outside Python.
 _RUN_LINE_MAGICS = {"time", "config"}
 _SETTING_MAGICS = {"config"}  # one that fails is noted; the cell goes on
-_RUN_CELL_MAGICS = {"time", "capture"}  # their body is the learner's Python, run once
+# Their body is the learner's: Python run once, or (``writefile``) a file written into the
+# worker's own folder, private and gone with the session, to import in a later cell.
+_RUN_CELL_MAGICS = {"time", "capture", "writefile"}
 # Where figures are shown: the worker shows none (matplotlib draws with Agg), and IPython
 # without a kernel cannot switch to ``inline``, so ``%matplotlib`` is accepted and does
 # nothing, without a note.
@@ -376,6 +378,8 @@ def _run_cells(cells: list[str]) -> list[dict]:
     shell = InteractiveShell.instance()
     _hook_ipython(shell)
     _objects[0] = shell.user_ns
+    if "" not in sys.path:  # the folder the cells run in, importable as in a Jupyter kernel
+        sys.path.insert(0, "")
     results = []
     for source in cells:
         _cell_notes.clear()
