@@ -175,6 +175,18 @@ def test_a_submission_that_links_to_a_pipe_is_refused_without_reading_it(tmp_pat
     assert graded[0].error == "the submission is a symbolic link; submit the notebook file itself"
 
 
+def test_a_submission_over_the_size_bound_is_not_parsed(tmp_path, monkeypatch):
+    """Its size is read, its JSON never: a 30 MB file costs the grader nothing but a stat."""
+    monkeypatch.setattr(grade_module, "MAX_NOTEBOOK_BYTES", 1000)
+    parsed = []
+    monkeypatch.setattr(notebook_format, "read_notebook", lambda *a, **k: parsed.append(a) or {})
+    big = tmp_path / "99_fixture.ipynb"
+    big.write_text(json.dumps({"cells": [], "padding": "x" * 2000}), encoding="utf-8")
+    graded = grade_notebook(big, None, solutions_dir=SOLUTIONS)
+    assert not parsed
+    assert graded.error.startswith("the submission has 2,") and "clear its outputs" in graded.error
+
+
 @pytest.mark.parametrize(
     "where", ["the file", "the folder", "a link to the folder", "the course's own"]
 )

@@ -44,6 +44,9 @@ from .sealed.session import (
 )
 
 NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]*")
+# The largest submission read: a course notebook with its outputs is well under 10 MiB; a
+# file larger than this is not parsed at all (its JSON would cost the grader memory and time).
+MAX_NOTEBOOK_BYTES = 64 * 2**20
 
 
 def solution_names(solutions_dir: Path) -> list[str]:
@@ -190,13 +193,26 @@ def installed_solutions() -> Path | None:
     return installed.solutions()
 
 
-def a_link(path: Path) -> str:
+def why_not_read(path: Path) -> str:
     """Why ``path`` is not even read ("" when it may be): a symlink could point at the
-    answer key, or at a pipe that blocks whoever reads it."""
+    answer key, or at a pipe that blocks whoever reads it; a file over
+    ``MAX_NOTEBOOK_BYTES`` is not parsed."""
     if path.is_symlink():
         return say(
             "the submission is a symbolic link; submit the notebook file itself",
             "提交的是一个符号链接；请提交 notebook 文件本身",
+        )
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return ""  # reading it says what is wrong
+    if size > MAX_NOTEBOOK_BYTES:
+        return say(
+            f"the submission has {size:,} bytes, more than the {MAX_NOTEBOOK_BYTES >> 20} MiB "
+            f"a notebook may have; clear its outputs (Edit > Clear Outputs of All Cells) and "
+            f"submit it again",
+            f"提交的文件有 {size:,} 字节，超过了 notebook 的上限 {MAX_NOTEBOOK_BYTES >> 20} MiB；"
+            f"请清除所有输出（编辑 > 清除所有单元格的输出）后重新提交",
         )
     return ""
 
@@ -225,7 +241,7 @@ def grade_notebook(
     (``report_language``), even when it cannot be graded."""
     path = Path(path)
     label = notebook_format.shown(path)
-    learner, unreadable = None, a_link(path)
+    learner, unreadable = None, why_not_read(path)
     if not unreadable:
         try:
             learner = notebook_format.read_notebook(path, require_ids=False)
