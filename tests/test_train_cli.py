@@ -175,9 +175,9 @@ def test_the_capstone_preset_holds_out_notebook_12s_split():
     import argparse
 
     from tfcourse.train import capstone
-    from tfcourse.train.command import add_arguments
     from tfcourse.train.data import make_dataset
     from tfcourse.train.flags import apply_preset, dataset_spec
+    from tfcourse.train.train_command import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

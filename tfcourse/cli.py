@@ -49,11 +49,11 @@ COMMANDS = {
         "build a Gradescope autograder zip for one notebook",
     ),
     "train": (
-        "tfcourse.train.command",
+        "tfcourse.train.train_command",
         "train a GPT from the shell (checkpoints, resume, torchrun)",
     ),
     "sample": (
-        "tfcourse.train.sample",
+        "tfcourse.train.sample_command",
         "write text with a model trained by `tfcourse train --dataset text`",
     ),
     "doctor": ("tfcourse.doctor", "check the installation and say how to fix what is wrong"),

@@ -7,8 +7,7 @@ import os
 import torch
 
 from ..files import replaced_atomically
-
-CHECKPOINT_NAME = "checkpoint.pt"  # the file a run directory holds
+from .names import CHECKPOINT_NAME  # noqa: F401 - re-exported
 
 # Bumped when the layout of ``Trainer.state_dict()`` changes; ``Trainer.load_state_dict``
 # refuses others.

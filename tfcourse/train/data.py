@@ -29,10 +29,10 @@ import torch
 from ..language import say
 from ..nn import validate
 from .corpus import STDLIB_MODULES, capstone_text, stdlib_docstrings  # noqa: F401 - re-exported
+from .names import DATASETS, TEXT_SOURCES
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index
 SPLITS = ("train", "val")
-DATASETS = ("markov", "copy", "text")
 
 
 def _physical_memory_bytes() -> int | None:
@@ -423,9 +423,6 @@ def train_val_split(tokens: torch.Tensor, val_fraction: float = 0.1, block: int 
             )
         )
     return torch.cat(train), torch.cat(val)
-
-
-TEXT_SOURCES = ("docstrings", "capstone")
 
 
 class TextDataset:

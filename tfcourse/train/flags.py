@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import TYPE_CHECKING
 
+# Only what the help needs at the top: `tfcourse train --help` imports no torch. The configs
+# the flags describe are built by functions below, which import the machinery they need.
 from ..cli import _Formatter
 from ..language import say, text_width
-from ..nn.config import PRESETS, GPTConfig
-from .checkpoint import CHECKPOINT_NAME
-from .data import DATASETS, TEXT_SOURCES
-from .loop import TrainConfig
-from .preflight import PreflightError
+from ..nn.presets import PRESETS
+from .names import CHECKPOINT_NAME, DATASETS, TEXT_SOURCES
 from .presets import training_defaults
+
+if TYPE_CHECKING:
+    from ..nn.config import GPTConfig
+    from .loop import TrainConfig
 
 # Model flags: (flag, GPTConfig field, type).
 MODEL_FLAGS = (
@@ -398,6 +402,9 @@ def dataset_spec(args) -> dict:
 
 def model_config(args, vocab_size: int) -> GPTConfig:
     """The ``--preset``'s ``GPTConfig`` with the model flags given, for ``vocab_size`` tokens."""
+    from ..nn.config import GPTConfig
+    from .preflight import PreflightError
+
     overrides = {
         field: getattr(args, field)
         for _, field, _ in MODEL_FLAGS
@@ -437,6 +444,8 @@ def _model_error_zh(fields: dict, error: ValueError) -> str:
 
 def train_config(args) -> TrainConfig:
     """The ``TrainConfig`` of the training flags (warmup: a tenth of the steps unless given)."""
+    from .loop import TrainConfig
+
     steps = 300 if args.steps is None else args.steps
     warmup = steps // 10 if args.warmup is None else args.warmup
     return TrainConfig(
