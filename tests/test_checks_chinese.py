@@ -373,6 +373,9 @@ ALLOWED_PROSE_TEXTS = {
     ("optimizer.py", "more than one parameter group"),
     # A key of the gradients' dict; the harness shows it as "输入 kv" in Chinese.
     ("gqa.py", "input kv"),
+    # Python's own messages: strict UTF-8 decoding, and bytes() given an id past a byte
+    ("bpe_codec.py", "can't decode"),
+    ("bpe_codec.py", "bytes must be in range(0, 256)"),
 }
 
 

@@ -17,31 +17,49 @@ from tfcourse.nn.model import GPT
 from tfcourse.train.data import CharTokenizer
 
 HALF = 12
-TOKENIZER = CharTokenizer.from_text(string.ascii_lowercase + " \n.")
+TOKENIZER = CharTokenizer.from_text(string.ascii_lowercase + " \n.,")
 
 
-def test_a_drill_is_a_line_of_names_then_the_same_line():
-    text = copying.drill(random.Random(0), HALF)
-    first, copy = text.split("\n")
-    assert len(text) == 2 * HALF + 1 and first == copy and len(first) == HALF
-    assert set(first) <= set(string.ascii_lowercase + " ")
-    assert copying.drill(random.Random(0), HALF) == text != copying.drill(random.Random(1), HALF)
+def test_a_drill_is_a_line_of_names_a_separator_then_the_same_line():
+    rng = random.Random(0)
+    drills = [copying.drill(rng, HALF) for _ in range(40)]
+    for text in drills:
+        first, separator, copy = text[:HALF], text[HALF], text[HALF + 1 :]
+        assert len(text) == 2 * HALF + 1 and first == copy
+        assert set(first) <= set(string.ascii_lowercase + " ")
+        assert separator in copying.SEPARATORS
+    # every separator is drawn: nothing but the line itself says where a copy starts
+    assert {text[HALF] for text in drills} == set(copying.SEPARATORS)
+    assert (
+        copying.drill(random.Random(0), HALF) == drills[0] != copying.drill(random.Random(1), HALF)
+    )
+
+
+def _drills_of(drilled: str, prose: str) -> list[str]:
+    """The paragraphs of ``drilled`` that are drills, checking that the others are ``prose``'s,
+    in order."""
+    paragraphs, theirs = drilled.split("\n\n"), set(prose.split("\n\n"))
+    assert [p for p in paragraphs if p in theirs] == prose.split("\n\n")
+    return [p for p in paragraphs if p not in theirs]
+
+
+def _line(drill: str) -> str:
+    half = len(drill) // 2
+    assert drill[:half] == drill[half + 1 :] and drill[half] in copying.SEPARATORS
+    return drill[:half]
 
 
 def test_drills_take_about_their_share_of_the_text_and_leave_it_in_order():
     prose = "\n\n".join(f"paragraph {i} " + "words " * 20 for i in range(200))
     drilled = copying.with_drills(prose, 0.3, seed=0, half=HALF)
-    paragraphs = drilled.split("\n\n")
-    drills = [p for p in paragraphs if "\n" in p]
-    assert [p for p in paragraphs if "\n" not in p] == prose.split("\n\n")
+    drills = _drills_of(drilled, prose)
     share = sum(len(d) for d in drills) / len(drilled)
     assert 0.26 < share < 0.31
     assert copying.with_drills(prose, 0.0, seed=0) == prose
-    lengths = {len(d.split("\n")[0]) for d in drills}  # the copy lies at varying distances
+    lengths = {len(_line(d)) for d in drills}  # the copy lies at varying distances
     assert min(lengths) == HALF // 3 and max(lengths) == HALF
-    assert all(d.split("\n")[0] == d.split("\n")[1] for d in drills)
     fixed = copying.with_drills(prose, 0.3, seed=0, half=HALF, shortest=HALF)
-    assert {len(p.split("\n")[0]) for p in fixed.split("\n\n") if "\n" in p} == {HALF}
+    assert {len(_line(d)) for d in _drills_of(fixed, prose)} == {HALF}
     with pytest.raises(ValueError, match="shortest must be at most half"):
         copying.with_drills(prose, 0.3, seed=0, half=HALF, shortest=HALF + 1)
     for bad in (1.0, -0.1, True, "0.3"):
@@ -50,7 +68,7 @@ def test_drills_take_about_their_share_of_the_text_and_leave_it_in_order():
 
 
 class Copier(nn.Module):
-    """Uniform over the vocabulary, except that from the newline on (if ``copies``) it puts
+    """Uniform over the vocabulary, except that from the separator on (if ``copies``) it puts
     almost all its probability on the character ``HALF`` positions back: a perfect copier."""
 
     def __init__(self, copies: bool):
@@ -149,12 +167,12 @@ def test_attention_weights_are_each_layers_causal_distributions():
 def test_drilled_data_puts_drills_in_the_training_split_only():
     from tfcourse.train.data import TextDataset
 
-    prose = "\n\n".join(f"paragraph {i} of some words." for i in range(400))
+    prose = "\n\n".join(f"paragraph {i} of some words, and more." for i in range(400))
     chars = TextDataset(prose + " " + string.ascii_lowercase, max_chars=None, val_block=200)
     data = copying.drilled(chars, 0.5, seed=0, half=HALF)
     assert torch.equal(data.val, chars.val) and data.tokenizer is chars.tokenizer
     train = data.tokenizer.decode(data.train.tolist())
-    assert train.replace("\n\n", "").count("\n") > 10  # drills, each a line and its copy
+    assert train.replace("\n\n", "").count("\n") > 10  # drills: a line, a newline, its copy
     assert len(data.train) > 1.8 * len(chars.train) and len(chars.train) == len(
         copying.drilled(chars, 0.0, seed=0, half=HALF).train
     )

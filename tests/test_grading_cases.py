@@ -39,7 +39,7 @@ from tfcourse.lab.probes import gradient_probe
 from tfcourse.lab.production import attend_with_cache, fuse_qkv
 from tfcourse.language import speaking
 from tfcourse.nn.attention import repeat_kv
-from tfcourse.train.bpe import _merge
+from tfcourse.train.bpe import ByteBPE, _merge
 from tfcourse.train.optim import configure_optimizer, lr_at
 
 import mutants.claims
@@ -96,6 +96,8 @@ REFERENCES = {
     "check_estimate_loss": _estimate,
     "check_most_frequent_pair": _reference_pair,
     "check_merge_pair": _merge,
+    "check_bpe_encode": lambda text, merges: ByteBPE(merges).encode(text),
+    "check_bpe_decode": lambda ids, merges: ByteBPE(merges).decode(ids),
 }
 
 # Two salts for the fast set, one of them near the top of the 63-bit range.

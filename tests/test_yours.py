@@ -55,7 +55,7 @@ def test_solved_notebooks_compose_into_the_learners_own_gpt(tmp_path):
     and the model computes what tc.GPT computes with the same weights."""
     parts = yours(_folder(tmp_path), solutions_dir=SOLUTIONS)
     assert set(_whose(parts).values()) == {"yours"}, str(parts)
-    assert "19 of 19 parts are yours" in str(parts)
+    assert "22 of 22 parts are yours" in str(parts)
 
     for config in (SMALL.replace(activation="gelu"), MODERN):
         model = parts.gpt(config).eval()
@@ -169,7 +169,7 @@ def test_the_table_speaks_chinese(tmp_path):
         parts = yours(folder, solutions_dir=SOLUTIONS)
         text = str(parts)
     assert "参考实现" in text and "这个文件夹里没有 08_training.ipynb" in text
-    assert "19 个部分中有 13 个是你的" in text
+    assert "22 个部分中有 16 个是你的" in text
 
 
 def test_a_folder_that_is_not_one_is_refused(tmp_path):
@@ -207,3 +207,51 @@ def test_a_failing_configure_optimizer_is_the_references(tmp_path):
     from tfcourse.train.optim import configure_optimizer
 
     assert parts.configure_optimizer is configure_optimizer
+
+
+def test_the_capstones_tokenizer_is_the_learners_own(tmp_path):
+    """tokenizer(merges) encodes with the learner's bpe_encode (which calls their merge_pair)
+    and decodes with their bpe_decode: the course's ids and text, from their functions."""
+    from tfcourse.train.bpe import ByteBPE
+
+    parts = yours(_folder(tmp_path, skip=NOTEBOOKS[:-1]), solutions_dir=SOLUTIONS)
+    assert {name: _whose(parts)[name] for name in ("merge_pair", "bpe_encode", "bpe_decode")} == {
+        "merge_pair": "yours",
+        "bpe_encode": "yours",
+        "bpe_decode": "yours",
+    }
+    assert parts.bpe_encode.__module__ == "__yours__"
+    text = "the merges of the text, encoded: 注意力 🙂\n\n  indented"
+    course = ByteBPE.train(text * 3, 30)
+    theirs = parts.tokenizer(course.merges)
+    assert theirs.encode(text) == course.encode(text)
+    assert theirs.decode(course.encode(text)) == text
+    assert theirs.decode([ord("a"), "注".encode()[0]]) == "a\ufffd"
+
+
+def test_a_failing_bpe_encode_is_the_references_and_a_failing_merge_pair_serves_theirs(tmp_path):
+    """Merge i as id i fails bpe_encode's check: the tokenizer encodes with the reference's.
+    A merge_pair that loses the last id fails its own check: the learner's bpe_encode then
+    calls the reference's merge_pair, passes, and stays theirs."""
+    from tfcourse.train.bpe import ByteBPE
+
+    id_is_rank = (
+        "merge_pair(chunk_ids, pair, 256 + rank[pair])",
+        "merge_pair(chunk_ids, pair, rank[pair])",
+    )
+    folder = _folder(
+        tmp_path, skip=NOTEBOOKS[:-1], edits={("12_capstone", "bpe_encode"): id_is_rank}
+    )
+    parts = yours(folder, solutions_dir=SOLUTIONS)
+    rows = {name: (whose, why) for name, _, whose, why in parts.rows()}
+    assert rows["bpe_encode"][0] == "reference" and "merge i becomes id i" in rows["bpe_encode"][1]
+    course = ByteBPE.train("abab cdcd " * 5, 6)
+    assert parts.tokenizer(course.merges).encode("abab cd") == course.encode("abab cd")
+
+    tail_lost = ("    while i < len(ids):\n", "    while i + 1 < len(ids):\n")
+    folder = _folder(
+        tmp_path / "b", skip=NOTEBOOKS[:-1], edits={("12_capstone", "merge_pair"): tail_lost}
+    )
+    parts = yours(folder, solutions_dir=SOLUTIONS)
+    whose = _whose(parts)
+    assert whose["merge_pair"] == "reference" and whose["bpe_encode"] == "yours", str(parts)

@@ -8,7 +8,8 @@ part that passes is the learner's; a part that is missing, unsolved or failing i
 reference's, and the table says why. Parts compose (``compose.py``): the learner's block (their
 ``LlamaBlock`` where the config is LLaMA's, else their ``TransformerBlock``) is built from the
 learner's norm, attention and MLP, their GPT from their blocks, their loop asks their ``lr_at``
-and trains with the optimizer their ``configure_optimizer`` builds.
+and trains with the optimizer their ``configure_optimizer`` builds, and ``tokenizer(merges)``
+encodes and decodes with their ``bpe_encode`` and ``bpe_decode``.
 
 This is the learner's own code on their own machine, run in this process as their notebooks
 run it: nothing is sealed. Nothing is written; their notebooks are read as last saved.
@@ -33,6 +34,7 @@ from .grade.progress import learner_folder_and_solutions
 from .grade.sealed.session import checks_of
 from .language import pad, say, text_width
 from .train import compose
+from .train.your_bpe import YourByteBPE
 
 
 def _train_loop(model, optimizer, batches, *, max_lr, warmup_steps, max_norm=1.0):
@@ -106,6 +108,7 @@ def _reference(name: str):
     import tfcourse
 
     from .nn.attention import repeat_kv
+    from .train.bpe import ByteBPE, _merge
     from .train.optim import configure_optimizer, lr_at
 
     own = {
@@ -118,6 +121,9 @@ def _reference(name: str):
         "estimate_loss": _estimate_loss,
         "get_batch": _get_batch,
         "generate": _generate,
+        "merge_pair": _merge,
+        "bpe_encode": lambda text, merges: ByteBPE(merges).encode(text),
+        "bpe_decode": lambda ids, merges: ByteBPE(merges).decode(ids),
     }
     return own[name] if name in own else getattr(tfcourse, name)
 
@@ -153,6 +159,11 @@ PARTS = (
     Part("08_training", "estimate_loss", "estimate_loss"),
     Part("08_training", "get_batch", "get_batch"),
     Part("08_training", "generate", "generate"),
+    # The tokenizer: the merges are learned by the course (the same two steps, at the speed a
+    # million characters need); your merge_pair serves your bpe_encode.
+    Part("12_capstone", "merge_pair", "merge_pair"),
+    Part("12_capstone", "bpe_encode", "bpe_encode"),
+    Part("12_capstone", "bpe_decode", "bpe_decode"),
 )
 
 
@@ -269,7 +280,7 @@ class Yours:
             self._overrides["tc"]["TransformerBlock"] = factory
         elif part.name == "lr_at":
             self._overrides["training"][part.name] = value
-        elif part.notebook != "08_training":
+        elif part.notebook not in ("08_training", "12_capstone"):
             self._overrides["tc"][part.name] = value
 
     def _run(self, part: Part, notebook: _Notebook) -> str:
@@ -315,6 +326,11 @@ class Yours:
         theirs is missing or failing; ``self.used`` then lists what filled each slot)."""
         self.used.clear()
         return self.GPT(config)
+
+    def tokenizer(self, merges: list[tuple[int, int]]) -> YourByteBPE:
+        """A byte-pair tokenizer of ``merges`` that encodes with the learner's ``bpe_encode``
+        and decodes with their ``bpe_decode`` (the reference's where theirs fails)."""
+        return YourByteBPE(merges, self.bpe_encode, self.bpe_decode)
 
     def __getattr__(self, name: str):
         for loaded in self.__dict__.get("loaded", {}).values():

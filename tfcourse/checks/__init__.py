@@ -21,6 +21,7 @@ from ._harness import CheckArgumentError
 from .attention import check_attention, check_causal_mask
 from .batching import check_get_batch
 from .block import check_transformer_block
+from .bpe_codec import check_bpe_decode, check_bpe_encode
 from .cases import grading_cases
 from .claims import check_permute_qk_rows
 from .counting import check_bias_savings, check_gpt2_small_params

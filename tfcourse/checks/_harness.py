@@ -58,6 +58,8 @@ SUB_CHECKS = {
     "apply_rotary": 5,
     "attend_with_cache": 5,
     "bias_savings": 4,
+    "bpe_decode": 6,
+    "bpe_encode": 8,
     "causal_mask": 4,
     "configure_optimizer": 4,
     "estimate_loss": 3,

@@ -95,6 +95,9 @@ SHORTCUTS: dict[str, tuple[str, ...]] = {
     # The course's tokenizer counts and merges pairs itself.
     "most_frequent_pair": ("tfcourse.*.ByteBPE.*",),
     "merge_pair": ("tfcourse.*.ByteBPE.*", "tfcourse.train.bpe._merge"),
+    # The course's tokenizer encodes and decodes itself.
+    "bpe_encode": ("tfcourse.*.ByteBPE.*",),
+    "bpe_decode": ("tfcourse.*.ByteBPE.*",),
 }
 
 

@@ -24,6 +24,7 @@ from ..nn.config import GPTConfig
 from ..nn.model import GPT
 from ..runtime import seed_everything
 from . import capstone
+from .bpe import ByteBPE
 from .data import TextDataset
 from .loop import Trainer
 
@@ -123,14 +124,17 @@ class Setting:
         return ", ".join(changed)
 
 
-def setting_data(setting: Setting, chars: TextDataset | None = None) -> TextDataset:
-    """The capstone split (``chars``, read afresh if not given) in the setting's tokens."""
+def setting_data(
+    setting: Setting, chars: TextDataset | None = None, *, tokenizer=ByteBPE
+) -> TextDataset:
+    """The capstone split (``chars``, read afresh if not given) in the setting's tokens;
+    byte pairs are encoded by ``tokenizer(merges)`` (``capstone.BytePairText``)."""
     chars = capstone.capstone_data() if chars is None else chars
     if setting.more_text:
         chars = capstone.with_more_training_text(chars)
     if setting.tokens == "chars":
         return chars
-    return capstone.BytePairText(chars, int(setting.tokens[3:]))
+    return capstone.BytePairText(chars, int(setting.tokens[3:]), tokenizer=tokenizer)
 
 
 def model_config(data: TextDataset, setting: Setting) -> GPTConfig:

@@ -128,9 +128,12 @@ class BytePairText(TextDataset):
     character as ``loss * (tokens - 1) / (characters - 1)``). ``BytePairText.encoded`` puts
     other texts in an existing tokenizer's tokens."""
 
-    def __init__(self, chars: TextDataset, n_merges: int):
+    def __init__(self, chars: TextDataset, n_merges: int, *, tokenizer=ByteBPE):
+        """``tokenizer(merges)`` encodes and decodes with the merges learned here: the
+        course's ``ByteBPE``, or one of the learner's (``tc.yours().tokenizer``)."""
         train_text, val_text = (chars.tokenizer.decode(part) for part in (chars.train, chars.val))
-        self._encode(ByteBPE.train(train_text, n_merges), train_text, val_text)
+        merges = ByteBPE.train(train_text, n_merges).merges
+        self._encode(tokenizer(merges), train_text, val_text)
         self.text = chars.text
 
     @classmethod
