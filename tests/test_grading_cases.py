@@ -39,7 +39,7 @@ from tfcourse.lab.probes import gradient_probe
 from tfcourse.lab.production import attend_with_cache, fuse_qkv
 from tfcourse.language import speaking
 from tfcourse.nn.attention import repeat_kv
-from tfcourse.train.bpe import ByteBPE, _merge
+from tfcourse.train.bpe import PATTERN, ByteBPE, _merge
 from tfcourse.train.optim import configure_optimizer, lr_at
 
 import mutants.claims
@@ -98,6 +98,7 @@ REFERENCES = {
     "check_merge_pair": _merge,
     "check_bpe_encode": lambda text, merges: ByteBPE(merges).encode(text),
     "check_bpe_decode": lambda ids, merges: ByteBPE(merges).decode(ids),
+    "check_pre_split": PATTERN.findall,
 }
 
 # Two salts for the fast set, one of them near the top of the 63-bit range.

@@ -38,6 +38,11 @@ def test_the_learners_encoding_gives_the_courses_ids_and_asks_once_per_chunk():
     theirs = YourByteBPE(course.merges, counting, decode)
     assert theirs.encode(TEXT) == course.encode(TEXT)
     assert len(asked) == len(set(PATTERN.findall(TEXT))) == len(set(asked))
+    split = []
+    cutting = YourByteBPE(
+        course.merges, every_merge_in_order, decode, lambda t: split.append(t) or PATTERN.findall(t)
+    )
+    assert cutting.encode(TEXT) == course.encode(TEXT) and split == [TEXT]
     assert theirs.decode(theirs.encode(TEXT)) == TEXT
     assert theirs.vocab_size == course.vocab_size
 

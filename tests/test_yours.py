@@ -55,7 +55,7 @@ def test_solved_notebooks_compose_into_the_learners_own_gpt(tmp_path):
     and the model computes what tc.GPT computes with the same weights."""
     parts = yours(_folder(tmp_path), solutions_dir=SOLUTIONS)
     assert set(_whose(parts).values()) == {"yours"}, str(parts)
-    assert "22 of 22 parts are yours" in str(parts)
+    assert "23 of 23 parts are yours" in str(parts)
 
     for config in (SMALL.replace(activation="gelu"), MODERN):
         model = parts.gpt(config).eval()
@@ -169,7 +169,7 @@ def test_the_table_speaks_chinese(tmp_path):
         parts = yours(folder, solutions_dir=SOLUTIONS)
         text = str(parts)
     assert "参考实现" in text and "这个文件夹里没有 08_training.ipynb" in text
-    assert "22 个部分中有 16 个是你的" in text
+    assert "23 个部分中有 17 个是你的" in text
 
 
 def test_a_folder_that_is_not_one_is_refused(tmp_path):
@@ -210,17 +210,15 @@ def test_a_failing_configure_optimizer_is_the_references(tmp_path):
 
 
 def test_the_capstones_tokenizer_is_the_learners_own(tmp_path):
-    """tokenizer(merges) encodes with the learner's bpe_encode (which calls their merge_pair)
-    and decodes with their bpe_decode: the course's ids and text, from their functions."""
+    """tokenizer(merges) cuts with the learner's pre_split, encodes with their bpe_encode
+    (which calls their merge_pair) and decodes with their bpe_decode: the course's ids and
+    text, from their functions."""
     from tfcourse.train.bpe import ByteBPE
 
     parts = yours(_folder(tmp_path, skip=NOTEBOOKS[:-1]), solutions_dir=SOLUTIONS)
-    assert {name: _whose(parts)[name] for name in ("merge_pair", "bpe_encode", "bpe_decode")} == {
-        "merge_pair": "yours",
-        "bpe_encode": "yours",
-        "bpe_decode": "yours",
-    }
-    assert parts.bpe_encode.__module__ == "__yours__"
+    tokenizer_parts = ("merge_pair", "pre_split", "bpe_encode", "bpe_decode")
+    assert {_whose(parts)[name] for name in tokenizer_parts} == {"yours"}, str(parts)
+    assert parts.bpe_encode.__module__ == parts.pre_split.__module__ == "__yours__"
     text = "the merges of the text, encoded: 注意力 🙂\n\n  indented"
     course = ByteBPE.train(text * 3, 30)
     theirs = parts.tokenizer(course.merges)

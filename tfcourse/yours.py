@@ -9,7 +9,7 @@ reference's, and the table says why. Parts compose (``compose.py``): the learner
 ``LlamaBlock`` where the config is LLaMA's, else their ``TransformerBlock``) is built from the
 learner's norm, attention and MLP, their GPT from their blocks, their loop asks their ``lr_at``
 and trains with the optimizer their ``configure_optimizer`` builds, and ``tokenizer(merges)``
-encodes and decodes with their ``bpe_encode`` and ``bpe_decode``.
+cuts, encodes and decodes with their ``pre_split``, ``bpe_encode`` and ``bpe_decode``.
 
 This is the learner's own code on their own machine, run in this process as their notebooks
 run it: nothing is sealed. Nothing is written; their notebooks are read as last saved.
@@ -108,7 +108,7 @@ def _reference(name: str):
     import tfcourse
 
     from .nn.attention import repeat_kv
-    from .train.bpe import ByteBPE, _merge
+    from .train.bpe import PATTERN, ByteBPE, _merge
     from .train.optim import configure_optimizer, lr_at
 
     own = {
@@ -122,6 +122,7 @@ def _reference(name: str):
         "get_batch": _get_batch,
         "generate": _generate,
         "merge_pair": _merge,
+        "pre_split": PATTERN.findall,
         "bpe_encode": lambda text, merges: ByteBPE(merges).encode(text),
         "bpe_decode": lambda ids, merges: ByteBPE(merges).decode(ids),
     }
@@ -160,8 +161,9 @@ PARTS = (
     Part("08_training", "get_batch", "get_batch"),
     Part("08_training", "generate", "generate"),
     # The tokenizer: the merges are learned by the course (the same two steps, at the speed a
-    # million characters need); your merge_pair serves your bpe_encode.
+    # million characters need); your merge_pair and pre_split serve your bpe_encode.
     Part("12_capstone", "merge_pair", "merge_pair"),
+    Part("12_capstone", "pre_split", "pre_split"),
     Part("12_capstone", "bpe_encode", "bpe_encode"),
     Part("12_capstone", "bpe_decode", "bpe_decode"),
 )
@@ -328,9 +330,10 @@ class Yours:
         return self.GPT(config)
 
     def tokenizer(self, merges: list[tuple[int, int]]) -> YourByteBPE:
-        """A byte-pair tokenizer of ``merges`` that encodes with the learner's ``bpe_encode``
-        and decodes with their ``bpe_decode`` (the reference's where theirs fails)."""
-        return YourByteBPE(merges, self.bpe_encode, self.bpe_decode)
+        """A byte-pair tokenizer of ``merges`` that cuts with the learner's ``pre_split``,
+        encodes with their ``bpe_encode`` and decodes with their ``bpe_decode`` (the
+        reference's where theirs fails)."""
+        return YourByteBPE(merges, self.bpe_encode, self.bpe_decode, self.pre_split)
 
     def __getattr__(self, name: str):
         for loaded in self.__dict__.get("loaded", {}).values():

@@ -37,6 +37,7 @@ from .multi_head import check_first_head_weights, check_multi_head_attention
 from .norm_backward import check_layernorm_backward
 from .norms import check_layernorm, check_rmsnorm
 from .optimizer import check_configure_optimizer
+from .pre_split import check_pre_split
 from .production import check_fuse_qkv, check_kv_cache_attention
 from .rotary_attention import check_rotary_attention
 from .tokenizer import check_merge_pair, check_most_frequent_pair

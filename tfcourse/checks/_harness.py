@@ -74,6 +74,7 @@ SUB_CHECKS = {
     "merge_pair": 6,
     "most_frequent_pair": 7,
     "permute_qk_rows": 4,
+    "pre_split": 7,
     "repeat_kv": 7,
     "rotary_cos_sin": 4,
     "scaled_dot_product_attention": 7,

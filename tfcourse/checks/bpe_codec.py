@@ -1,6 +1,7 @@
 """Checks for notebook 12: the tokenizer's two directions, written by the learner.
 
-- ``bpe_encode(text, merges)``: GPT-2's chunks (``tfcourse.train.bpe.PATTERN``), each
+- ``bpe_encode(text, merges)``: GPT-2's chunks (the learner's ``pre_split``; the reference
+  is ``tfcourse.train.bpe.PATTERN``), each
   chunk's UTF-8 bytes, then the learned merges applied by *rank*: while the chunk holds a
   pair that was learned, merge the one learned first (``merges[i]`` becomes id ``256 + i``);
 - ``bpe_decode(ids, merges)``: each id's bytes (a byte for ids below 256, the two halves'
@@ -105,9 +106,9 @@ def _encode_mistakes():
         ),
         (
             mistake(
-                "merges cross chunk boundaries: cut the text into chunks with PATTERN.findall "
-                "first, and merge inside each chunk",
-                "合并跨过了块的边界：先用 PATTERN.findall 把文本切成块，只在每个块内部合并",
+                "merges cross chunk boundaries: cut the text into GPT-2's chunks first "
+                "(pre_split), and merge inside each chunk",
+                "合并跨过了块的边界：先把文本切成 GPT-2 的块（pre_split），只在每个块内部合并",
             ),
             lambda text, merges: _by_choice(text, merges, _earliest, chunks=False),
         ),
@@ -225,7 +226,8 @@ def _encode_cases():
 
 def check_bpe_encode(fn) -> None:
     """Check ``fn(text: str, merges: list[tuple[int, int]]) -> list[int]``: the text cut into
-    GPT-2's chunks (``PATTERN.findall``), each chunk's UTF-8 bytes merged by rank (while a
+    GPT-2's chunks (``pre_split``, the reference ``PATTERN.findall``), each chunk's UTF-8
+    bytes merged by rank (while a
     learned pair is left in the chunk, the one learned first; ``merges[i]`` becomes id
     ``256 + i``). Eight texts (two merges in one chunk, a merge of merges, a later merge that
     occurs more often, a later merge that is the smaller pair, a merge across chunks, a
@@ -434,10 +436,10 @@ def _as_ids(chk: Checker, case: str, value) -> list[int]:
 
 def _encode_hint() -> str:
     return say(
-        "cut the text with PATTERN.findall; each chunk starts as its UTF-8 bytes; while a "
+        "cut the text with pre_split; each chunk starts as its UTF-8 bytes; while a "
         "neighbouring pair of the chunk was learned, merge the one learned first (lowest index "
         "i in merges) into 256 + i; the chunks' ids, one after another, are the result",
-        "用 PATTERN.findall 切分文本；每个块从它的 UTF-8 字节开始；只要块里还有学过的相邻对，"
+        "用 pre_split 切分文本；每个块从它的 UTF-8 字节开始；只要块里还有学过的相邻对，"
         "就把最早学到的那一对（在 merges 中下标 i 最小）合并成 256 + i；"
         "各块的 id 依次连起来就是结果",
     )
