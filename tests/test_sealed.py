@@ -907,6 +907,18 @@ SHORTCUTS = [
             "eps=self.eps)[..., : x.shape[-1]] * self.weight",
         ),
     ),
+    (
+        "12_capstone",
+        "ex-bpe-encode",
+        "bpe_encode",
+        "def bpe_encode(text, merges):\n    return ByteBPE(merges).encode(text)",
+    ),
+    (
+        "12_capstone",
+        "ex-bpe-decode",
+        "bpe_decode",
+        "def bpe_decode(ids, merges):\n    return ByteBPE(merges).decode(ids)",
+    ),
 ]
 
 
@@ -930,6 +942,25 @@ def test_shortcuts_earn_nothing_in_the_shared_and_the_retry_worker(
     # The attack is real: without its entry in the table, the shortcut earns the points.
     monkeypatch.setattr(references, "SHORTCUTS", {})
     assert grade_exercise(stamped, solution, exercise, setup).status == "passed"
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_the_course_pattern_is_sealed_where_pre_split_is_graded(monkeypatch):
+    """pre_split's reference is a compiled pattern, not a function a shortcut table can name:
+    its exercise cell lists PATTERN among its references, and the worker's copy holds a stub."""
+    solution = notebook_format.read_notebook(ROOT / "solutions" / "12_capstone.ipynb")
+    nb = solve(make_learner(solution, "12_capstone"), solution)
+    next(c for c in nb.cells if c.get("id") == "ex-pre-split").source = (
+        "from tfcourse.train.bpe import PATTERN\n\n"
+        "def pre_split(text):\n    return PATTERN.findall(text)"
+    )
+    stamped, _ = restamp(nb, solution)
+    setup = Setup(env=grading_env(1), timeout=60)
+    assert grade_exercise(stamped, solution, "pre_split", setup).status != "passed"
+    # The attack is real: with nothing sealed, the course's pattern earns the points.
+    monkeypatch.setattr(references, "reference_names", lambda solution, exercise: frozenset())
+    assert grade_exercise(stamped, solution, "pre_split", setup).status == "passed"
 
 
 # Honest work: other correct ways to write an exercise, which earn its points sealed as they
