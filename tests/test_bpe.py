@@ -4,6 +4,8 @@ implementation of the same algorithm)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tfcourse.train.bpe import N_BYTES, ByteBPE
@@ -121,3 +123,42 @@ def test_the_same_merges_give_the_same_ids_in_hugging_face_tokenizers(trained, c
         ours = trained.encode(text)
         assert theirs.encode(text).ids == ours, text[:60]
         assert theirs.decode(ours) == text
+
+
+def _trained_by_hugging_face(text: str, n_merges: int):
+    """Hugging Face's own byte-level BPE trainer on ``text``: its tokenizer, and its merges
+    as byte strings."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(
+        add_prefix_space=False, use_regex=True
+    )
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=256 + n_merges,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator([text], trainer=trainer)
+    to_byte = {c: b for b, c in _bytes_to_unicode().items()}
+    merges = json.loads(tokenizer.to_str())["model"]["merges"]
+    pairs = [m.split(" ") if isinstance(m, str) else m for m in merges]
+    return tokenizer, [tuple(bytes(to_byte[c] for c in half) for half in pair) for pair in pairs]
+
+
+def test_merges_that_hugging_face_learned_encode_alike_in_both(corpus):
+    """Independent training: Hugging Face's trainer learns its own merges (its ties may break
+    otherwise than ours); given those merges, the course's encoding cuts every text into the
+    same tokens as Hugging Face's own tokenizer does."""
+    theirs, learned = _trained_by_hugging_face(corpus[:60_000], 300)
+    ids = {bytes([b]): b for b in range(256)}
+    merges = []
+    for left, right in learned:
+        merges.append((ids[left], ids[right]))
+        ids[left + right] = 255 + len(merges)
+    ours = ByteBPE(merges)
+    stand_in = _bytes_to_unicode()
+    for text in [*TEXTS, corpus[-20_000:]]:
+        pieces = [ours.token_bytes(t) for t in ours.encode(text)]
+        spelled = ["".join(stand_in[b] for b in piece) for piece in pieces]
+        assert theirs.encode(text).tokens == spelled, text[:60]
+    assert len(merges) > 200  # most of what was asked for was learned
