@@ -42,6 +42,7 @@ CHECK_TESTS = [
     "tests/test_tokenizer_check.py",
     "tests/test_bpe_codec_check.py",
     "tests/test_pre_split_check.py",
+    "tests/test_special_tokens_check.py",
     "tests/test_train_loop_check.py",
     "tests/test_generate_check.py",
     "tests/test_batch_and_eval_checks.py",

@@ -32,6 +32,7 @@ from tfcourse.checks.cases import case_seed, current_salt
 from tfcourse.checks.claims import reference_permute_qk_rows
 from tfcourse.checks.evaluation import _estimate
 from tfcourse.checks.generate import _sample
+from tfcourse.checks.special_tokens import _encode as _encode_with_special
 from tfcourse.checks.tokenizer import _reference_pair
 from tfcourse.checks.train_loop import _loop
 from tfcourse.grade import secret as grading_secret
@@ -99,6 +100,7 @@ REFERENCES = {
     "check_bpe_encode": lambda text, merges: ByteBPE(merges).encode(text),
     "check_bpe_decode": lambda ids, merges: ByteBPE(merges).decode(ids),
     "check_pre_split": PATTERN.findall,
+    "check_encode_with_special": _encode_with_special,
 }
 
 # Two salts for the fast set, one of them near the top of the 63-bit range.

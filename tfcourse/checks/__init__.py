@@ -40,6 +40,7 @@ from .optimizer import check_configure_optimizer
 from .pre_split import check_pre_split
 from .production import check_fuse_qkv, check_kv_cache_attention
 from .rotary_attention import check_rotary_attention
+from .special_tokens import check_encode_with_special
 from .tokenizer import check_merge_pair, check_most_frequent_pair
 from .train_loop import check_train_loop
 from .training import check_lr_schedule

@@ -62,6 +62,7 @@ SUB_CHECKS = {
     "bpe_encode": 8,
     "causal_mask": 4,
     "configure_optimizer": 4,
+    "encode_with_special": 6,
     "estimate_loss": 3,
     "first_head_weights": 5,
     "fuse_qkv": 4,

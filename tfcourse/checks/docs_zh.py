@@ -292,6 +292,13 @@ DOCS_ZH = {
     紧挨着数字、缩写、成串的空格、ASCII 以外的字母、随机文本、空文本）；如果是已知的常见错误，
     会直接点明。
     """,
+    "check_encode_with_special": """检查带特殊词元的编码函数
+    ``fn(text: str, merges: list[tuple[int, int]], special: dict[str, int]) -> list[int]``：
+    ``text`` 中出现的每个特殊字符串都整个变成它的 id（两个特殊字符串在同一位置开始时，取较长的
+    那个），它们之间的文本由 ``bpe_encode`` 编码。共用六段文本来测（一个特殊词元、一个特殊
+    字符串是另一个的开头、首尾相接的特殊词元、像特殊词元却不是的文本、没有特殊字符串、没有
+    文本）；如果是已知的常见错误，会直接点明。
+    """,
     "check_merge_pair": """检查字节对编码（BPE）中做一次合并的函数
     ``fn(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]``：它返回一个新列表，
     其中从左往右读到的每一处 ``pair`` 都换成 ``new_id``（``a a a`` 按 ``(a, a)`` 合并得到
