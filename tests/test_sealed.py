@@ -1027,6 +1027,20 @@ _LR_AT_NUMPY = (
 HONEST.append(("08_training", "ex-lr-at", "lr_at", _LR_AT_NUMPY))
 
 
+def _tied_mask_attention() -> tuple[str, str, str, str]:
+    """The solution's attention with its mask registered under a second name too (one tensor,
+    two buffers): functional_call must be given it once."""
+    solution = notebook_format.read_notebook(ROOT / "solutions" / "02_multi_head_attention.ipynb")
+    source = next(c for c in solution.cells if c.get("id") == "ex-mha").source
+    line = '        self.register_buffer("mask", mask, persistent=False)\n'
+    assert line in source
+    tied = line + '        self.register_buffer("causal", mask, persistent=False)\n'
+    return ("02_multi_head_attention", "ex-mha", "MultiHeadAttention", source.replace(line, tied))
+
+
+HONEST.append(_tied_mask_attention())
+
+
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_a_module_written_with_writefile_and_imported_earns_its_points():

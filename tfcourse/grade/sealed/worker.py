@@ -181,6 +181,10 @@ def _call(header, tensors, watch):
         sent = protocol.decode(header["params"], tensors, device=device)
         state = protocol.decode(header["buffers"], tensors, device=device, requires_grad=False)
         state.update(sent)
+        # One tensor under two names (a buffer registered twice) is given under its first name
+        # only: functional_call ties the names and refuses two values for them.
+        named = [*target.named_parameters(), *target.named_buffers()]
+        state = {name: value for name, value in state.items() if name in dict(named)}
         leaves += [t for t in sent.values() if t.requires_grad]
         target.train(bool(header["training"]))
 
