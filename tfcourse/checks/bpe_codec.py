@@ -38,17 +38,21 @@ def _reference_encode(text: str, merges: Merges) -> list[int]:
     return ByteBPE(merges).encode(text)
 
 
-def _by_choice(text: str, merges: Merges, choose, *, chunks=True, once=False, offset=N_BYTES):
-    """Encode, merging at each step the learned pair ``choose(present, ids, rank)`` picks."""
+def _utf8(chunk: str) -> list[int]:
+    return list(chunk.encode("utf-8"))
+
+
+def _by_choice(
+    text: str, merges: Merges, choose, *, chunks=True, once=False, offset=N_BYTES, ids_of=_utf8
+):
+    """Encode, merging at each step the learned pair ``choose(present, rank)`` picks among
+    those present in the chunk (``ids_of(chunk)``, its UTF-8 bytes)."""
     rank = {pair: i for i, pair in enumerate(merges)}
     out: list[int] = []
     for chunk in PATTERN.findall(text) if chunks else [text]:
-        ids = list(chunk.encode("utf-8"))
-        while True:
-            present = [p for p in itertools.pairwise(ids) if p in rank]
-            if not present:
-                break
-            pair = choose(present, ids, rank)
+        ids = ids_of(chunk)
+        while present := [p for p in itertools.pairwise(ids) if p in rank]:
+            pair = choose(present, rank)
             ids = _merge(ids, pair, offset + rank[pair])
             if once:
                 break
@@ -56,36 +60,24 @@ def _by_choice(text: str, merges: Merges, choose, *, chunks=True, once=False, of
     return out
 
 
-def _earliest(present, ids, rank):
+def _earliest(present, rank):
     return min(present, key=rank.__getitem__)
 
 
-def _most_frequent(present, ids, rank):
+def _most_frequent(present, rank):
     return min(present, key=lambda p: (-present.count(p), rank[p]))
 
 
-def _smallest(present, ids, rank):
+def _smallest(present, rank):
     return min(present)
 
 
 def _reversed_once(text: str, merges: Merges) -> list[int]:
     out: list[int] = []
     for chunk in PATTERN.findall(text):
-        ids = list(chunk.encode("utf-8"))
+        ids = _utf8(chunk)
         for i in reversed(range(len(merges))):
             ids = _merge(ids, merges[i], N_BYTES + i)
-        out += ids
-    return out
-
-
-def _code_points(text: str, merges: Merges) -> list[int]:
-    rank = {pair: i for i, pair in enumerate(merges)}
-    out: list[int] = []
-    for chunk in PATTERN.findall(text):
-        ids = [ord(ch) for ch in chunk]
-        while (present := [p for p in itertools.pairwise(ids) if p in rank]) != []:
-            pair = min(present, key=rank.__getitem__)
-            ids = _merge(ids, pair, N_BYTES + rank[pair])
         out += ids
     return out
 
@@ -102,7 +94,9 @@ def _encode_mistakes():
                 "(chunk.encode('utf-8'))",
                 "一个字符变成了它的码位（ord）：id 应从 UTF-8 字节开始（chunk.encode('utf-8')）",
             ),
-            _code_points,
+            lambda text, merges: _by_choice(
+                text, merges, _earliest, ids_of=lambda chunk: [ord(c) for c in chunk]
+            ),
         ),
         (
             mistake(
