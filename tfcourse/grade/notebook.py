@@ -31,7 +31,7 @@ from ..course import installed, notebook_format
 from ..course.stubs import is_stub_message
 from ..language import current, say, speaking
 from .records import ExerciseResult, NotebookGrade, exercise_names, exercise_points, not_implemented
-from .sealed import users
+from .sealed import cgroups, users
 from .sealed.sandbox import Sandbox, measures, sandbox
 from .sealed.seal import met_the_seal
 from .sealed.session import (
@@ -145,13 +145,13 @@ def isolation(setup: Setup) -> list[str]:
         f"单个文件 {FILE_BYTES >> 20} MiB、最多打开 256 个文件、不生成核心转储",
     )
     if setup.sandbox == "users":
-        return users.measures(limits)
+        return [*users.measures(limits), cgroups.said()]
     found = (
         Sandbox(None, ("the teacher asked for it", "教师要求这样做"))
         if setup.unsealed
         else sandbox()
     )
-    return measures(found, limits)
+    return measures(found, limits) + ([] if found.bwrap is None else [cgroups.said()])
 
 
 def _result(name: str, verdict: SealedVerdict, solution, *, sealed: bool) -> ExerciseResult:

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ...language import say
+from . import cgroups
 from .channel import WorkerFailed
 from .sandbox import WORK, start_sealed
 
@@ -67,6 +68,8 @@ class ForkServer:
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # Outside what the server sees; kept while it runs, for the reason a fork died.
         self.log = log = self.folder.parent / f"{self.folder.name}.log"
+        # The learner's processes together, where the grader can bound them (cgroups.py).
+        self.group = cgroups.create()
         try:
             with theirs, open(log, "wb") as stderr:
                 self.process = _starter.submit(
@@ -79,6 +82,7 @@ class ForkServer:
                     init=True,
                     stderr=stderr,
                     pass_fds=(theirs.fileno(),),
+                    group=self.group,
                 ).result()
             self._answer(START_SECONDS, "ready")
         except (OSError, RuntimeError, WorkerFailed) as error:
@@ -127,6 +131,8 @@ class ForkServer:
         if getattr(self, "process", None) is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        if self.group is not None:
+            self.group.kill()
         self.control.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         self.log.unlink(missing_ok=True)

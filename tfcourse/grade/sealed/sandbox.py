@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...language import say
+from . import cgroups
 
 WORK = "/tfcourse-worker"  # the worker's folder, inside the sandbox
 TMP_BYTES = 256 * 2**20  # the private /tmp and /dev/shm (memory-backed: keep them small)
@@ -366,13 +367,15 @@ def start_sealed(
     init: bool = False,
     stderr=None,
     pass_fds: tuple[int, ...] = (),
+    group: cgroups.Group | None = None,
 ) -> subprocess.Popen:
     """Start ``argv`` sealed, with ``stdin``/``stdout`` as pipes.
 
     ``argv`` names the worker's files as it sees them, under ``WORK``; ``work`` is the
     grader's folder behind it (read-only inside unless ``writable``); ``init``: ``argv``
-    is the sandbox's process 1 (``command``). Raises
-    ``RuntimeError`` when the sandbox is unavailable: never a silent downgrade.
+    is the sandbox's process 1 (``command``); ``group``: the control group that holds it
+    and all it starts, joined before it runs (``cgroups.gated``). Raises ``RuntimeError``
+    when the sandbox is unavailable or it cannot join its group: never a silent downgrade.
     """
     found = sandbox()
     if found.bwrap is None:
@@ -386,15 +389,29 @@ def start_sealed(
         writable=writable,
         init=init,
     )
-    return subprocess.Popen(
-        line,
-        cwd=real_work,
-        env=dict(env),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        start_new_session=True,
-        close_fds=True,
-        pass_fds=pass_fds,
-        **unprivileged(Path(real_work)),
-    )
+    line, inside, outside = cgroups.gated(line)
+    try:
+        process = subprocess.Popen(
+            line,
+            cwd=real_work,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=(*pass_fds, inside),
+            **unprivileged(Path(real_work)),
+        )
+    except BaseException:
+        os.close(outside)
+        raise
+    finally:
+        os.close(inside)
+    try:
+        cgroups.open_gate(group, process.pid, outside)
+    except OSError as error:
+        process.kill()
+        process.wait()
+        raise RuntimeError(f"the sandbox could not join its control group: {error}") from None
+    return process

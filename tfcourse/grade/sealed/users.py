@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from ...language import say
+from . import cgroups
 
 LOW, HIGH = 2**20, 2**31 - 2  # far above any account's uid; below the kernel's limits
 # World-writable folders where a worker can leave files behind (removed after it).
@@ -159,17 +160,34 @@ class UserProcess:
         for path in [folder, *folder.rglob("*")]:
             os.chown(path, self.uid, self.uid, follow_symlinks=False)
         os.chmod(folder, 0o700)
-        self.process = subprocess.Popen(
-            argv,
-            cwd=folder,
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            **_as_user(self.uid),
-        )
+        # All of the user's processes together, where the machine offers it (cgroups.py).
+        self.group = cgroups.create()
+        line, inside, outside = cgroups.gated(argv)
+        try:
+            self.process = subprocess.Popen(
+                line,
+                cwd=folder,
+                env=dict(env),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                pass_fds=(inside,),
+                **_as_user(self.uid),
+            )
+        except BaseException:
+            os.close(outside)
+            if self.group is not None:
+                self.group.kill()
+            raise
+        finally:
+            os.close(inside)
         self.stdin, self.stdout, self.folder = self.process.stdin, self.process.stdout, folder
         self.ended = False
+        try:
+            cgroups.open_gate(self.group, self.process.pid, outside)
+        except OSError as error:
+            self.kill()
+            raise RuntimeError(f"the worker could not join its control group: {error}") from None
 
     def poll(self):
         # Running until killed: a worker that exits may have left a process behind.
@@ -181,6 +199,8 @@ class UserProcess:
         self.ended = True
         self.process.kill()
         self.process.wait()
+        if self.group is not None:
+            self.group.kill()
         # The folder is the grader's again (it removes it), so end_user does not.
         os.chown(self.folder, os.geteuid(), os.getegid())
         # Every process of the uid first: one that kept the channel open (a fork that closed

@@ -1,0 +1,165 @@
+"""Limits on all of one learner's processes together (``cgroups.py``, SECURITY.md).
+
+A process's own rlimits leave a learner's code free to multiply: each child gets the whole
+limit again. Each test here does what a hostile cell would (fork until refused, allocate
+in three children, leave a daemon behind) in a control group and, as the control, without
+one, so a group that bounds nothing fails. The groups need root and the memory and pids
+controllers; without them the tests are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tfcourse.grade.sealed import cgroups, pool, sandbox
+from tfcourse.grade.sealed.session import grading_env
+
+_probe = cgroups.create()
+if _probe is not None:
+    _probe.kill()
+pytestmark = pytest.mark.skipif(
+    _probe is None,
+    reason="control groups need root on Linux with the memory and pids controllers",
+)
+
+
+def gated_run(code: str, group: cgroups.Group | None) -> str:
+    """Run ``code`` as a child that joins ``group`` (none: the control) before it runs;
+    its standard output."""
+    line, inside, outside = cgroups.gated([sys.executable, "-c", textwrap.dedent(code)])
+    process = subprocess.Popen(line, pass_fds=(inside,), stdout=subprocess.PIPE)
+    os.close(inside)
+    cgroups.open_gate(group, process.pid, outside)
+    try:
+        out, _ = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        if group is not None:
+            group.kill()
+    return out.decode()
+
+
+FORK_FORTY = """
+    import os, time
+    forked = 0
+    for _ in range(40):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            os.close(1)  # the reader waits for no child
+            time.sleep(60)
+            os._exit(0)
+        forked += 1
+    print(forked)
+    """
+
+
+def test_processes_are_counted_together_not_each():
+    bounded = int(gated_run(FORK_FORTY, cgroups.create(processes=20)))
+    assert bounded == 19  # the parent is one of the twenty
+    # The control: the course's own limit is far above forty (and its group ends them).
+    assert int(gated_run(FORK_FORTY, cgroups.create())) == 40
+
+
+THREE_CHILDREN = """
+    import os, time
+    children = []
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:
+            block = bytearray(150 * 2**20)
+            for i in range(0, len(block), 4096):
+                block[i] = 1
+            time.sleep(1)
+            os._exit(0)
+        children.append(pid)
+    print(sum(os.waitpid(pid, 0)[1] != 0 for pid in children))
+    """
+
+
+def test_memory_is_bounded_for_the_children_together():
+    # Each child's 150 MiB is under the limit; three of them are not.
+    assert int(gated_run(THREE_CHILDREN, cgroups.create(memory_bytes=300 * 2**20))) >= 1
+    assert int(gated_run(THREE_CHILDREN, None)) == 0
+
+
+def test_ending_the_group_ends_a_daemon_that_left_the_session(tmp_path):
+    group = cgroups.create()
+    assert group is not None
+    marker = tmp_path / "daemon.pid"
+    code = f"""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                open({str(marker)!r}, "w").write(str(os.getpid()))
+                time.sleep(600)
+            os._exit(0)
+        """
+    line, inside, outside = cgroups.gated([sys.executable, "-c", textwrap.dedent(code)])
+    process = subprocess.Popen(line, pass_fds=(inside,))
+    os.close(inside)
+    cgroups.open_gate(group, process.pid, outside)
+    process.wait(timeout=60)
+    for _ in range(500):
+        if marker.exists() and marker.read_text():
+            break
+        time.sleep(0.01)
+    daemon = int(marker.read_text())
+    assert daemon in group.pids()
+    group.kill()
+    time.sleep(0.05)
+    assert not Path(f"/proc/{daemon}").exists() or "Z" in _state(daemon)
+    assert not any(folder.exists() for folder in group.folders)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return "Z"
+
+
+def test_a_process_that_cannot_join_runs_nothing(tmp_path):
+    gone = cgroups.Group([tmp_path / "no-such-group"], 1)
+    marker = tmp_path / "ran"
+    line, inside, outside = cgroups.gated(
+        [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('ran')"]
+    )
+    process = subprocess.Popen(line, pass_fds=(inside,))
+    os.close(inside)
+    with pytest.raises(OSError):
+        cgroups.open_gate(gone, process.pid, outside)
+    assert process.wait(timeout=60) == 125
+    assert not marker.exists()
+
+
+@pytest.mark.sandbox
+def test_a_sandbox_and_everything_in_it_share_one_group_that_ends_with_it(tmp_path):
+    if sandbox.sandbox().bwrap is None:
+        pytest.skip(sandbox.sandbox().reason)
+    server = pool.ForkServer(grading_env(), [])
+    try:
+        assert server.group is not None
+        pool.Session(server, grading_env())
+        inside = server.group.pids()
+        # The gate become bubblewrap, bubblewrap's process 1 (the server), the worker.
+        assert server.process.pid in inside and len(inside) >= 3, inside
+    finally:
+        server.close()
+    assert not any(folder.exists() for folder in server.group.folders)
+
+
+def test_the_report_says_which_limits_held(monkeypatch):
+    assert "cgroup v" in cgroups.said()
+    monkeypatch.setattr(cgroups, "create", lambda: None)
+    assert "each process on its own" in cgroups.said()
