@@ -185,3 +185,20 @@ def test_quotation_marks_are_the_mainland_ones():
     ]
     found = [path.name for path in texts if re.search("[「」]", path.read_text(encoding="utf-8"))]
     assert not found, f"「」 in {found}: the course quotes with “”"
+
+
+PYTHON_WORD_IN_VERDICT = re.compile(r"^\s*->.*(?<![A-Za-z_`])(True|False|None)(?![A-Za-z_`])")
+
+
+def test_a_chinese_verdict_answers_in_chinese():
+    """A verdict line (``  -> 不成立：……``) answers 是/否 (``tc.yes_no``), not Python's
+    ``True``/``False``."""
+    found = [
+        f"{notebook.stem} {where}: {line.strip()}"
+        for notebook in CHINESE_SOLUTIONS
+        for where, text in _read(notebook)[0]
+        for line in text.split("\n")
+        if PYTHON_WORD_IN_VERDICT.search(line)
+    ]
+    assert not found, "\n".join(found)
+    assert PYTHON_WORD_IN_VERDICT.search("  -> 不成立：它改变了梯度：True；……")

@@ -54,12 +54,12 @@ _NAMES = {
         "sinusoidal_encoding",
     ),
     "tfcourse.runtime": ("default_device", "fmt", "seed_everything"),
-    "tfcourse.language": ("pad",),
+    "tfcourse.language": ("pad", "yes_no"),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
 
 if TYPE_CHECKING:  # what type checkers and editors see, without the lazy import
-    from .language import pad
+    from .language import pad, yes_no
     from .nn.attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
     from .nn.block import TransformerBlock, TransformerStack
     from .nn.config import PRESETS, GPTConfig
@@ -142,5 +142,6 @@ __all__ = [
     "seed_everything",
     "sinusoidal_encoding",
     "swiglu_hidden_dim",
+    "yes_no",
     "yours",
 ]

@@ -109,6 +109,12 @@ def say(english: str, chinese: str) -> str:
     return chinese if current() == "zh" else english
 
 
+def yes_no(value: bool) -> str:
+    """A verdict's answer in the current language: "yes"/"no", or 是/否 (Python's
+    ``True``/``False`` reads as code in a Chinese sentence)."""
+    return say("yes", "是") if value else say("no", "否")
+
+
 def text_width(text: str) -> int:
     """Columns ``text`` takes in a terminal or a notebook's output: two for each Chinese
     (wide) character, so tables of Chinese text line up."""
