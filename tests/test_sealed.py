@@ -1201,3 +1201,25 @@ def test_a_request_the_worker_cannot_read_is_an_answer_and_the_worker_goes_on(tm
         assert reply["value"] == 42 and worker.process.poll() is None
     finally:
         worker.kill()
+
+
+def test_a_reply_over_the_bound_is_refused_unread_and_a_big_cell_still_travels(tmp_path):
+    """A worker's reply costs the grader at most ``protocol.MAX_HEADER`` of header (hundreds
+    of times the largest an honest notebook needs); the learner's cells travel the other way,
+    bounded by the notebook's own limit."""
+    # The bounds SECURITY.md states (what one reply can cost the grader).
+    assert protocol.MAX_HEADER <= 2**20 and protocol.MAX_BLOB <= 64 * 2**20
+    setup = Setup(env=grading_env(1), timeout=60, sandbox="none")
+    big_cell = "x = 21\n" + "# a long comment\n" * (protocol.MAX_HEADER // 8)
+    worker, ran = session._start_worker(
+        [big_cell], frozenset(), {}, tmp_path, setup, channel.Budget.starting_now(300)
+    )
+    try:
+        assert ran == [{"ok": True, "error": "", "notes": []}]
+        reply, _ = worker.request({"op": "evaluate", "expression": "'a' * 1000"})
+        assert reply["value"] == "a" * 1000
+        too_big = f"'a' * {protocol.MAX_HEADER + 1}"
+        with pytest.raises(channel.ProtocolBroken, match="header of"):
+            worker.request({"op": "evaluate", "expression": too_big})
+    finally:
+        worker.kill()

@@ -32,8 +32,14 @@ from safetensors.torch import save as save_tensors
 # The module hooks a worker reports back on the check's own modules (a leftover hook is a
 # mistake some checks look for); the grader re-creates each kind it hears of.
 HOOK_KINDS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-MAX_HEADER = 16 * 2**20  # bytes: a header bigger than this is a broken or hostile peer
-MAX_BLOB = 256 * 2**20  # bytes: every tensor a check exchanges is far smaller
+# Bounds on what a peer may send, so that a hostile worker's reply costs the grader at most
+# this much memory and parsing. Measured while grading every solved notebook: the largest
+# reply had a header of 4,188 bytes and tensors of 1 MiB; the largest request after the first
+# 6,634 bytes and 122 KB. The grader's first request carries the learner's cells, which the
+# worker (and only the worker) reads up to a notebook's own limit.
+MAX_HEADER = 2**20  # bytes: a reply's header bigger than this is a broken or hostile peer
+MAX_REQUEST_HEADER = 64 * 2**20  # bytes: the grader's requests (notebook.MAX_NOTEBOOK_BYTES)
+MAX_BLOB = 64 * 2**20  # bytes: every tensor a check exchanges is far smaller
 
 
 # The optimizers a check may hand the learner's code (sent by value, rebuilt in the worker).
@@ -67,10 +73,12 @@ def _read_exactly(stream, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_message(stream) -> tuple[dict, dict[str, torch.Tensor]]:
+def read_message(stream, max_header: int = MAX_HEADER) -> tuple[dict, dict[str, torch.Tensor]]:
+    """One message from ``stream``; a header over ``max_header`` bytes or tensors over
+    ``MAX_BLOB`` raise ``ProtocolError`` before they are read."""
     (size,) = struct.unpack(">Q", _read_exactly(stream, 8))
-    if size > MAX_HEADER:
-        raise ProtocolError(f"header of {size} bytes (limit {MAX_HEADER})")
+    if size > max_header:
+        raise ProtocolError(f"header of {size} bytes (limit {max_header})")
     try:
         header = json.loads(_read_exactly(stream, size))
     except ValueError as error:

@@ -393,7 +393,8 @@ def _run_cells(cells: list[str]) -> list[dict]:
         results.append(
             {
                 "ok": error is None,
-                "error": "" if error is None else f"{type(error).__name__}: {error}",
+                # Bounded like a note: the reply's header is (protocol.MAX_HEADER).
+                "error": "" if error is None else f"{type(error).__name__}: {error}"[:300],
                 "notes": list(_cell_notes),
             }
         )
@@ -463,7 +464,7 @@ def _unpack(tensors: dict) -> None:
 
 def serve() -> None:
     """Answer the grader on the channel (``take_channel``) until it closes."""
-    header, tensors = protocol.read_message(_CHANNEL_IN)
+    header, tensors = protocol.read_message(_CHANNEL_IN, protocol.MAX_REQUEST_HEADER)
     _unpack(tensors)
     _limit(header.get("limits", {}))
     try:
@@ -481,7 +482,7 @@ def serve() -> None:
     protocol.write_message(_CHANNEL_OUT, {"cells": cells, "seen": SEEN})
     while True:
         try:
-            header, tensors = protocol.read_message(_CHANNEL_IN)
+            header, tensors = protocol.read_message(_CHANNEL_IN, protocol.MAX_REQUEST_HEADER)
         except EOFError:
             return
         op, watch = header.get("op"), _watch(header)
