@@ -33,10 +33,9 @@ pytestmark = pytest.mark.skipif(
 def gated_run(code: str, group: cgroups.Group | None) -> str:
     """Run ``code`` as a child that joins ``group`` (none: the control) before it runs;
     its standard output."""
-    line, inside, outside = cgroups.gated([sys.executable, "-c", textwrap.dedent(code)])
-    process = subprocess.Popen(line, pass_fds=(inside,), stdout=subprocess.PIPE)
-    os.close(inside)
-    cgroups.open_gate(group, process.pid, outside)
+    process = cgroups.start(
+        [sys.executable, "-c", textwrap.dedent(code)], group, stdout=subprocess.PIPE
+    )
     try:
         out, _ = process.communicate(timeout=120)
     finally:
@@ -105,10 +104,7 @@ def test_ending_the_group_ends_a_daemon_that_left_the_session(tmp_path):
                 time.sleep(600)
             os._exit(0)
         """
-    line, inside, outside = cgroups.gated([sys.executable, "-c", textwrap.dedent(code)])
-    process = subprocess.Popen(line, pass_fds=(inside,))
-    os.close(inside)
-    cgroups.open_gate(group, process.pid, outside)
+    process = cgroups.start([sys.executable, "-c", textwrap.dedent(code)], group)
     process.wait(timeout=60)
     for _ in range(500):
         if marker.exists() and marker.read_text():

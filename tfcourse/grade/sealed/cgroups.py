@@ -13,7 +13,7 @@ still hold). Elsewhere (a learner grading their own notebook, macOS, a container
 mounts them read-only) ``create`` returns ``None``, each process's rlimits are what
 holds, and the report says so (``said``).
 
-A process joins its group before it runs anything: ``gated`` starts it behind a gate that
+A process joins its group before it runs anything: ``start`` runs it behind a gate that
 waits on a pipe; the grader writes its pid into the group, then opens the gate. What it
 starts afterwards is in the group too (a child starts in its parent's group), and cannot
 leave: moving a process needs write access to the other group's files, which are root's.
@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -186,3 +187,25 @@ def open_gate(group: Group | None, pid: int, outside: int) -> None:
         os.write(outside, b"g")
     finally:
         os.close(outside)
+
+
+def start(argv: list[str], group: Group | None, /, *, pass_fds=(), **popen) -> subprocess.Popen:
+    """``subprocess.Popen(argv, pass_fds=pass_fds, **popen)``, in ``group`` (none: no group)
+    before it runs a line of its own (``group`` is positional: ``popen`` may name Popen's
+    own ``group``, a gid). Raises ``RuntimeError`` when it cannot join (the
+    process is ended first); ``Popen``'s own errors as they are."""
+    line, inside, outside = gated(argv)
+    try:
+        process = subprocess.Popen(line, pass_fds=(*pass_fds, inside), **popen)
+    except BaseException:
+        os.close(outside)
+        raise
+    finally:
+        os.close(inside)
+    try:
+        open_gate(group, process.pid, outside)
+    except OSError as error:
+        process.kill()
+        process.wait()
+        raise RuntimeError(f"the process could not join its control group: {error}") from None
+    return process

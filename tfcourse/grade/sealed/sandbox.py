@@ -374,7 +374,7 @@ def start_sealed(
     ``argv`` names the worker's files as it sees them, under ``WORK``; ``work`` is the
     grader's folder behind it (read-only inside unless ``writable``); ``init``: ``argv``
     is the sandbox's process 1 (``command``); ``group``: the control group that holds it
-    and all it starts, joined before it runs (``cgroups.gated``). Raises ``RuntimeError``
+    and all it starts, joined before it runs (``cgroups.start``). Raises ``RuntimeError``
     when the sandbox is unavailable or it cannot join its group: never a silent downgrade.
     """
     found = sandbox()
@@ -389,29 +389,16 @@ def start_sealed(
         writable=writable,
         init=init,
     )
-    line, inside, outside = cgroups.gated(line)
-    try:
-        process = subprocess.Popen(
-            line,
-            cwd=real_work,
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=(*pass_fds, inside),
-            **unprivileged(Path(real_work)),
-        )
-    except BaseException:
-        os.close(outside)
-        raise
-    finally:
-        os.close(inside)
-    try:
-        cgroups.open_gate(group, process.pid, outside)
-    except OSError as error:
-        process.kill()
-        process.wait()
-        raise RuntimeError(f"the sandbox could not join its control group: {error}") from None
-    return process
+    return cgroups.start(
+        line,
+        group,
+        cwd=real_work,
+        env=dict(env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        start_new_session=True,
+        close_fds=True,
+        pass_fds=pass_fds,
+        **unprivileged(Path(real_work)),
+    )

@@ -162,32 +162,23 @@ class UserProcess:
         os.chmod(folder, 0o700)
         # All of the user's processes together, where the machine offers it (cgroups.py).
         self.group = cgroups.create()
-        line, inside, outside = cgroups.gated(argv)
         try:
-            self.process = subprocess.Popen(
-                line,
+            self.process = cgroups.start(
+                argv,
+                self.group,
                 cwd=folder,
                 env=dict(env),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
-                pass_fds=(inside,),
                 **_as_user(self.uid),
             )
         except BaseException:
-            os.close(outside)
             if self.group is not None:
                 self.group.kill()
             raise
-        finally:
-            os.close(inside)
         self.stdin, self.stdout, self.folder = self.process.stdin, self.process.stdout, folder
         self.ended = False
-        try:
-            cgroups.open_gate(self.group, self.process.pid, outside)
-        except OSError as error:
-            self.kill()
-            raise RuntimeError(f"the worker could not join its control group: {error}") from None
 
     def poll(self):
         # Running until killed: a worker that exits may have left a process behind.
