@@ -6,11 +6,14 @@ torch: about two seconds each) and are marked slow.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import io
 import json
 import math
 import os
 import struct
+import sys
 import time
 
 import pytest
@@ -18,6 +21,7 @@ import torch
 from nbformat.v4 import new_code_cell
 
 import tfcourse as tc
+from tfcourse import checks
 from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
 from tfcourse.course.restamp import restamp
@@ -922,8 +926,124 @@ SHORTCUTS = [
 ]
 
 
+# Course code that does an exercise, reached where that exercise is judged alone (the retry
+# worker, where nothing else of its notebook is sealed).
+COURSE_SHORTCUTS = [
+    (
+        "10_modern_block",
+        "ex-rotary-tables",
+        "rotary_cos_sin",
+        """\
+from tfcourse.nn.positional import rotary_inv_freq
+
+def rotary_cos_sin(T, head_dim, base=10000.0):
+    positions = torch.arange(T, dtype=torch.float64)
+    angles = torch.outer(positions, rotary_inv_freq(head_dim, base))
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().float(), angles.sin().float()
+""",
+    ),
+    (
+        "10_modern_block",
+        "ex-rotary-attention",
+        "RotaryAttention",
+        """\
+import tfcourse as tc
+
+class RotaryAttention(tc.MultiHeadAttention):
+    def __init__(self, d_model, n_heads, *, max_seq_len, n_kv_heads=None, rope_base=10000.0,
+                 dropout=0.0, bias=False):
+        super().__init__(d_model, n_heads, max_seq_len=max_seq_len, dropout=dropout, bias=bias,
+                         rope_base=rope_base, n_kv_heads=n_kv_heads)
+""",
+    ),
+    (
+        "03_norms",
+        "ex-rmsnorm",
+        "RMSNorm",
+        """\
+import tfcourse as tc
+
+class RMSNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+    def forward(self, x):
+        d = x.shape[-1]
+        norm = tc.LayerNorm(2 * d, eps=self.eps).to(x.device, x.dtype)
+        return norm(torch.cat([x, -x], -1))[..., :d] * self.weight
+""",
+    ),
+    (
+        "08_training",
+        "ex-get-batch",
+        "get_batch",
+        """\
+from types import SimpleNamespace
+from tfcourse.train.data import TextDataset
+
+def get_batch(data, batch_size, seq_len, *, generator=None):
+    dataset = SimpleNamespace(train=data)
+    return TextDataset.batch(dataset, batch_size, seq_len, generator=generator)
+""",
+    ),
+    (
+        "08_training",
+        "ex-estimate-loss",
+        "estimate_loss",
+        """\
+from tfcourse.train.loop import evaluate
+
+class _Fixed:
+    def __init__(self, batches):
+        self.batches = list(batches)
+    def batch(self, batch_size, seq_len, *, generator=None, split="val"):
+        b = self.batches.pop(0)
+        return b[:, :-1], b[:, 1:]
+
+def estimate_loss(model, batches):
+    return evaluate(model, _Fixed(batches), batch_size=batches.shape[1],
+                    seq_len=batches.shape[2] - 1, n_batches=len(batches))
+""",
+    ),
+    (
+        "08_training",
+        "ex-generate",
+        "generate",
+        """\
+import tfcourse as tc
+
+def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None,
+             generator=None):
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = model(idx[:, -model.config.max_seq_len:])[:, -1, :]
+            if top_p is None:
+                pick = tc.GPT._next_token(logits, temperature, top_k, generator)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                probs = logits.softmax(-1)
+                ordered = probs.sort(dim=-1, descending=True).values
+                kept = (ordered.cumsum(-1) - ordered < top_p).sum(-1, keepdim=True)
+                smallest = ordered.gather(-1, kept - 1)
+                logits = logits.masked_fill(probs < smallest, float("-inf"))
+                pick = torch.multinomial(logits.softmax(-1), 1, generator=generator)
+            idx = torch.cat([idx, pick], dim=1)
+    model.train(was_training)
+    return idx
+""",
+    ),
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("notebook, cell_id, exercise, source", SHORTCUTS)
+@pytest.mark.parametrize("notebook, cell_id, exercise, source", SHORTCUTS + COURSE_SHORTCUTS)
 @pytest.mark.sandbox
 def test_shortcuts_earn_nothing_in_the_shared_and_the_retry_worker(
     notebook, cell_id, exercise, source, monkeypatch
@@ -1137,13 +1257,14 @@ def test_the_packages_configure_optimizer_earns_nothing():
 
 def _names_that_run() -> set[str]:
     """What the worker's watch could see, named as it names them: torch's operators and C
-    functions as ``torch.<name>``, Python functions and methods of torch and tfcourse as
-    ``<module>.<qualified name>``."""
+    functions as ``torch.<name>``, Python functions and methods of torch, tfcourse and
+    transformers' LLaMA as ``<module>.<qualified name>``."""
     import inspect
     import sys
 
     import torch._decomp.decompositions
     import torch._refs
+    import transformers.models.llama.modeling_llama  # noqa: F401
 
     import tfcourse.lab.rope
     import tfcourse.train.bpe
@@ -1152,7 +1273,7 @@ def _names_that_run() -> set[str]:
 
     names = {f"torch.{name}" for name in (*dir(torch.ops.aten), *dir(torch), *dir(torch.Tensor))}
     for module_name, module in list(sys.modules.items()):
-        if module_name.split(".")[0] not in ("torch", "tfcourse"):
+        if module_name.split(".")[0] not in ("torch", "tfcourse", "transformers"):
             continue
         for value in list(vars(module).values()):
             found = [value, *vars(value).values()] if inspect.isclass(value) else [value]
@@ -1223,3 +1344,95 @@ def test_a_reply_over_the_bound_is_refused_unread_and_a_big_cell_still_travels(t
             worker.request({"op": "evaluate", "expression": too_big})
     finally:
         worker.kill()
+
+
+# Ways to torch's kernels that pass none of its Python functions, so no pattern of the watch
+# can name them: each is refused by the kernel it reaches (the worker's ``_Kernels``).
+_BOXED = (
+    "torch._C._dispatch_call_boxed(torch._C._dispatch_find_schema_or_throw('{op}', ''), {args})"
+)
+PAST_TORCH = [
+    (
+        "03_norms",
+        "ex-layernorm",
+        "LayerNorm",
+        "def _scripted(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float):\n"
+        "    return torch.nn.functional.layer_norm(x, x.shape[-1:], w, b, eps)\n"
+        "_scripted = torch.jit.script(_scripted)\n"
+        + _LAYERNORM.replace("SHORTCUT", "_scripted(x, self.weight, self.bias, self.eps)"),
+    ),
+    (
+        "03_norms",
+        "ex-layernorm",
+        "LayerNorm",
+        _LAYERNORM.replace(
+            "return SHORTCUT",
+            "with torch._C.DisableTorchFunction():\n"
+            "            return nn.functional.layer_norm(x, x.shape[-1:], self.weight, "
+            "self.bias, self.eps)",
+        ),
+    ),
+    (
+        "03_norms",
+        "ex-rmsnorm",
+        "RMSNorm",
+        _RMSNORM.replace(
+            "SHORTCUT",
+            _BOXED.format(op="aten::rms_norm", args="x, list(x.shape[-1:]), self.weight, self.eps"),
+        ),
+    ),
+    (
+        "01_attention",
+        "ex-attention",
+        "scaled_dot_product_attention",
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        "    if mask is not None:\n"
+        "        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(\n"
+        "            ~mask, float('-inf'))\n"
+        "    return "
+        + _BOXED.format(op="aten::_scaled_dot_product_attention_math", args="q, k, v, mask"),
+    ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook, cell_id, exercise, source", PAST_TORCH)
+@pytest.mark.sandbox
+def test_a_kernel_reached_past_torchs_functions_earns_nothing(
+    notebook, cell_id, exercise, source, tmp_path, monkeypatch
+):
+    solution = notebook_format.read_notebook(ROOT / "solutions" / f"{notebook}.ipynb")
+    nb = solve(make_learner(solution, notebook), solution)
+    next(c for c in nb.cells if c.get("id") == cell_id).source = source
+    stamped, _ = restamp(nb, solution)
+    verdict = grade_exercise(stamped, solution, exercise, Setup(env=grading_env(1), timeout=60))
+    assert verdict.status == "shortcut" and "aten::" in verdict.output, verdict
+    assert any(name.startswith("aten::") for name in verdict.calls), verdict.calls
+    # The attack is real: the same code passes the exercise's check where nothing watches.
+    # (a module of its own: TorchScript reads a function's source from its file)
+    (tmp_path / "answer.py").write_text("import torch\nfrom torch import nn\n" + source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "answer", raising=False)
+    namespace = vars(importlib.import_module("answer"))
+    calls, expected = session.checks_of(solution, exercise)
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        for function, args in calls:
+            getattr(checks, function)(*[eval(arg, namespace) for arg in args])
+    assert printed.getvalue() == expected
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_the_report_names_what_the_learners_code_called():
+    """Per exercise, the torch and course functions the learner's own code called, for the
+    teacher: the honest RMSNorm's operations, not the check's or the worker's."""
+    solution = notebook_format.read_notebook(ROOT / "solutions" / "03_norms.ipynb")
+    nb = solve(make_learner(solution, "03_norms"), solution)
+    next(c for c in nb.cells if c.get("id") == "ex-rmsnorm").source = _RMSNORM.replace(
+        "SHORTCUT", "self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)"
+    )
+    stamped, _ = restamp(nb, solution)
+    result = grade(stamped, solution, Setup(env=grading_env(1), timeout=60))
+    rms = next(r for r in result.exercises if r.name == "RMSNorm")
+    assert rms.passed and {"torch.rsqrt", "torch.pow", "torch.mean"} <= set(rms.calls), rms
+    assert not any(name.startswith(("aten::", "torch.func", "torch.set_")) for name in rms.calls)

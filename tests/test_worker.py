@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tfcourse.grade.sealed import pool, protocol, proxy
+from tfcourse.grade.sealed import channel, pool, protocol, proxy
 from tfcourse.grade.sealed.seal import sealed_archive
 from tfcourse.grade.sealed.session import grading_env
 
@@ -163,6 +163,34 @@ def test_non_persistent_buffers_are_mirrored_and_the_call_uses_the_mirrors(tmp_p
         mirror.mask.fill_(True)  # what the call sees is the mirror's, moved and changed
         x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
         assert mirror(x).tolist() == [1.0, 2.0, 3.0]
+    finally:
+        worker.kill()
+        process.wait()
+
+
+SPRAY = """
+import types
+import torch
+
+def spray(first):
+    # 300 functions whose module claims to be the course's, each with a long name of its own
+    scope, code = {"__name__": "tfcourse.\\x1b[31m"}, (lambda: 1).__code__
+    for i in range(first, first + 300):
+        types.FunctionType(code.replace(co_qualname=f"f{i}" + "x" * 300), scope)()
+    return torch.ones(1).sum().item()
+"""
+
+
+def test_what_the_learners_code_called_is_bounded_whatever_it_names(tmp_path):
+    """The report's list of what the learner's code called comes from the worker, so the
+    learner shapes it: at most ``channel.MAX_CALLED`` names per exercise (each request sends
+    as many, all different), each cut short."""
+    process, _ = start(tmp_path, [SPRAY])
+    worker = proxy.Worker(process, timeout=30)
+    try:
+        assert worker.evaluate("spray(0)") == worker.evaluate("spray(300)") == 1.0
+        assert len(worker.called) == channel.MAX_CALLED
+        assert max(map(len, worker.called)) == channel.MAX_NAME
     finally:
         worker.kill()
         process.wait()

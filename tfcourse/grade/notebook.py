@@ -162,6 +162,7 @@ def _result(name: str, verdict: SealedVerdict, solution, *, sealed: bool) -> Exe
         points=exercise_points(solution, name),
         sealed=sealed,
         notes=list(verdict.notes),
+        calls=list(verdict.calls),
     )
     if result.passed:
         return result

@@ -44,6 +44,10 @@ class ExerciseResult:
     notes: list[str] = field(default_factory=list)
     points: float = 1.0  # what the exercise is worth (the solution's metadata.tfcourse.points)
     sealed: bool = True  # False: graded with --unsealed, outside the sandbox
+    # The torch functions and methods (torch.<name>) and course functions the learner's code
+    # called while the checks ran, and any kernel it reached past torch's functions (aten::):
+    # for a teacher to look where the shortcut watch promises nothing (SECURITY.md).
+    calls: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> float:

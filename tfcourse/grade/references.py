@@ -25,6 +25,7 @@ stub and fails too (``TransformerBlock`` builds a sealed ``MultiHeadAttention``)
 from __future__ import annotations
 
 from ..course import notebook_format
+from ..language import say
 
 # Every normalization torch has: a learner's norm computes the statistics itself.
 _NORMS = (
@@ -58,19 +59,22 @@ SHORTCUTS: dict[str, tuple[str, ...]] = {
     "LayerNorm": _NORMS,
     # By hand: no norm of torch's to differentiate, no autograd of any kind.
     "layernorm_backward": (*_NORMS, "torch.autograd.*", "torch.*backward*"),
-    # RMSNorm from a LayerNorm of [x, -x] (mean zero, so its variance is the mean square).
-    "RMSNorm": _NORMS,
+    # RMSNorm from a LayerNorm of [x, -x] (mean zero, so its variance is the mean square):
+    # torch's, or the course's own where LayerNorm is not sealed (a worker for RMSNorm alone).
+    "RMSNorm": (*_NORMS, "tfcourse.*.LayerNorm.*", "transformers.*RMSNorm*"),
     "TransformerBlock": _TORCH_BLOCKS,
     "GPT": _TORCH_BLOCKS,
-    "RotaryAttention": _TORCH_MODULES,
+    # The course's attention takes rotary positions and fewer key/value heads too.
+    "RotaryAttention": (*_TORCH_MODULES, "tfcourse.*.MultiHeadAttention.*"),
     # The course's block does it all; its attention would stand in for the learner's own.
     "LlamaBlock": (
         *_TORCH_BLOCKS,
         "tfcourse.*.TransformerBlock.*",
         "tfcourse.*.MultiHeadAttention.*",
     ),
-    # repeat_kv is not listed: kv.repeat_interleave(n_rep, dim=1) is an honest answer (a
-    # copy where expand makes none), and the notebook's own check accepts it.
+    # kv.repeat_interleave(n_rep, dim=1) is an honest answer (a copy where expand makes
+    # none), and the notebook's own check accepts it; transformers' own is not.
+    "repeat_kv": ("transformers.*repeat_kv",),
     # The rotation itself, and the course's tools that rotate queries and keys.
     "apply_rotary": (
         "tfcourse.*.rotate_half",
@@ -85,13 +89,22 @@ SHORTCUTS: dict[str, tuple[str, ...]] = {
         "tfcourse.*.rotary_scores",
         "tfcourse.*.context_extension",
         "tfcourse.*.sinusoidal_encoding",
+        "tfcourse.*.rotary_inv_freq",
     ),
     # Cached attention: the course's attention module does it with its KV cache.
     "attend_with_cache": ("tfcourse.*.MultiHeadAttention.*", "tfcourse.*.KVCache.*"),
     # The course's own groups (sealed as the reference), wherever they are reached from.
     "configure_optimizer": ("tfcourse.*.configure_optimizer",),
     "train_loop": ("tfcourse.*.train", "tfcourse.*.Trainer.*"),
-    "generate": ("tfcourse.*.sample_text", "tfcourse.*.GPT.generate"),
+    "generate": (
+        "tfcourse.*.sample_text",
+        "tfcourse.*.GPT.generate",
+        "tfcourse.*.GPT._sample",
+        "tfcourse.*.GPT._next_token",
+    ),
+    # The course's datasets draw batches, and its training loop estimates the loss.
+    "get_batch": ("tfcourse.train.data.*.batch",),
+    "estimate_loss": ("tfcourse.*.evaluate",),
     # The course's tokenizer counts and merges pairs itself.
     "most_frequent_pair": ("tfcourse.*.ByteBPE.*",),
     "merge_pair": ("tfcourse.*.ByteBPE.*", "tfcourse.train.bpe._merge"),
@@ -121,3 +134,28 @@ def shortcuts(solution, exercise: str) -> tuple[str, ...]:
     meta = _metadata(notebook_format.exercise_cell(solution, exercise))
     listed = [*SHORTCUTS.get(exercise, ()), *map(str, meta.get("shortcuts", []))]
     return tuple(dict.fromkeys(listed))
+
+
+def shortcut_said(seen: list[str]) -> str:
+    """Why an exercise earned nothing: the shortcuts that ran, and the kernels reached past
+    torch's functions (named ``aten::...`` by the worker's ``_Kernels``, whatever the patterns)."""
+    kernels = ", ".join(sorted({name for name in seen if "::" in name}))
+    called = ", ".join(sorted({name for name in seen if "::" not in name}))
+    said = []
+    if called:
+        said.append(
+            say(
+                f"called {called}, which does the whole exercise",
+                f"调用了 {called}，它包办了整个练习",
+            )
+        )
+    if kernels:
+        said.append(
+            say(
+                f"reached torch's kernels ({kernels}) past its Python functions (a TorchScript "
+                f"function, torch._C's dispatcher), which an exercise may not do",
+                f"绕过 torch 的 Python 函数直接用到了底层算子（{kernels}，例如通过 TorchScript "
+                f"函数或 torch._C 的分派器），练习里不允许这样做",
+            )
+        )
+    return say("; ", "；").join(said)

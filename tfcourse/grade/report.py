@@ -48,6 +48,7 @@ def clean_grade(grade: NotebookGrade) -> NotebookGrade:
             expected=plain(result.expected),
             got=plain(result.got),
             notes=[plain(note) for note in result.notes],
+            calls=[label(name) for name in result.calls],
         )
         for result in grade.exercises
     ]
@@ -133,6 +134,8 @@ def _format_report(grade: NotebookGrade) -> str:
         lines.append(f"  {result.name}{say(': ', '：')}{verdict(result)}")
         if not result.passed:
             lines += failure_lines(result, "      ")
+        if result.calls:
+            lines.append(say("      called: ", "      调用了：") + ", ".join(result.calls))
     for text in grade.notes:
         lines.append(f"  {note}{indented(text, grade_note_pad)}")
     if grade.isolation:

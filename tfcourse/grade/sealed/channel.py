@@ -118,6 +118,10 @@ class Budget:
         return cls(seconds, time.monotonic() + seconds)
 
 
+# The names the learner's code called, kept per exercise for the report (the worker sends
+# at most 200 per request): the report stays readable whatever a worker sends.
+MAX_CALLED, MAX_NAME = 200, 120
+
 # How often a wait for a reply looks whether the channel's reader is still there.
 READER_CHECK_SECONDS = 0.5
 
@@ -130,6 +134,7 @@ class Channel:
     def __init__(self, process, timeout: float, budget: Budget = Budget()):
         self.process, self.timeout, self.budget = process, timeout, budget
         self.seen: list[str] = []  # the shortcuts the worker saw running (references.py)
+        self.called: set[str] = set()  # what the learner's code called (the teacher's report)
         self.exercise = ""  # the exercise its requests serve: the one its watch looks for
         self._replies: queue.Queue = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -223,10 +228,14 @@ class Channel:
                 )
             )
         header, tensors = reply
-        seen = header.get("seen", [])
+        seen, called = header.get("seen", []), header.get("called", [])
         if not (isinstance(seen, list) and all(isinstance(t, str) for t in seen)):
             raise broken("the shortcuts seen", "看到的捷径")
+        if not (isinstance(called, list) and all(isinstance(t, str) for t in called)):
+            raise broken("what was called", "调用过的函数")
         self.seen = seen
+        room = max(0, MAX_CALLED - len(self.called))  # per exercise (session._judge clears it)
+        self.called.update(name[:MAX_NAME] for name in called[:room])
         return header, tensors
 
     def request(self, header: dict, tensors: dict | None = None) -> tuple[dict, dict]:
