@@ -7,22 +7,20 @@ sealed copy of ``tfcourse`` (``seal.py``), unpacked here and put first on ``sys.
 it never imports the real ``tfcourse``, and in the sealed copy the reference of the
 exercise under test is a stub. It never judges anything: it answers requests (build
 this, call that, backpropagate this) with tensors, and the grader compares them with
-the reference; and it reports the shortcuts it saw running (``_Watch``).
+the reference; and it reports what the learner's code called and the shortcuts it saw
+running (``watch.py``).
 
 The protocol runs on copies of the channel's file descriptors; the learner's prints go
 to a log file, so no print can corrupt the channel.
 """
 
 import contextlib
-import fnmatch
-import inspect
 import io
 import itertools
 import os
 import signal
 import sys
 import tarfile
-import threading
 import traceback
 from typing import Any, cast
 
@@ -31,18 +29,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # protocol.py be
 import protocol
 import syscalls
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+import watch as watching
 
 PACKAGE = "sealed"  # where the sealed tfcourse is unpacked, in the worker's folder
 
 _CHANNEL_IN = _CHANNEL_OUT = None  # the protocol's channel (take_channel)
-SEEN: list[str] = []  # the shortcuts seen running, in order (reported with every reply)
 _objects: dict[int, object] = {}
 _graphs: dict[int, tuple[list, list]] = {}
 _graph_keys = itertools.count(1)
 _cell_seconds = 120.0
-_FOLDER = ""  # the worker's own, where the learner's %%writefile modules are (serve)
 
 
 def _say(english: str, chinese: str) -> str:
@@ -50,138 +45,6 @@ def _say(english: str, chinese: str) -> str:
     grader sets ``TFCOURSE_LANG=zh`` for a notebook of the Chinese edition."""
     chosen = os.environ.get("TFCOURSE_LANG", "").strip().lower()
     return chinese if chosen.startswith("zh") else english
-
-
-class _Kernels(TorchDispatchMode):
-    """Every kernel the learner's code reaches without passing torch's Python functions
-    (``_Watch.__torch_function__`` is not on the stack): a TorchScript function,
-    ``torch._C._dispatch_call_boxed``, a mode turned off. Honest code never does (measured
-    on every solved notebook); an exercise that does earns nothing (its ``ns::name`` in
-    SEEN)."""
-
-    def __init__(self, watch: "_Watch"):
-        super().__init__()
-        self.watch = watch
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if threading.current_thread() is threading.main_thread():  # not autograd's threads
-            frame: Any = sys._getframe(1)
-            while frame is not None and frame.f_code is not _HANDLER:
-                frame = frame.f_back
-            name = str(func.name()).split(".")[0]  # aten::native_layer_norm
-            if frame is None and name not in _LIFTS:
-                self.watch.record(name)
-        return func(*args, **(kwargs or {}))
-
-
-class _Watch(TorchFunctionMode):
-    """While a request of the grader runs the learner's code, what that code called: each
-    torch function and method (``torch.<name>``) and course function (``<module>.<qualified
-    name>``) it called itself (``called``, for the teacher's report), each kernel it reached
-    past torch's functions (``_Kernels``), and each function that ran and matches one of the
-    exercise's shortcut patterns (``references.py``): these go to SEEN, once per request."""
-
-    def __init__(self, patterns: tuple[str, ...]):
-        super().__init__()
-        self.patterns = patterns
-        # what each code object or torch name ran as, if it matches (kept per exercise)
-        self.matches = _MATCHES.setdefault(self.patterns, {})
-        self.seen: set[str] = set()
-        self.called: set[str] = set()
-        self.kernels = _Kernels(self)
-
-    def record(self, name: str) -> None:
-        if name not in self.seen:
-            self.seen.add(name)
-            SEEN.append(name)
-        self._call(name)
-
-    def _call(self, name: str) -> None:
-        if len(self.called) < MAX_CALLED:
-            self.called.add(name)
-
-    def _match(self, key, name_of) -> None:
-        found = self.matches.get(key, _UNSEEN)
-        if found is _UNSEEN:
-            name = name_of()
-            found = self.matches[key] = (
-                name if any(fnmatch.fnmatchcase(name, p) for p in self.patterns) else None
-            )
-        if found is not None:
-            self.record(found)
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = str(getattr(func, "__name__", ""))
-        if name == "__get__":  # a tensor's property (x.shape), by the property's name
-            name = str(getattr(getattr(func, "__self__", None), "__name__", name))
-        name = "torch." + name.split(".")[0]
-        self._match(name, lambda: name)
-        if _learners(sys._getframe(1)):
-            self._call(name)
-        return func(*args, **(kwargs or {}))
-
-    def _profile(self, frame, event, arg):
-        # Functions only: a module or class body runs once, when imported (a lazy import inside
-        # torch runs ``layer_norm_expanded_weights``'s body), and does no exercise's work.
-        if event == "call" and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
-            self._match(frame.f_code, lambda: _name(frame))
-            if _course(frame) and _learners(frame.f_back):
-                self._call(_name(frame))
-
-    def __enter__(self):
-        super().__enter__()
-        self.kernels.__enter__()
-        self.previous = sys.getprofile()
-        sys.setprofile(self._profile)
-        return self
-
-    def __exit__(self, *exc):
-        sys.setprofile(self.previous)
-        self.kernels.__exit__(*exc)
-        return super().__exit__(*exc)
-
-
-_HANDLER = _Watch.__torch_function__.__code__
-# Creating a tensor from Python data (torch.tensor, torch.from_numpy) lifts it at the
-# dispatcher after torch's function has returned: not a kernel reached past it.
-_LIFTS = {"aten::lift", "aten::lift_fresh", "aten::lift_fresh_copy"}
-MAX_CALLED = 200  # names per request in the teacher's report
-_UNSEEN = object()
-_MATCHES: dict[tuple[str, ...], dict] = {}
-_SHORTCUTS: dict[str, tuple[str, ...]] = {}  # exercise -> its patterns (the first message)
-
-
-def _name(frame) -> str:
-    """A Python function as the patterns name it: ``<module>.<qualified name>``."""
-    code = frame.f_code
-    # co_qualname: Python 3.11 (3.10 gives a method by its name alone)
-    return f"{frame.f_globals.get('__name__', '')}.{getattr(code, 'co_qualname', code.co_name)}"
-
-
-def _course(frame) -> bool:
-    return frame is not None and frame.f_globals.get("__name__", "").startswith("tfcourse")
-
-
-def _learners(frame) -> bool:
-    """Whether the call made from ``frame`` is the learner's: the first frame up that is the
-    learner's (a cell, a module the cells wrote), the course's or this worker's is the
-    learner's; torch's and other libraries' frames between are passed over."""
-    while frame is not None and not _course(frame):
-        filename = frame.f_code.co_filename
-        if filename == __file__:
-            return False
-        if (
-            filename.startswith("<ipython-input-")
-            or os.path.dirname(os.path.abspath(filename)) == _FOLDER
-        ):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _watch(header: dict) -> _Watch:
-    """The watch for the exercise a request serves."""
-    return _Watch(_SHORTCUTS.get(str(header.get("exercise", "")), ()))
 
 
 def _handle(value) -> dict:
@@ -533,20 +396,20 @@ def serve() -> None:
     except (ImportError, OSError) as error:
         if header.get("sealed", True):  # the grader probed it (syscalls.unavailable)
             raise SystemExit(f"cannot filter system calls: {error}") from None
-    global _cell_seconds, _FOLDER
-    _cell_seconds, _FOLDER = float(header.get("cell_seconds", 120)), os.getcwd()
+    global _cell_seconds
+    _cell_seconds, watching.FOLDER = float(header.get("cell_seconds", 120)), os.getcwd()
     torch.set_num_threads(int(header.get("threads", 1)))
-    _SHORTCUTS.update(
+    watching.SHORTCUTS.update(
         {str(name): tuple(map(str, found)) for name, found in header.get("shortcuts", {}).items()}
     )
     cells = _run_cells(header.get("cells", []))
-    protocol.write_message(_CHANNEL_OUT, {"cells": cells, "seen": SEEN})
+    protocol.write_message(_CHANNEL_OUT, {"cells": cells, "seen": watching.SEEN})
     while True:
         try:
             header, tensors = protocol.read_message(_CHANNEL_IN, protocol.MAX_REQUEST_HEADER)
         except EOFError:
             return
-        op, watch = header.get("op"), _watch(header)
+        op, watch = header.get("op"), watching.for_request(header)
         try:
             if op == "evaluate":  # an argument of a check call, e.g. RMSNorm
                 encoder = protocol.Encoder(handle=_handle)
@@ -582,20 +445,9 @@ def serve() -> None:
                 },
                 {},
             )
-        reply["seen"], reply["called"] = SEEN, sorted(watch.called)
+        reply["seen"], reply["called"] = watching.SEEN, sorted(watch.called)
         protocol.write_message(_CHANNEL_OUT, reply, blob)
 
-
-def _warm_up() -> None:
-    """Use the kernels' watch once before any learner code runs: its first use imports parts
-    of torch (1.4 s measured), which would count against the learner's first request. In a
-    fork server, this is paid before the fork."""
-    with _Watch(()).kernels:
-        torch.ones(1).sum()
-    SEEN.clear()
-
-
-_warm_up()
 
 if __name__ == "__main__":
     take_channel(0, 1)
