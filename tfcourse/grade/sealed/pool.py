@@ -46,13 +46,11 @@ FILES = (*WORKER_FILES, "forkserver.py")
 START_SECONDS = 120  # importing torch on a loaded machine, with room to spare
 ANSWER_SECONDS = 20  # a fork
 SESSION = "/tmp/session"  # a forked worker's folder, inside the sandbox (forkserver.py)
-# The server's own: its files in one folder of /tmp (matplotlib's font cache; torch's compile
-# cache, made when the watch first imports torch._dynamo), and one thread while it imports
-# (a fork copies only the thread that forks).
+# The server's own: its files in one folder of /tmp (matplotlib's font cache), and one
+# thread while it imports (a fork copies only the thread that forks).
 SERVER_ENV = {
     "HOME": "/tmp/.server",
     "MPLCONFIGDIR": "/tmp/.server/matplotlib",
-    "TORCHINDUCTOR_CACHE_DIR": "/tmp/.server/torchinductor",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
