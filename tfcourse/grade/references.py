@@ -138,7 +138,8 @@ def shortcuts(solution, exercise: str) -> tuple[str, ...]:
 
 def shortcut_said(seen: list[str]) -> str:
     """Why an exercise earned nothing: the shortcuts that ran, and the kernels reached past
-    torch's functions (named ``aten::...`` by the worker's ``_Kernels``, whatever the patterns)."""
+    torch's functions (named ``aten::...`` by ``sealed/watch.py``'s ``Kernels``, whatever
+    the patterns)."""
     kernels = ", ".join(sorted({name for name in seen if "::" in name}))
     called = ", ".join(sorted({name for name in seen if "::" not in name}))
     said = []

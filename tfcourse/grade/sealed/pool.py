@@ -36,12 +36,8 @@ from .channel import WorkerFailed
 from .sandbox import WORK, start_sealed
 
 HERE = Path(__file__).resolve().parent
-WORKER_FILES = (
-    "worker.py",
-    "watch.py",
-    "protocol.py",
-    "syscalls.py",
-)  # a worker started on its own
+# What a worker started on its own needs beside it.
+WORKER_FILES = ("worker.py", "watch.py", "protocol.py", "syscalls.py")
 FILES = (*WORKER_FILES, "forkserver.py")
 START_SECONDS = 120  # importing torch on a loaded machine, with room to spare
 ANSWER_SECONDS = 20  # a fork
