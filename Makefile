@@ -92,9 +92,10 @@ JOBS ?= auto
 # Every process of the parallel set uses one thread: two workers with two OpenMP threads each
 # on two cores spin against each other (a training run measured 4 s alone, 21 s so). The tests
 # marked `alone` use several threads on purpose and run afterwards, by themselves. The slow set
-# is handed out a test at a time, the ones marked `long` first (tests/conftest.py says why).
+# is handed out a test at a time, the ones marked `long` first (tests/conftest.py says why),
+# and its slowest twenty are listed: the CI run must stay well under twenty minutes.
 test: test-fast
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist load --maxschedchunk 1 -m "slow and not alone"
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n $(JOBS) --dist load --maxschedchunk 1 -m "slow and not alone" --durations=20
 	$(PY) -m pytest -m alone
 
 # The course as a learner installs it: the wheel built, installed into a fresh venv and used
