@@ -1043,7 +1043,7 @@ def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=N
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("notebook, cell_id, exercise, source", SHORTCUTS + COURSE_SHORTCUTS)
+@pytest.mark.parametrize("notebook, cell_id, exercise, source", SHORTCUTS)
 @pytest.mark.sandbox
 def test_shortcuts_earn_nothing_in_the_shared_and_the_retry_worker(
     notebook, cell_id, exercise, source, monkeypatch
@@ -1401,24 +1401,50 @@ PAST_TORCH = [
 def test_a_kernel_reached_past_torchs_functions_earns_nothing(
     notebook, cell_id, exercise, source, tmp_path, monkeypatch
 ):
-    solution = notebook_format.read_notebook(ROOT / "solutions" / f"{notebook}.ipynb")
-    nb = solve(make_learner(solution, notebook), solution)
-    next(c for c in nb.cells if c.get("id") == cell_id).source = source
-    stamped, _ = restamp(nb, solution)
+    solution, stamped = _with_cell(notebook, cell_id, source)
     verdict = grade_exercise(stamped, solution, exercise, Setup(env=grading_env(1), timeout=60))
     assert verdict.status == "shortcut" and "aten::" in verdict.output, verdict
     assert any(name.startswith("aten::") for name in verdict.calls), verdict.calls
-    # The attack is real: the same code passes the exercise's check where nothing watches.
-    # (a module of its own: TorchScript reads a function's source from its file)
-    (tmp_path / "answer.py").write_text("import torch\nfrom torch import nn\n" + source)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _passes_where_nothing_watches(solution, exercise, source, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook, cell_id, exercise, source", COURSE_SHORTCUTS)
+@pytest.mark.sandbox
+def test_course_code_that_does_an_exercise_earns_nothing_where_it_is_judged_alone(
+    notebook, cell_id, exercise, source, tmp_path, monkeypatch
+):
+    """In a worker sealed for the exercise alone (the retry), nothing else of its notebook is
+    sealed; the table's patterns name the course code. (The shared worker applies the same
+    patterns: SHORTCUTS's cases show both.)"""
+    solution, stamped = _with_cell(notebook, cell_id, source)
+    verdict = grade_exercise(stamped, solution, exercise, Setup(env=grading_env(1), timeout=60))
+    assert verdict.status == "shortcut" and "which does the whole exercise" in verdict.output
+    assert _passes_where_nothing_watches(solution, exercise, source, tmp_path, monkeypatch)
+
+
+def _with_cell(notebook: str, cell_id: str, source: str):
+    """``(solution, the solved learner notebook with cell ``cell_id`` replaced, stamped)``."""
+    solution = notebook_format.read_notebook(ROOT / "solutions" / f"{notebook}.ipynb")
+    nb = solve(make_learner(solution, notebook), solution)
+    next(c for c in nb.cells if c.get("id") == cell_id).source = source
+    return solution, restamp(nb, solution)[0]
+
+
+def _passes_where_nothing_watches(solution, exercise, source, folder, monkeypatch) -> bool:
+    """Whether ``source`` passes the exercise's check run here, in this process, as the
+    notebook would: the attack is real, only the watch stops it. (A module of its own:
+    TorchScript reads a function's source from its file.)"""
+    header = "import torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
+    (folder / "answer.py").write_text(header + source)
+    monkeypatch.syspath_prepend(str(folder))
     monkeypatch.delitem(sys.modules, "answer", raising=False)
     namespace = vars(importlib.import_module("answer"))
     calls, expected = session.checks_of(solution, exercise)
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         for function, args in calls:
             getattr(checks, function)(*[eval(arg, namespace) for arg in args])
-    assert printed.getvalue() == expected
+    return printed.getvalue() == expected
 
 
 @pytest.mark.slow
