@@ -790,6 +790,14 @@ def test_a_neighbours_seal_never_costs_a_point(solution, grading_setup):
 # team's spellings among them). The table is tfcourse/grade/references.py; the worker
 # watches what runs, per exercise, so the shared worker and a worker of the exercise's own
 # agree.
+# The attention exercise handed to a kernel of torch's ({}), its boolean mask made additive.
+_ATTENTION_BY = (
+    "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+    "    if mask is not None:\n"
+    "        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(\n"
+    "            ~mask, float('-inf'))\n"
+    "    return {}"
+)
 _LAYERNORM = (
     "class LayerNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-5):\n"
     "        super().__init__()\n        self.eps = eps\n"
@@ -848,11 +856,9 @@ SHORTCUTS = [
         "01_attention",
         "ex-attention",
         "scaled_dot_product_attention",
-        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
-        "    if mask is not None:\n"
-        "        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(\n"
-        "            ~mask, float('-inf'))\n"
-        "    return torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=mask)",
+        _ATTENTION_BY.format(
+            "torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=mask)"
+        ),
     ),
     (
         "03_norms",
@@ -1385,12 +1391,9 @@ PAST_TORCH = [
         "01_attention",
         "ex-attention",
         "scaled_dot_product_attention",
-        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
-        "    if mask is not None:\n"
-        "        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(\n"
-        "            ~mask, float('-inf'))\n"
-        "    return "
-        + _BOXED.format(op="aten::_scaled_dot_product_attention_math", args="q, k, v, mask"),
+        _ATTENTION_BY.format(
+            _BOXED.format(op="aten::_scaled_dot_product_attention_math", args="q, k, v, mask")
+        ),
     ),
 ]
 
