@@ -6,9 +6,9 @@ everything would hand them in):
 
 1. per notebook: every course notebook graded alone with ``--jobs 1``: the command's wall
    time (starting Python and importing torch and nbformat, paid once per command) and the
-   grader's own time for the notebook, which here includes starting the sandbox's fork
-   server (importing torch, IPython and matplotlib there: ``grade/sealed/pool.py``), paid
-   once per server and job, not once per notebook;
+   grader's own time for the notebook, which here includes starting its first sandboxed
+   worker (importing torch, IPython and matplotlib there), which in a class run is started
+   ahead while another notebook grades (``grade/sealed/pool.py``);
 2. one learner: the course's graded notebooks (those with exercises) in one call,
    ``--jobs JOBS``;
 3. a class: COPIES submissions of one notebook (``--notebook``) in one call,
@@ -90,7 +90,7 @@ def main() -> int:
         default="auto",
         choices=("auto", "bubblewrap", "users"),
         help="tfcourse grade's --sandbox (users: as root, a fresh user per "
-        "worker, without fork servers)",
+        "worker, none started ahead)",
     )
     args = parser.parse_args()
     graded = [

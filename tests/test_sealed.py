@@ -329,43 +329,40 @@ def test_solved_and_unsolved_exercises(solution):
     assert verdict.status == "failed" and "NotImplementedError" in verdict.output
 
 
-def _dead_forks(monkeypatch, how_many: int) -> list[int]:
-    """Make the next ``how_many`` forks hand back a worker that is already gone (its end of
-    the channel closed before it read a byte); the servers' pids, one per fork."""
-    real_fork, servers = pool.ForkServer.fork, []
+def _dead_workers(monkeypatch, how_many: int) -> list[int]:
+    """Make the next ``how_many`` workers taken from the pool already gone (their end of the
+    channel closed before they read a byte); the pids of the workers taken."""
+    real_start, taken = pool.start, []
 
-    def fork(server, env):
-        stdin, stdout = real_fork(server, env)
-        servers.append(server.process.pid)
-        if len(servers) > how_many:
-            return stdin, stdout
-        stdin.close()
-        stdout.close()
+    def start(env, hide):
+        worker = real_start(env, hide)
+        taken.append(worker.process.pid)
+        if len(taken) > how_many:
+            return worker
         read, write = os.pipe()
         os.close(read)
-        return os.fdopen(write, "wb"), open(os.devnull, "rb")
+        worker.stdin, worker.stdout = os.fdopen(write, "wb"), open(os.devnull, "rb")  # noqa: SIM115
+        return worker
 
-    monkeypatch.setattr(pool.ForkServer, "fork", fork)
-    return servers
+    monkeypatch.setattr(pool, "start", start)
+    return taken
 
 
 @pytest.mark.slow
 @pytest.mark.sandbox
-def test_a_worker_gone_before_its_first_message_is_replaced_on_a_fresh_server(
-    solution, monkeypatch
-):
+def test_a_worker_gone_before_its_first_message_is_replaced_by_a_fresh_one(solution, monkeypatch):
     solved = solve(make_learner(solution, "99_fixture"), solution)
-    assert _sealed(solution, solved, "RMSNorm").status == "passed"  # leaves spare servers
-    servers = _dead_forks(monkeypatch, 1)
+    assert _sealed(solution, solved, "RMSNorm").status == "passed"  # leaves spare workers
+    taken = _dead_workers(monkeypatch, 1)
     verdict = _sealed(solution, solved, "RMSNorm")
     assert (verdict.status, verdict.output) == ("passed", "RMSNorm: 6/6 checks passed")
-    assert len(servers) == 2 and servers[0] != servers[1], servers
+    assert len(taken) == 2 and taken[0] != taken[1], taken
 
 
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_a_worker_that_never_starts_fails_the_exercise_and_says_so(solution, monkeypatch):
-    _dead_forks(monkeypatch, 2)
+    _dead_workers(monkeypatch, 2)
     verdict = _sealed(solution, solve(make_learner(solution, "99_fixture"), solution), "RMSNorm")
     assert verdict.status == "failed" and "ended before it started" in verdict.output, verdict
 

@@ -2,7 +2,7 @@
 
 The trusted grader process chooses the solution notebook, reads the submission as
 data and runs the checks itself; for each exercise it starts a worker process
-(``worker.py``, forked by ``forkserver.py`` under bubblewrap, ``pool.py``, ``sandbox.py``)
+(``worker.py``, started ahead under bubblewrap: ``pool.py``, ``sandbox.py``)
 that runs only the learner's code, in a file system built from nothing: the system and
 Python read-only, a private ``/tmp``, no network, no course files (in a container
 without namespaces: as a fresh unprivileged user that cannot read the grader's files,

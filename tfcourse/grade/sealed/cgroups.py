@@ -3,7 +3,7 @@
 A process's own limits (``worker._limit``: rlimits) bound each process alone, so a
 learner's code that starts three children may use three times the memory. A control group
 bounds the memory and the number of processes of everything in it together, and ends it
-together. One is made for each sandbox (``pool.ForkServer``) and each separate-user worker
+together. One is made for each sandbox (``pool.SealedWorker``) and each separate-user worker
 (``users.UserProcess``): one learner's, never shared, removed when it ends.
 
 It is used where the grader may make one: as root on Linux, with the memory and pids
@@ -189,14 +189,14 @@ def open_gate(group: Group | None, pid: int, outside: int) -> None:
         os.close(outside)
 
 
-def start(argv: list[str], group: Group | None, /, *, pass_fds=(), **popen) -> subprocess.Popen:
-    """``subprocess.Popen(argv, pass_fds=pass_fds, **popen)``, in ``group`` (none: no group)
+def start(argv: list[str], group: Group | None, /, **popen) -> subprocess.Popen:
+    """``subprocess.Popen(argv, **popen)``, in ``group`` (none: no group)
     before it runs a line of its own (``group`` is positional: ``popen`` may name Popen's
     own ``group``, a gid). Raises ``RuntimeError`` when it cannot join (the
     process is ended first); ``Popen``'s own errors as they are."""
     line, inside, outside = gated(argv)
     try:
-        process = subprocess.Popen(line, pass_fds=(*pass_fds, inside), **popen)
+        process = subprocess.Popen(line, pass_fds=(inside,), **popen)
     except BaseException:
         os.close(outside)
         raise

@@ -10,8 +10,8 @@ only what it needs:
   dynamic loader's files in ``/etc``), and the running Python's prefixes, read-only
   (``sys.prefix``, ``sys.base_prefix``: the virtual environment and its interpreter);
 - ``/tfcourse-worker``: its own folder, holding the worker script, the protocol module
-  and nothing else (the grader sends the code and the sealed package); writable for a
-  worker of its own, read-only for a fork server (``forkserver.py``);
+  and nothing else (the grader sends the code and the sealed package); read-only for a
+  worker started ahead (``pool.py``), which works in a folder of the private ``/tmp``;
 - a fresh, small, private ``/tmp`` and ``/dev/shm``, the only other writable places
   (the root and ``/dev`` are remounted read-only); a fresh ``/proc`` of its own PID
   namespace; a minimal ``/dev`` (``null``, ``zero``, ``random``, ``urandom``, ``tty``; GPU
@@ -147,7 +147,7 @@ def view(work: str, hide: list[str], writable: bool = True) -> list[str]:
 
 
 # After every mount: nothing else is writable, so what a worker can leave behind is in
-# /tmp and /dev/shm (what a fork server clears between sessions).
+# /tmp and /dev/shm, private to its sandbox, which no other session ever uses.
 READ_ONLY = (
     "--remount-ro",
     "/dev",
@@ -366,7 +366,6 @@ def start_sealed(
     writable: bool = True,
     init: bool = False,
     stderr=None,
-    pass_fds: tuple[int, ...] = (),
     group: cgroups.Group | None = None,
 ) -> subprocess.Popen:
     """Start ``argv`` sealed, with ``stdin``/``stdout`` as pipes.
@@ -399,6 +398,5 @@ def start_sealed(
         stderr=stderr,
         start_new_session=True,
         close_fds=True,
-        pass_fds=pass_fds,
         **unprivileged(Path(real_work)),
     )

@@ -264,16 +264,13 @@ def _cells_for(learner, solution, exercise: str) -> list[tuple[str, str]]:
 
 
 def _start_process(env: dict[str, str], limits: dict, folder: Path, setup: Setup):
-    """A worker process for one session, not yet told anything. Under bubblewrap, it is
-    forked by a server in a sandbox of its own (``pool.py``); else it
-    is a process of its own in ``folder``: as a fresh user (``users.py``, which adds its
-    process limit to ``limits``), or unsealed. Raises ``channel.WorkerFailed``."""
+    """A worker process for one session, not yet told anything. Under bubblewrap, one
+    started ahead in a sandbox of its own (``pool.py``); else a process of its own in
+    ``folder``: as a fresh user (``users.py``, which adds its process limit to ``limits``),
+    or unsealed. Raises ``channel.WorkerFailed``."""
     if setup.sandbox == "bubblewrap":
-        return pool.start(
-            env,
-            [*setup.hide, *graders_own()],
-            dict(env, HOME=pool.SESSION, TMPDIR="/tmp", MPLCONFIGDIR=f"{pool.SESSION}/.matplotlib"),
-        )
+        home = {"HOME": pool.SESSION, "MPLCONFIGDIR": f"{pool.SESSION}/.matplotlib"}
+        return pool.start(dict(env, TMPDIR="/tmp", **home), [*setup.hide, *graders_own()])
     work = folder / "work"  # the worker's; ``folder`` stays the grader's
     work.mkdir()
     for name in pool.WORKER_FILES:
@@ -330,7 +327,7 @@ def _start_worker(
         "sealed": not setup.unsealed,
     }
     # A worker that ends before reading its first message has run nothing of the
-    # learner's: under bubblewrap, another server forks another, once.
+    # learner's: under bubblewrap, another is taken, once.
     for again in (False, True):
         process = _start_process(env, limits, folder, setup)
         worker = proxy.Worker(process, setup.timeout, budget)
@@ -341,7 +338,7 @@ def _start_worker(
             worker.kill()  # a worker of its own user: kill ends the user too (users.end_user)
             raise
         except channel.WorkerFailed as error:
-            if isinstance(process, pool.Session):
+            if isinstance(process, pool.SealedWorker):
                 said = process.discard()
                 if not again:
                     continue

@@ -1,8 +1,8 @@
 """The system calls a learner's code may not make: those that reach another process or
 leave something behind that no file sweep can see.
 
-A session ends by killing its processes and removing its files (``forkserver.py``,
-``users.py``); what else the kernel keeps after a process dies, and shares with the
+A session ends by killing its processes and removing its files (``pool.py``: its whole
+sandbox; ``users.py``); what else the kernel keeps after a process dies, and shares with the
 next one, is listed here and refused (``EPERM``) by a seccomp filter that each worker
 loads before any learner code runs. The filter is inherited by every child and cannot
 be removed. libseccomp builds it (through ``pyseccomp``); a call made through another
@@ -17,7 +17,7 @@ default for an architecture the filter was not built for).
   IPC namespace: ``shmget``, ``msgget``, ``semget``, ``mq_open``.
 
 No part of torch, IPython or matplotlib uses them (shared memory between processes is
-files under ``/dev/shm``, which the sweep clears).
+files under ``/dev/shm``, gone with the session).
 
 Run by the worker, beside which this file is copied: the standard library and
 ``pyseccomp`` only.

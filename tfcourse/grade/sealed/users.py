@@ -16,7 +16,7 @@ left in the shared writable folders (``SHARED``).
 
 Weaker than bubblewrap, and the report says so: the worker sees the rest of the file
 system as any user would (what is world-readable), the process list, and the network.
-There is no fork server: each worker imports torch afresh.
+No worker is started ahead: each imports torch once its session begins.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# The worker's own files, never the learner's (pool.FILES; a worker started on its own runs
-# in the folder of its files, where the learner's %%writefile modules are too).
+# The worker's own files, never the learner's (pool.WORKER_FILES; a worker of its own user
+# runs in the folder of its files, where the learner's %%writefile modules are too).
 OWN = {os.path.join(_HERE, name) for name in ("worker.py", "watch.py", "protocol.py")}
 SEEN: list[str] = []  # the shortcuts seen running, in order (reported with every reply)
 SHORTCUTS: dict[str, tuple[str, ...]] = {}  # exercise -> its patterns (the first message)

@@ -1,11 +1,11 @@
 """The sealed worker: runs a learner's cells, then their code on what the grader sends.
 
-Started by the grader in its own empty folder (``python -I worker.py``), or forked, once
-torch is imported, by ``forkserver.py`` into a folder of its own under the sandbox's
-private ``/tmp``. Its first message from the grader carries the learner's code and the
-sealed copy of ``tfcourse`` (``seal.py``), unpacked here and put first on ``sys.path``:
-it never imports the real ``tfcourse``, and in the sealed copy the reference of the
-exercise under test is a stub. It never judges anything: it answers requests (build
+Started by the grader in its own empty folder (``python -I worker.py``), or ahead of its
+session in a sandbox of its own (``pool.py``: ``python -I worker.py FOLDER``, a folder it
+makes in the sandbox's private ``/tmp``). Its first message from the grader carries the
+learner's code and the sealed copy of ``tfcourse`` (``seal.py``), unpacked here and put
+first on ``sys.path``: it never imports the real ``tfcourse``, and in the sealed copy the
+reference of the exercise under test is a stub. It never judges anything: it answers requests (build
 this, call that, backpropagate this) with tensors, and the grader compares them with
 the reference; and it reports what the learner's code called and the shortcuts it saw
 running (``watch.py``).
@@ -450,5 +450,16 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1:  # a folder to make and work in (pool.py: in the sandbox's /tmp)
+        os.mkdir(sys.argv[1], 0o700)
+        os.chdir(sys.argv[1])
+    # What every session needs, imported before the first message: a worker started ahead
+    # (pool.py) has paid for them when a session takes it.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+    from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
+
     take_channel(0, 1)
     serve()
