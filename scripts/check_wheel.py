@@ -61,6 +61,24 @@ def grade(python: Path, notebook: Path, cwd: Path, env: dict[str, str]) -> dict:
     return graded
 
 
+def install_command(python: Path, wheel: Path) -> list[str]:
+    """The wheel's install, at constraints.txt's versions, as ``make setup`` installs the
+    package: with uv (beside this Python in the dev environment, given pip's indexes as
+    ``scripts/pip_indexes.py`` reads them), else with pip."""
+    constraints = ["-c", str(ROOT / "constraints.txt"), str(wheel)]
+    uv = Path(sys.executable).parent / ("uv.exe" if os.name == "nt" else "uv")
+    if not uv.exists():
+        return [str(python), "-m", "pip", "install", "--quiet", *constraints]
+    indexes = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "pip_indexes.py"), "--python", sys.executable],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    command = [str(uv), "pip", "install", "--python", str(python), "--quiet", "--compile-bytecode"]
+    return [*command, *indexes, *constraints]
+
+
 def passable_python() -> None:
     """As root, the grader starts each learner's sandbox as a fresh unprivileged uid, which must
     be able to start Python: the folders above it made passable, not listable, as
@@ -117,21 +135,7 @@ def main() -> None:
         work,
         env,
     )
-    step(
-        "install",
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "-c",
-            str(ROOT / "constraints.txt"),
-            str(wheel),
-        ],
-        work,
-        env,
-    )
+    step("install", install_command(python, wheel), work, env)
 
     learner = work / "learner"  # an empty folder: no checkout, no solutions/ anywhere near
     learner.mkdir()
