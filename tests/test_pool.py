@@ -85,6 +85,22 @@ def test_every_session_has_a_worker_and_a_sandbox_of_its_own():
     assert ran[0]["ok"] and looked["ok"], (ran, looked)
 
 
+def test_a_spare_that_ended_is_never_taken():
+    """A spare that said it was ready and then ended (killed while it waited) is passed
+    over: the session gets a worker that runs its cells."""
+    first, _ = run_cells("x = 1")  # two spares start behind it
+    first.kill()
+    spares = [future.result() for futures in pool._spares.values() for future in futures]
+    assert spares
+    for spare in spares:
+        assert spare.ready(pool.START_SECONDS)
+        spare.process.kill()
+        spare.process.wait()
+    second, ran = run_cells("x = 2")
+    assert ran[0]["ok"] and second not in spares, ran
+    second.kill()
+
+
 def test_a_worker_outlives_the_thread_that_took_it():
     """bubblewrap's --die-with-parent fires when the starting *thread* ends: a session
     taken by a grading thread must still be served after that thread is gone."""

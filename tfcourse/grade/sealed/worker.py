@@ -450,7 +450,7 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:  # a folder to make and work in (pool.py: in the sandbox's /tmp)
+    if len(sys.argv) > 1:  # started ahead (pool.py): a folder to make in the sandbox's /tmp
         os.mkdir(sys.argv[1], 0o700)
         os.chdir(sys.argv[1])
     # What every session needs, imported before the first message: a worker started ahead
@@ -462,4 +462,6 @@ if __name__ == "__main__":
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
     take_channel(0, 1)
+    if len(sys.argv) > 1:  # started ahead: the pool takes only a worker that said so
+        protocol.write_message(_CHANNEL_OUT, {"ready": True})
     serve()
