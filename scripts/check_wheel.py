@@ -73,6 +73,7 @@ def install_command(python: Path, wheel: Path) -> list[str]:
         [sys.executable, str(ROOT / "scripts" / "pip_indexes.py"), "--python", sys.executable],
         capture_output=True,
         text=True,
+        encoding="utf-8",
         check=True,
     ).stdout.split()
     command = [str(uv), "pip", "install", "--python", str(python), "--quiet", "--compile-bytecode"]

@@ -449,12 +449,12 @@ def serve() -> None:
         protocol.write_message(_CHANNEL_OUT, reply, blob)
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 1:  # started ahead (pool.py): a folder to make in the sandbox's /tmp
-        os.mkdir(sys.argv[1], 0o700)
-        os.chdir(sys.argv[1])
-    # What every session needs, imported before the first message: a worker started ahead
-    # (pool.py) has paid for them when a session takes it.
+def _start_ahead(folder: str) -> None:
+    """Started ahead of its session (``pool.py``): make ``folder`` (in the sandbox's private
+    ``/tmp``) and work there, import what every session needs (paid for before a session
+    takes this worker), and say so on the channel: the pool takes only a ready worker."""
+    os.mkdir(folder, 0o700)
+    os.chdir(folder)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -462,6 +462,12 @@ if __name__ == "__main__":
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
     take_channel(0, 1)
-    if len(sys.argv) > 1:  # started ahead: the pool takes only a worker that said so
-        protocol.write_message(_CHANNEL_OUT, {"ready": True})
+    protocol.write_message(_CHANNEL_OUT, {"ready": True})
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        _start_ahead(sys.argv[1])
+    else:
+        take_channel(0, 1)
     serve()
