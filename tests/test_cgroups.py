@@ -91,9 +91,8 @@ def test_memory_is_bounded_for_the_children_together():
     assert int(gated_run(THREE_CHILDREN, None)) == 0
 
 
-def test_ending_the_group_ends_a_daemon_that_left_the_session(tmp_path):
-    group = cgroups.create()
-    assert group is not None
+def start_daemon(group: cgroups.Group, tmp_path: Path) -> int:
+    """Start, in ``group``, a process that leaves a daemon in a session of its own; its pid."""
     marker = tmp_path / "daemon.pid"
     code = f"""
         import os, time
@@ -112,10 +111,60 @@ def test_ending_the_group_ends_a_daemon_that_left_the_session(tmp_path):
         time.sleep(0.01)
     daemon = int(marker.read_text())
     assert daemon in group.pids()
+    return daemon
+
+
+def test_ending_the_group_ends_a_daemon_that_left_the_session(tmp_path):
+    group = cgroups.create()
+    assert group is not None
+    daemon = start_daemon(group, tmp_path)
     group.kill()
     time.sleep(0.05)
     assert not Path(f"/proc/{daemon}").exists() or "Z" in _state(daemon)
     assert not any(folder.exists() for folder in group.folders)
+
+
+def _unified() -> Path | None:
+    """Where a cgroup v2 hierarchy is mounted (``/proc/self/mounts``), or ``None``."""
+    for line in Path("/proc/self/mounts").read_text(encoding="ascii").splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[2] == "cgroup2":
+            return Path(fields[1])
+    return None
+
+
+def test_a_v2_group_ends_everything_in_it_at_once(tmp_path, monkeypatch):
+    # The v2 path on a real v2 hierarchy, with whatever controllers it has (none is needed
+    # to hold processes). Signals are taken away: only ``cgroup.kill`` can end the daemon.
+    mount = _unified()
+    folder = mount and cgroups._make(mount, {})
+    if folder is None:
+        pytest.skip("no cgroup v2 hierarchy the grader can make a group in")
+    group = cgroups.Group([folder], 2)
+    daemon = start_daemon(group, tmp_path)
+    monkeypatch.setattr(cgroups.os, "kill", lambda pid, signal: None)
+    group.kill()
+    time.sleep(0.05)
+    assert not Path(f"/proc/{daemon}").exists() or "Z" in _state(daemon)
+    assert not folder.exists()
+
+
+@pytest.mark.parametrize("controllers, version", [("cpu memory pids", 2), ("memory", None)])
+def test_v2_is_used_where_it_offers_memory_and_pids_with_the_limits_written(
+    tmp_path, monkeypatch, controllers, version
+):
+    # A v2 root in a folder of our own (the kernel's controllers cannot be moved out of the
+    # v1 hierarchies that hold them on a v1 machine). Without pids there, v1 is looked for
+    # (and here, with no v1 hierarchies under the root, nothing is made).
+    (tmp_path / "cgroup.subtree_control").write_text(controllers, encoding="ascii")
+    monkeypatch.setattr(cgroups, "MOUNT", tmp_path)
+    group = cgroups.create(memory_bytes=300 * 2**20, processes=20)
+    assert (group and group.version) == version
+    if group is not None:
+        (folder,) = group.folders
+        written = {name: (folder / name).read_text() for name in os.listdir(folder)}
+        assert written == {"memory.max": str(300 * 2**20), "memory.swap.max": "0", "pids.max": "20"}
+        assert "cgroup v2" in group.said()
 
 
 def _state(pid: int) -> str:
