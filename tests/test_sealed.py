@@ -1049,7 +1049,7 @@ def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=N
 @pytest.mark.parametrize("notebook, cell_id, exercise, source", SHORTCUTS)
 @pytest.mark.sandbox
 def test_shortcuts_earn_nothing_in_the_shared_and_the_retry_worker(
-    notebook, cell_id, exercise, source, monkeypatch
+    notebook, cell_id, exercise, source, tmp_path, monkeypatch
 ):
     solution = notebook_format.read_notebook(ROOT / "solutions" / f"{notebook}.ipynb")
     nb = solve(make_learner(solution, notebook), solution)
@@ -1065,9 +1065,7 @@ def test_shortcuts_earn_nothing_in_the_shared_and_the_retry_worker(
     for verdict in (together, alone):
         assert verdict.status == "shortcut", verdict
     assert "which does the whole exercise" in alone.output
-    # The attack is real: without its entry in the table, the shortcut earns the points.
-    monkeypatch.setattr(references, "SHORTCUTS", {})
-    assert grade_exercise(stamped, solution, exercise, setup).status == "passed"
+    assert _passes_where_nothing_watches(solution, exercise, source, tmp_path, monkeypatch)
 
 
 @pytest.mark.slow
@@ -1438,7 +1436,10 @@ def _passes_where_nothing_watches(solution, exercise, source, folder, monkeypatc
     """Whether ``source`` passes the exercise's check run here, in this process, as the
     notebook would: the attack is real, only the watch stops it. (A module of its own:
     TorchScript reads a function's source from its file.)"""
-    header = "import torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
+    header = (
+        "import torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
+        "import tfcourse as tc\nimport tfcourse.lab.rope\nfrom tfcourse.train.bpe import ByteBPE\n"
+    )
     (folder / "answer.py").write_text(header + source)
     monkeypatch.syspath_prepend(str(folder))
     monkeypatch.delitem(sys.modules, "answer", raising=False)
