@@ -1065,6 +1065,7 @@ def test_shortcuts_earn_nothing_in_the_shared_and_the_retry_worker(
     for verdict in (together, alone):
         assert verdict.status == "shortcut", verdict
     assert "which does the whole exercise" in alone.output
+    # The attack is real: where nothing watches, it passes the check.
     assert _passes_where_nothing_watches(solution, exercise, source, tmp_path, monkeypatch)
 
 
@@ -1436,6 +1437,7 @@ def _passes_where_nothing_watches(solution, exercise, source, folder, monkeypatc
     """Whether ``source`` passes the exercise's check run here, in this process, as the
     notebook would: the attack is real, only the watch stops it. (A module of its own:
     TorchScript reads a function's source from its file.)"""
+    # The names the notebooks' set-up cells give the attacks (tc.lab.rope, ByteBPE).
     header = (
         "import torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
         "import tfcourse as tc\nimport tfcourse.lab.rope\nfrom tfcourse.train.bpe import ByteBPE\n"
