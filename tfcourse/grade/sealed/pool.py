@@ -143,7 +143,7 @@ def _alive(spare) -> bool:
     if spare.exception() is not None:
         return False
     worker = spare.result()
-    if worker.process.poll() is None and (worker.ready() or worker.said_ready is None):
+    if worker.poll() is None and (worker.ready() or worker.said_ready is None):
         return True
     worker.close()
     return False
