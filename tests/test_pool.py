@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from tfcourse.grade.sealed import pool, protocol, sandbox
+from tfcourse.grade.sealed import channel, pool, protocol, sandbox
 from tfcourse.grade.sealed.seal import sealed_archive
 from tfcourse.grade.sealed.session import grading_env
 
@@ -99,6 +99,17 @@ def test_a_spare_that_ended_is_never_taken():
     second, ran = run_cells("x = 2")
     assert ran[0]["ok"] and second not in spares, ran
     second.kill()
+
+
+def test_a_worker_that_ended_on_its_own_still_leaves_nothing():
+    """A sandbox that ended before its session did (killed from outside, or out of memory):
+    the session's end still removes its folder and its control group."""
+    worker, _ = run_cells("x = 1")
+    worker.process.kill()
+    worker.process.wait()
+    channel.Channel(worker, timeout=5).kill()
+    assert not worker.folder.exists() and not worker.log.exists()
+    assert worker.group is None or not any(f.exists() for f in worker.group.folders)
 
 
 def test_a_worker_outlives_the_thread_that_took_it():

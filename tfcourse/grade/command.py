@@ -9,7 +9,9 @@ goes on; the CSV and JSON are always written.
 
 Exit status: 0 only if every exercise of every notebook passes; 1 otherwise; 2 for bad
 arguments (no notebooks found, a bad number, an output path that cannot be written, no
-sandbox without ``--unsealed``: all checked before any grading). The sandbox is bubblewrap
+sandbox without ``--unsealed``: all checked before any grading); 128 + N when signal N
+(SIGTERM, SIGHUP, SIGINT) stopped it, every worker ended and nothing written
+(``_stop_on_signals``). The sandbox is bubblewrap
 where it works, else (as root, in a container) a fresh user per worker
 (``choose_sandbox``).
 """
@@ -19,8 +21,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +39,8 @@ from .sealed import syscalls, users
 from .sealed.sandbox import sandbox
 from .sealed.seal import package_dir
 from .secret import secret_path
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 if TYPE_CHECKING:
     from .sealed.session import SandboxKind
@@ -342,12 +348,18 @@ def run(args: argparse.Namespace) -> int:
 
     # Threads are enough: each exercise runs in its own worker process, and a crash or a
     # hang there is that exercise's verdict alone. Reports come out in the input order.
-    with ThreadPoolExecutor(max_workers=min(int(args.jobs), len(paths))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(int(args.jobs), len(paths)))
+    previous = _stop_on_signals()
+    try:
         grades = []
         for graded, text in pool.map(grade_one, paths):
             grades.append(graded)
             if not args.json:
                 print(text, flush=True)
+    finally:
+        pool.shutdown(cancel_futures=True)  # stopped: no notebook that has not begun begins
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     if args.json:
         print(json_report(grades))
     elif len(grades) > 1:
@@ -359,6 +371,32 @@ def run(args: argparse.Namespace) -> int:
     for failure in errors:
         print(say(f"error: {failure}", f"错误：{failure}"), file=sys.stderr)
     return 2 if errors else 0 if all(graded.ok for graded in grades) else 1
+
+
+def _stop_on_signals() -> dict:
+    """Make SIGTERM (``docker stop``, ``timeout``, ``kill``), SIGHUP and SIGINT end the grade
+    as its normal end does, only sooner: every worker ended (``channel.stop``), then an exit
+    with status 128 + the signal's number, so the grader's own clean-up runs (each session's,
+    then the spare workers' and the sealed package's at exit). Without it a signal ends the
+    grader at once and its spares' folders and control groups stay behind. Returns the
+    handlers it replaced (none outside the main thread, where Python takes no handlers)."""
+    from .sealed import channel
+
+    def stop(number, frame):
+        channel.stop()
+        name = signal.Signals(number).name
+        print(
+            say(
+                f"tfcourse grade: stopped by {name}: every worker ended, no grades written",
+                f"tfcourse grade：被 {name} 终止：所有隔离进程都已结束，没有写出成绩",
+            ),
+            file=sys.stderr,
+        )
+        raise SystemExit(128 + number)
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {number: signal.signal(number, stop) for number in STOP_SIGNALS}
 
 
 def write_outputs(

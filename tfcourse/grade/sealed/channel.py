@@ -9,12 +9,15 @@ does not answer, each becomes one of the errors below, and the report's reason f
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import queue
 import select
+import signal
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -126,13 +129,41 @@ MAX_CALLED, MAX_NAME = 200, 120
 READER_CHECK_SECONDS = 0.5
 
 
+# Every channel whose worker may still run, so that a grader told to stop ends them all.
+_open: weakref.WeakSet = weakref.WeakSet()
+_stopping = False
+
+
+def stop() -> None:
+    """Kill every channel's worker, and open no more: the grader was told to stop (a signal
+    handler: ``command.run``). It waits for nothing, so it may interrupt anything: each
+    session then fails at once and cleans up after itself in its own thread (``kill``), as
+    at a normal end."""
+    global _stopping
+    _stopping = True
+    while True:
+        try:
+            channels = list(_open)
+            break
+        except RuntimeError:  # a channel opened during the copy: copy again
+            continue
+    for channel in channels:
+        with contextlib.suppress(OSError):
+            channel.process.send_signal(signal.SIGKILL)
+
+
 class Channel:
     """The grader's end of one worker process: messages out and replies in. Every wait (a
     reply, or a message the worker is slow to read) lasts at most ``timeout`` seconds, and
-    ends when the notebook's ``budget`` does."""
+    ends when the notebook's ``budget`` does. Raises ``WorkerFailed`` (the process killed)
+    when the grader is stopping (``stop``)."""
 
     def __init__(self, process, timeout: float, budget: Budget = Budget()):
         self.process, self.timeout, self.budget = process, timeout, budget
+        _open.add(self)
+        if _stopping:
+            self.kill()
+            raise WorkerFailed(say("the grader is stopping", "评分器正在停止"))
         self.seen: list[str] = []  # the shortcuts the worker saw running (references.py)
         self.called: set[str] = set()  # what the learner's code called (the teacher's report)
         self.exercise = ""  # the exercise its requests serve: the one its watch looks for
@@ -264,5 +295,7 @@ class Channel:
         return reply, blob
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
+        """End the worker and what it leaves (its sandbox's folder and control group, its
+        user's processes and files), even when its process has already ended: each kind's
+        ``kill`` does only what is left to do."""
+        self.process.kill()

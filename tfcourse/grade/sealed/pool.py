@@ -98,6 +98,10 @@ class SealedWorker:
     def poll(self):
         return self.process.poll()
 
+    def send_signal(self, number: int) -> None:
+        """Signal the worker's process alone, waiting for nothing (``channel.stop``)."""
+        self.process.send_signal(number)
+
     def kill(self) -> None:
         self.close()
 

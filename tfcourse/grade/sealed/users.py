@@ -184,6 +184,10 @@ class UserProcess:
         # Running until killed: a worker that exits may have left a process behind.
         return self.process.returncode if self.ended else None
 
+    def send_signal(self, number: int) -> None:
+        """Signal the worker's process alone, waiting for nothing (``channel.stop``)."""
+        self.process.send_signal(number)
+
     def kill(self) -> None:
         if self.ended:
             return
