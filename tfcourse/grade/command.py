@@ -19,6 +19,7 @@ where it works, else (as root, in a container) a fresh user per worker
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import signal
@@ -385,13 +386,15 @@ def _stop_on_signals() -> dict:
     def stop(number, frame):
         channel.stop()
         name = signal.Signals(number).name
-        print(
-            say(
-                f"tfcourse grade: stopped by {name}: every worker ended, no grades written",
-                f"tfcourse grade：被 {name} 终止：所有隔离进程都已结束，没有写出成绩",
-            ),
-            file=sys.stderr,
-        )
+        # The main thread may have been writing to stderr itself: the line is then lost.
+        with contextlib.suppress(RuntimeError, OSError):
+            print(
+                say(
+                    f"tfcourse grade: stopped by {name}: every worker ended, no grades written",
+                    f"tfcourse grade：被 {name} 终止：所有隔离进程都已结束，没有写出成绩",
+                ),
+                file=sys.stderr,
+            )
         raise SystemExit(128 + number)
 
     if threading.current_thread() is not threading.main_thread():
