@@ -11,5 +11,6 @@ in which the reference for the exercise under test is a stub that refuses to run
 checks are silent no-ops. The two
 processes exchange tensors as safetensors (``protocol.py``) and nothing else: the
 worker computes, the grader checks every reply and judges (``session.py``,
-``proxy.py``).
+``proxy.py``). What the grader makes for a worker (a control group, ``cgroups.py``; a fresh
+user; temporary folders) is removed even if the grader is killed (``undertaker.py``).
 """

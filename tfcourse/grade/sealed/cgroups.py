@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from ...language import say
+from . import undertaker
 
 MEMORY_BYTES = 8 * 2**30  # all of one learner's processes together
 PROCESSES = 256
@@ -53,6 +54,10 @@ class Group:
 
     def __init__(self, folders: list[Path], version: int):
         self.folders, self.version = folders, version
+        undertaker.keep("group", self._will())
+
+    def _will(self) -> list:
+        return [self.version, [str(folder) for folder in self.folders]]
 
     def add(self, pid: int) -> None:
         for folder in self.folders:
@@ -88,6 +93,7 @@ class Group:
                 except OSError:
                     removed = False
             if removed:
+                undertaker.done("group", self._will())
                 return
             time.sleep(0.01)
 

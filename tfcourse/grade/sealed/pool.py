@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from ...language import say
-from . import cgroups, protocol
+from . import cgroups, protocol, undertaker
 from .channel import WorkerFailed
 from .sandbox import WORK, start_sealed
 
@@ -59,6 +59,8 @@ class SealedWorker:
             shutil.copyfile(HERE / name, self.folder / name)
         # Outside what the worker sees; kept while it runs, for the reason it died.
         self.log = self.folder.parent / f"{self.folder.name}.log"
+        for path in (self.folder, self.log):
+            undertaker.keep("path", str(path))
         # The learner's processes together, where the grader can bound them (cgroups.py).
         self.group = cgroups.create()
         try:
@@ -133,6 +135,8 @@ class SealedWorker:
             self.group.kill()
         shutil.rmtree(self.folder, ignore_errors=True)
         self.log.unlink(missing_ok=True)
+        for path in (self.folder, self.log):
+            undertaker.done("path", str(path))
 
 
 _lock = threading.Lock()

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from ...course import notebook_format
 from ...language import current, say
+from . import undertaker
 
 PACKAGE_NAME = "tfcourse"
 
@@ -339,6 +340,7 @@ def _cleanup() -> None:
     with _lock:
         if _root is not None:
             shutil.rmtree(_root, ignore_errors=True)
+            undertaker.done("path", str(_root))
         _root = None
         _built.clear()
         _archives.clear()
@@ -357,6 +359,7 @@ def sealed_package(hide: frozenset[str] | Iterable[str]) -> Path:
             return _built[key]
         if _root is None:
             _root = Path(tempfile.mkdtemp(prefix="tfcourse-sealed-pkg-"))
+            undertaker.keep("path", str(_root))
             atexit.register(_cleanup)
         digest = hashlib.sha256("\0".join(sorted(hide)).encode()).hexdigest()[:16]
         if key[1] != "en":

@@ -31,7 +31,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,7 +45,7 @@ from ...course import notebook_format
 from ...language import say, speaking
 from .. import references
 from ..records import Reason
-from . import channel, pool, proxy, users
+from . import channel, pool, proxy, undertaker, users
 from .seal import package_dir, sealed_archive
 
 HERE = Path(__file__).resolve().parent
@@ -443,7 +442,7 @@ def _session(
     hide = frozenset().union(*(references.reference_names(solution, name) for name in seal))
     shortcuts = {name: references.shortcuts(solution, name) for name in judged}
     sent = max((_cells_for(learner, solution, name) for name in seal), key=len)
-    with tempfile.TemporaryDirectory(prefix="tfcourse-sealed-") as folder:
+    with undertaker.temporary_folder("tfcourse-sealed-") as folder:
         try:
             worker, ran = _start_worker(
                 [source for _, source in sent], hide, shortcuts, Path(folder), setup, budget

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from ...language import say
-from . import cgroups
+from . import cgroups, undertaker
 
 LOW, HIGH = 2**20, 2**31 - 2  # far above any account's uid; below the kernel's limits
 # World-writable folders where a worker can leave files behind (removed after it).
@@ -127,6 +127,7 @@ def fresh_id() -> int:
             uid = picker.randint(first, last)
             if uid not in used and uid not in _given:
                 _given.add(uid)
+                undertaker.keep("user", uid)
                 return uid
     raise RuntimeError(say("no free unprivileged id was found", "找不到空闲的非特权用户 id"))
 
@@ -229,6 +230,7 @@ def end_user(uid: int) -> None:
         raise RuntimeError(f"processes of uid {uid} survived kill(-1)")
     for top in SHARED:
         _remove_owned(Path(top), uid)
+    undertaker.done("user", uid)
 
 
 def _running(uid: int) -> bool:
