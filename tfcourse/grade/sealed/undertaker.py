@@ -71,13 +71,13 @@ def done(kind: str, value) -> None:
 @contextlib.contextmanager
 def temporary_folder(prefix: str) -> Iterator[str]:
     """``tempfile.TemporaryDirectory(prefix=prefix)``, kept in the will while it exists."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
-        keep("path", folder)
-        try:
-            yield folder
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-            done("path", folder)
+    folder = tempfile.TemporaryDirectory(prefix=prefix)
+    keep("path", folder.name)
+    try:
+        yield folder.name
+    finally:
+        folder.cleanup()
+        done("path", folder.name)
 
 
 def _package_parent() -> str:
