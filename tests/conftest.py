@@ -9,7 +9,9 @@ another test file.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -25,11 +27,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # steps, which proves every cell runs). Kernels inherit this environment.
 os.environ.setdefault("TFCOURSE_CAPSTONE", "short")
 # The grader's secret (it draws each learner's cases) lives in a folder of the test run's
-# own, never in the developer's config folder.
-os.environ.setdefault(
-    "TFCOURSE_GRADING_SECRET",
-    os.path.join(tempfile.mkdtemp(prefix="tfcourse-tests-"), "grading-secret"),
-)
+# own, never in the developer's config folder, removed when the run ends (the processes the
+# run starts inherit it).
+if "TFCOURSE_GRADING_SECRET" not in os.environ:
+    _SECRET_FOLDER = tempfile.mkdtemp(prefix="tfcourse-tests-")
+    atexit.register(shutil.rmtree, _SECRET_FOLDER, True)
+    os.environ["TFCOURSE_GRADING_SECRET"] = os.path.join(_SECRET_FOLDER, "grading-secret")
 
 # The tests use tiny tensors: one intra-op thread is as fast, and on a busy or
 # small machine it avoids OpenMP threads spinning against each other (measured
