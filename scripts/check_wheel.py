@@ -101,6 +101,9 @@ def main() -> None:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
+    # A temporary folder (a venv with torch: gigabytes) is removed once every step passed;
+    # after a failure it is kept, to look into.
+    print(f"check_wheel: working in {work}")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         passable_python()
@@ -170,7 +173,9 @@ def main() -> None:
             failures.append(f"the untouched notebook ({language}) got marks")
     if failures:
         sys.exit("check_wheel: " + "; ".join(failures))
-    print(f"check_wheel: ok ({work})")
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    print("check_wheel: ok")
 
 
 if __name__ == "__main__":
