@@ -113,7 +113,8 @@ def test_errors_are_reported_without_a_traceback(tmp_path, capsys):
 
 
 def _torchrun(args, cwd):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    # TMPDIR: torchrun leaves a torchelastic_* folder there, which goes with the test's own.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "TMPDIR": str(cwd)}
     env.pop("TFCOURSE_DEVICE", None)
     command = [
         sys.executable,

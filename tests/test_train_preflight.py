@@ -261,7 +261,13 @@ def test_the_memory_estimate_grows_with_the_run_and_covers_the_weights():
 
 @pytest.mark.slow
 def test_a_frozen_torchrun_worker_ends_the_job_within_the_collective_timeout(tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    # TMPDIR: torchrun leaves a torchelastic_* folder there, which goes with the test's own.
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONWARNINGS": "ignore",
+        "TMPDIR": str(tmp_path),
+    }
     env.pop("TFCOURSE_DEVICE", None)
     command = (
         [
