@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -25,10 +26,10 @@ from nbformat.v4 import new_code_cell
 from tfcourse.authoring.build import make_learner, solve
 from tfcourse.course import notebook_format
 from tfcourse.course.restamp import restamp
+from tfcourse.grade import command
+from tfcourse.grade.sealed import channel
 
 from helpers import SOLUTIONS
-
-pytestmark = pytest.mark.slow
 
 # A learner's cell that leaves a process with a name to look for, then keeps its worker busy.
 MARK = f"tfcourse-stopped-{os.getpid()}"
@@ -77,6 +78,7 @@ def groups_of(pid: int) -> list[Path]:
         ("users", signal.SIGKILL),
     ],
 )
+@pytest.mark.slow
 def test_a_grader_stopped_by_a_signal_leaves_nothing_behind(
     solution, tmp_path, sandbox, number, request
 ):
@@ -130,3 +132,18 @@ def test_a_grader_stopped_by_a_signal_leaves_nothing_behind(
     while any(left()) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left() == ([], [], [])
+
+
+def test_a_grade_run_in_a_process_that_goes_on_leaves_it_as_it_was(capsys):
+    """``tfcourse grade`` called in a process that outlives it (a test, a notebook): a signal
+    during the grade ends it as in the command, and afterwards the signal's handler is the
+    process's own again and workers can start (the stop was the grade's, not the process's)."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers belong to the main thread")
+    before = signal.getsignal(signal.SIGHUP)
+    with pytest.raises(SystemExit) as raised, command._stop_on_signals():
+        signal.raise_signal(signal.SIGHUP)
+    assert raised.value.code == 128 + signal.SIGHUP
+    assert "stopped by SIGHUP" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGHUP) is before
+    assert not channel._stopping

@@ -26,7 +26,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -349,18 +349,16 @@ def run(args: argparse.Namespace) -> int:
 
     # Threads are enough: each exercise runs in its own worker process, and a crash or a
     # hang there is that exercise's verdict alone. Reports come out in the input order.
-    pool = ThreadPoolExecutor(max_workers=min(int(args.jobs), len(paths)))
-    previous = _stop_on_signals()
-    try:
-        grades = []
-        for graded, text in pool.map(grade_one, paths):
-            grades.append(graded)
-            if not args.json:
-                print(text, flush=True)
-    finally:
-        pool.shutdown(cancel_futures=True)  # stopped: no notebook that has not begun begins
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+    with _stop_on_signals():
+        pool = ThreadPoolExecutor(max_workers=min(int(args.jobs), len(paths)))
+        try:
+            grades = []
+            for graded, text in pool.map(grade_one, paths):
+                grades.append(graded)
+                if not args.json:
+                    print(text, flush=True)
+        finally:
+            pool.shutdown(cancel_futures=True)  # stopped: no notebook that has not begun begins
     if args.json:
         print(json_report(grades))
     elif len(grades) > 1:
@@ -374,13 +372,15 @@ def run(args: argparse.Namespace) -> int:
     return 2 if errors else 0 if all(graded.ok for graded in grades) else 1
 
 
-def _stop_on_signals() -> dict:
-    """Make SIGTERM (``docker stop``, ``timeout``, ``kill``), SIGHUP and SIGINT end the grade
-    as its normal end does, only sooner: every worker ended (``channel.stop``), then an exit
-    with status 128 + the signal's number, so the grader's own clean-up runs (each session's,
-    then the spare workers' and the sealed package's at exit). Without it a signal ends the
-    grader at once and its spares' folders and control groups stay behind. Returns the
-    handlers it replaced (none outside the main thread, where Python takes no handlers)."""
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """While it lasts, SIGTERM (``docker stop``, ``timeout``, ``kill``), SIGHUP and SIGINT end
+    the grade as its normal end does, only sooner: every worker ended (``channel.stop``), then
+    an exit with status 128 + the signal's number, so the grader's own clean-up runs (each
+    session's, then the spare workers' and the sealed package's at exit). Without it a signal
+    ends the grader at once and its spares' folders and control groups stay behind. Outside
+    the main thread (where Python takes no handlers) it does nothing. Afterwards, the
+    handlers are as they were and channels open again (a caller in the same process)."""
     from .sealed import channel
 
     def stop(number, frame):
@@ -398,8 +398,15 @@ def _stop_on_signals() -> dict:
         raise SystemExit(128 + number)
 
     if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+        yield
+        return
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        channel.resume()
 
 
 def write_outputs(

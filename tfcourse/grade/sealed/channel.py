@@ -152,6 +152,12 @@ def stop() -> None:
             channel.process.send_signal(signal.SIGKILL)
 
 
+def resume() -> None:
+    """Open channels again after ``stop``, once every session has ended (``command.run``)."""
+    global _stopping
+    _stopping = False
+
+
 class Channel:
     """The grader's end of one worker process: messages out and replies in. Every wait (a
     reply, or a message the worker is slow to read) lasts at most ``timeout`` seconds, and
