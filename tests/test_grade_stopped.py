@@ -91,7 +91,7 @@ def test_a_grader_stopped_by_a_signal_leaves_nothing_behind(
         notebook_format.write_notebook(notebook, submissions / f"{learner}_99_fixture.ipynb")
     # The grader's temporary folder, empty at its end; passable, as /tmp is, for a fresh
     # user on its way to its own folder inside.
-    scratch = Path(tempfile.mkdtemp(prefix="tfcourse-stopped-"))
+    scratch = Path(tempfile.mkdtemp(prefix="tfcourse-stop-tmp-"))
     request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     scratch.chmod(0o711)
     path = os.environ["PATH"]
