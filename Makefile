@@ -103,7 +103,7 @@ test: test-fast
 test-wheel: setup
 	$(PY) scripts/check_wheel.py
 
-# The fast set: about a minute and a half on 2 idle cores, no notebook execution.
+# The fast set: one to one and a half minutes on 2 idle cores, no notebook execution.
 test-fast: setup
 	$(PY) -m pytest -n $(JOBS) -m "not slow"
 

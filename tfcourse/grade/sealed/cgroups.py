@@ -54,9 +54,10 @@ class Group:
 
     def __init__(self, folders: list[Path], version: int):
         self.folders, self.version = folders, version
-        undertaker.keep("group", self._will())
+        undertaker.keep("group", self._entry())
 
-    def _will(self) -> list:
+    def _entry(self) -> list:
+        """The group as the undertaker's will names it."""
         return [self.version, [str(folder) for folder in self.folders]]
 
     def add(self, pid: int) -> None:
@@ -93,7 +94,7 @@ class Group:
                 except OSError:
                     removed = False
             if removed:
-                undertaker.done("group", self._will())
+                undertaker.done("group", self._entry())
                 return
             time.sleep(0.01)
 

@@ -26,7 +26,9 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any, cast
 
+PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # the folder that holds tfcourse/
 _lock = threading.Lock()
 _will: subprocess.Popen | None = None
 _carrying_out = False  # in the undertaker: what it removes leaves no will of its own
@@ -45,7 +47,7 @@ def _write(sign: str, kind: str, value) -> None:
             if sign == "-":
                 return
             _will = subprocess.Popen(
-                [sys.executable, "-I", "-c", _START.format(__name__), _package_parent()],
+                [sys.executable, "-I", "-c", _START.format(__name__), str(PACKAGE_PARENT)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -53,8 +55,9 @@ def _write(sign: str, kind: str, value) -> None:
                 start_new_session=True,
             )
         with contextlib.suppress(OSError):  # an undertaker gone: nothing more can be left
-            _will.stdin.write(line)  # type: ignore[union-attr]
-            _will.stdin.flush()  # type: ignore[union-attr]
+            stdin = cast(IO[bytes], _will.stdin)
+            stdin.write(line)
+            stdin.flush()
 
 
 def keep(kind: str, value) -> None:
@@ -80,15 +83,11 @@ def temporary_folder(prefix: str) -> Iterator[str]:
         done("path", folder.name)
 
 
-def _package_parent() -> str:
-    return str(Path(__file__).resolve().parents[3])
-
-
 def main() -> None:
     """The undertaker: read the will until the grader has gone, then carry it out."""
     global _carrying_out
     _carrying_out = True
-    left: dict[str, object] = {}
+    left: dict[str, tuple[str, Any]] = {}
     for line in sys.stdin:
         try:
             sign, kind, value = json.loads(line)
@@ -99,7 +98,7 @@ def main() -> None:
             left[key] = (kind, value)
         else:
             left.pop(key, None)
-    for kind, value in left.values():  # type: ignore[misc]
+    for kind, value in left.values():
         with contextlib.suppress(Exception):  # one that fails: the others still go
             _remove(kind, value)
 
